@@ -1,0 +1,13 @@
+// Package mlx5 is the device: it opens an mlx5 RDMA device through package
+// uverbs with the mlx5 provider's driver data, issues DEVX firmware commands,
+// and composes prm, wqe, doorbell and sig into QPs, CQs, signature mkeys and
+// their work requests, with the semantics of rdma-core's mlx5dv API.
+//
+// Beneath it lies the one seam of docs/ARCHITECTURE.md: everything mlx5
+// exchanges with the kernel and the hardware is bytes (PRM mailboxes, WQEs,
+// CQEs, doorbell records, UAR writes) plus the object handles the kernel
+// returns, so a software device model can stand in for both in tests.
+//
+// It may import uverbs, prm, wqe, doorbell and sig; nothing imports it but
+// the command-line tools, hwtest and users.
+package mlx5
