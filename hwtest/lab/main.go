@@ -435,7 +435,11 @@ func boot(ctx context.Context, c config, qemu string, k *kernel.Kernel, initrd, 
 
 func summary(rep *proto.Report) {
 	fmt.Println("lab results:")
+	var passed, failed, skipped int
 	for _, b := range rep.Binaries {
+		passed += b.Passed
+		failed += b.Failed
+		skipped += b.Skipped
 		status := "PASS"
 		if !b.Ended {
 			status = "DIED"
@@ -444,6 +448,8 @@ func summary(rep *proto.Report) {
 		}
 		fmt.Printf("  %-4s %-24s %3d passed %3d failed %3d skipped  %6.1fs\n", status, b.Name, b.Passed, b.Failed, b.Skipped, b.Duration.Seconds())
 	}
+	// The plain closing line CI reads.
+	fmt.Printf("lab: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
 }
 
 func showConsole(path string) {
