@@ -106,3 +106,80 @@ const (
 	SizeofAttr     = 16
 	SizeofIoctlHdr = 24
 )
+
+// enum uverbs_attrs_get_context_attr_ids, <rdma/ib_user_ioctl_cmds.h>.
+const (
+	UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS = 0
+	UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT     = 1
+)
+
+// enum uverbs_attrs_query_port_cmd_attr_ids, <rdma/ib_user_ioctl_cmds.h>.
+const (
+	UVERBS_ATTR_QUERY_PORT_PORT_NUM = 0
+	UVERBS_ATTR_QUERY_PORT_RESP     = 1
+)
+
+// enum uverbs_methods_pd and enum uverbs_attrs_pd_destroy_ids,
+// <rdma/ib_user_ioctl_cmds.h>.
+const (
+	UVERBS_METHOD_PD_DESTROY      = 0
+	UVERBS_ATTR_DESTROY_PD_HANDLE = 0
+)
+
+// Legacy write command numbers (enum ib_uverbs_write_cmds,
+// <rdma/ib_user_verbs.h>), sent through UVERBS_METHOD_INVOKE_WRITE.
+const (
+	IB_USER_VERBS_CMD_GET_CONTEXT  = 0
+	IB_USER_VERBS_CMD_QUERY_DEVICE = 1
+	IB_USER_VERBS_CMD_QUERY_PORT   = 2
+	IB_USER_VERBS_CMD_ALLOC_PD     = 3
+	IB_USER_VERBS_CMD_DEALLOC_PD   = 4
+)
+
+// IbUverbsAllocPd is struct ib_uverbs_alloc_pd without its driver_data[],
+// <rdma/ib_user_verbs.h>. Response is the legacy write() response pointer;
+// the ioctl path returns the response through UVERBS_ATTR_CORE_OUT instead.
+type IbUverbsAllocPd struct {
+	Response uint64
+}
+
+// IbUverbsAllocPdResp is struct ib_uverbs_alloc_pd_resp without its
+// driver_data[], <rdma/ib_user_verbs.h>.
+type IbUverbsAllocPdResp struct {
+	PdHandle uint32
+}
+
+// IbUverbsQueryPortResp is struct ib_uverbs_query_port_resp,
+// <rdma/ib_user_verbs.h>.
+type IbUverbsQueryPortResp struct {
+	PortCapFlags  uint32
+	MaxMsgSz      uint32
+	BadPkeyCntr   uint32
+	QkeyViolCntr  uint32
+	GidTblLen     uint32
+	PkeyTblLen    uint16
+	Lid           uint16
+	SmLid         uint16
+	State         uint8
+	MaxMtu        uint8
+	ActiveMtu     uint8
+	Lmc           uint8
+	MaxVlNum      uint8
+	SmSl          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     uint8
+	Flags         uint8
+	Reserved      uint8
+}
+
+// IbUverbsQueryPortRespEx is struct ib_uverbs_query_port_resp_ex,
+// <rdma/ib_user_ioctl_verbs.h>.
+type IbUverbsQueryPortRespEx struct {
+	LegacyResp    IbUverbsQueryPortResp
+	PortCapFlags2 uint16
+	Reserved      [6]uint8
+}

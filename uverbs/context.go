@@ -1,0 +1,271 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrClosed is returned by calls on a closed context or object.
+var ErrClosed = errors.New("uverbs: use of closed object")
+
+// Options are a provider's additions to Open.
+type Options struct {
+	// DriverID goes into every call's header (enum rdma_driver_id).
+	DriverID uint32
+	// DriverIn and DriverOut are the provider's GET_CONTEXT data
+	// (UVERBS_ATTR_UHW_IN/OUT), e.g. struct mlx5_ib_alloc_ucontext_req_v2
+	// and its response. Either may be empty.
+	DriverIn, DriverOut []byte
+}
+
+// Context is an open uverbs device context: the character device and the
+// kernel's ucontext on it. Closing it releases every object created on it,
+// in the kernel and here.
+type Context struct {
+	Device   Device
+	driverID uint32
+
+	// NumCompVectors and CoreSupport are GET_CONTEXT's outputs.
+	NumCompVectors uint32
+	CoreSupport    uint64
+
+	mu       sync.Mutex
+	fd       int
+	children map[closer]struct{}
+}
+
+type closer interface{ markClosed() }
+
+// Open opens the named RDMA device (e.g. "rxe0", "mlx5_0") and creates its
+// ucontext. opt may be nil.
+func Open(name string, opt *Options) (*Context, error) {
+	if opt == nil {
+		opt = &Options{}
+	}
+	dev, err := DeviceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: open %s: %w", dev.Path, err)
+	}
+	c := &Context{Device: dev, driverID: opt.DriverID, fd: fd, children: map[closer]struct{}{}}
+	if err := c.getContext(opt.DriverIn, opt.DriverOut); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Context) getContext(drvIn, drvOut []byte) error {
+	var a Attrs
+	var ncv [4]byte
+	var core [8]byte
+	a.Out(UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, ncv[:])
+	a.Out(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, core[:])
+	if len(drvIn) > 0 {
+		a.In(UVERBS_ATTR_UHW_IN, drvIn)
+	}
+	if len(drvOut) > 0 {
+		a.Out(UVERBS_ATTR_UHW_OUT, drvOut)
+	}
+	if err := invoke(c.fd, "get context", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, c.driverID, &a); err != nil {
+		return err
+	}
+	c.NumCompVectors = *(*uint32)(unsafe.Pointer(&ncv))
+	c.CoreSupport = *(*uint64)(unsafe.Pointer(&core))
+	return nil
+}
+
+// FD returns the context's file descriptor (for mmap of provider pages). It
+// stays owned by the Context.
+func (c *Context) FD() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fd
+}
+
+// Close destroys the ucontext and everything created on it. Closing twice
+// is safe and returns nil.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.fd < 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	children := c.children
+	c.children = nil
+	err := unix.Close(c.fd)
+	c.fd = -1
+	c.mu.Unlock()
+	// Outside c.mu: an object's Close takes its own lock, then c.mu.
+	for ch := range children {
+		ch.markClosed()
+	}
+	if err != nil {
+		return fmt.Errorf("uverbs: close %s: %w", c.Device.Path, err)
+	}
+	return nil
+}
+
+// Invoke issues a method call on the context's device: object and method
+// ids, the attributes, and op naming the call in errors. Providers use it
+// for their driver-specific methods.
+func (c *Context) Invoke(op string, object, method uint16, a *Attrs) error {
+	c.mu.Lock()
+	fd := c.fd
+	c.mu.Unlock()
+	if fd < 0 {
+		return fmt.Errorf("uverbs: %s: %w", op, ErrClosed)
+	}
+	return invoke(fd, op, object, method, c.driverID, a)
+}
+
+// InvokeWrite sends legacy write command cmd through
+// UVERBS_METHOD_INVOKE_WRITE: coreIn is the command struct without its
+// legacy header, coreOut its response; drvIn and drvOut the provider's data.
+func (c *Context) InvokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []byte) error {
+	var a Attrs
+	a.InUint64(UVERBS_ATTR_WRITE_CMD, uint64(cmd))
+	a.In(UVERBS_ATTR_CORE_IN, coreIn)
+	if len(coreOut) > 0 {
+		a.Out(UVERBS_ATTR_CORE_OUT, coreOut)
+	}
+	if len(drvIn) > 0 {
+		a.In(UVERBS_ATTR_UHW_IN, drvIn)
+	}
+	if len(drvOut) > 0 {
+		a.Out(UVERBS_ATTR_UHW_OUT, drvOut)
+	}
+	return c.Invoke(op, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, &a)
+}
+
+func (c *Context) adopt(ch closer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return ErrClosed
+	}
+	c.children[ch] = struct{}{}
+	return nil
+}
+
+func (c *Context) release(ch closer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.children != nil {
+		delete(c.children, ch)
+	}
+}
+
+func asBytes[T any](v *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
+}
+
+// PortAttr is a port's attributes (struct ibv_port_attr's fields).
+type PortAttr struct {
+	State         uint8 // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
+	MaxMTU        uint8 // enum ibv_mtu: 1 = 256 ... 5 = 4096
+	ActiveMTU     uint8
+	GIDTableLen   uint32
+	PortCapFlags  uint32
+	PortCapFlags2 uint16
+	MaxMsgSize    uint32
+	BadPKeyCntr   uint32
+	QKeyViolCntr  uint32
+	PKeyTableLen  uint16
+	LID           uint16
+	SMLID         uint16
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     uint8 // 0 unspecified, 1 InfiniBand, 2 Ethernet
+	Flags         uint8
+}
+
+// QueryPort returns the attributes of port (1-based).
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	if port == 0 {
+		return PortAttr{}, fmt.Errorf("uverbs: query port 0: ports are numbered from 1")
+	}
+	var resp IbUverbsQueryPortRespEx
+	var a Attrs
+	a.InUint64(UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
+	a.Out(UVERBS_ATTR_QUERY_PORT_RESP, asBytes(&resp))
+	if err := c.Invoke("query port", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_PORT, &a); err != nil {
+		return PortAttr{}, err
+	}
+	r := &resp.LegacyResp
+	return PortAttr{
+		State: r.State, MaxMTU: r.MaxMtu, ActiveMTU: r.ActiveMtu, GIDTableLen: r.GidTblLen,
+		PortCapFlags: r.PortCapFlags, PortCapFlags2: resp.PortCapFlags2, MaxMsgSize: r.MaxMsgSz,
+		BadPKeyCntr: r.BadPkeyCntr, QKeyViolCntr: r.QkeyViolCntr, PKeyTableLen: r.PkeyTblLen,
+		LID: r.Lid, SMLID: r.SmLid, LMC: r.Lmc, MaxVLNum: r.MaxVlNum, SMSL: r.SmSl,
+		SubnetTimeout: r.SubnetTimeout, InitTypeReply: r.InitTypeReply, ActiveWidth: r.ActiveWidth,
+		ActiveSpeed: r.ActiveSpeed, PhysState: r.PhysState, LinkLayer: r.LinkLayer, Flags: r.Flags,
+	}, nil
+}
+
+// PD is a protection domain.
+type PD struct {
+	ctx    *Context
+	mu     sync.Mutex
+	handle uint32
+	closed bool
+}
+
+// Handle is the kernel's handle of the PD.
+func (p *PD) Handle() uint32 { return p.handle }
+
+// AllocPD allocates a protection domain. drvOut receives the provider's
+// response (mlx5: struct mlx5_ib_alloc_pd_resp with the pdn); it may be nil.
+func (c *Context) AllocPD(drvOut []byte) (*PD, error) {
+	var cmd IbUverbsAllocPd
+	var resp IbUverbsAllocPdResp
+	if err := c.InvokeWrite("alloc pd", IB_USER_VERBS_CMD_ALLOC_PD, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
+		return nil, err
+	}
+	p := &PD{ctx: c, handle: resp.PdHandle}
+	if err := c.adopt(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *PD) markClosed() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+// Close deallocates the PD. Closing twice, or after the context is closed,
+// is safe and returns nil.
+func (p *PD) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var a Attrs
+	a.IDR(UVERBS_ATTR_DESTROY_PD_HANDLE, p.handle)
+	if err := p.ctx.Invoke("dealloc pd", UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY, &a); err != nil {
+		if errors.Is(err, ErrClosed) {
+			p.closed = true
+			return nil
+		}
+		return err
+	}
+	p.closed = true
+	p.ctx.release(p)
+	return nil
+}
