@@ -1,5 +1,12 @@
 package uverbs
 
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/internal/netlink"
+	"golang.org/x/sys/unix"
+)
+
 // RDMA netlink (nldev) ABI mirror of <rdma/rdma_netlink.h>. Names are the
 // kernel's.
 
@@ -25,10 +32,142 @@ const (
 
 // enum rdma_nldev_attr (the values used).
 const (
-	RDMA_NLDEV_ATTR_DEV_INDEX   = 1
-	RDMA_NLDEV_ATTR_DEV_NAME    = 2
-	RDMA_NLDEV_ATTR_PORT_INDEX  = 3
-	RDMA_NLDEV_ATTR_RES_SUMMARY = 15
-	RDMA_NLDEV_ATTR_NDEV_NAME   = 51
-	RDMA_NLDEV_ATTR_LINK_TYPE   = 65
+	RDMA_NLDEV_ATTR_DEV_INDEX              = 1
+	RDMA_NLDEV_ATTR_DEV_NAME               = 2
+	RDMA_NLDEV_ATTR_PORT_INDEX             = 3
+	RDMA_NLDEV_ATTR_CAP_FLAGS              = 4
+	RDMA_NLDEV_ATTR_FW_VERSION             = 5
+	RDMA_NLDEV_ATTR_NODE_GUID              = 6
+	RDMA_NLDEV_ATTR_SYS_IMAGE_GUID         = 7
+	RDMA_NLDEV_ATTR_DEV_NODE_TYPE          = 14
+	RDMA_NLDEV_ATTR_RES_SUMMARY            = 15
+	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY      = 16
+	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME = 17
+	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR = 18
+	RDMA_NLDEV_ATTR_NDEV_NAME              = 51
+	RDMA_NLDEV_ATTR_LINK_TYPE              = 65
+	RDMA_NLDEV_ATTR_DEV_PROTOCOL           = 67
 )
+
+// NLDevice is an RDMA device as RDMA netlink (RDMA_NLDEV_CMD_GET)
+// describes it.
+type NLDevice struct {
+	Index        uint32
+	Name         string
+	FWVersion    string
+	NodeGUID     uint64 // as a number; FormatGUID prints it as sysfs does
+	SysImageGUID uint64
+	NodeType     uint8
+	Protocol     string // "roce", "ib", "iw", ...
+	CapFlags     uint64
+	Ports        uint32
+}
+
+// FormatGUID prints a GUID the way sysfs and ibv_devinfo do:
+// "0011:2233:4455:6677".
+func FormatGUID(v uint64) string {
+	return fmt.Sprintf("%04x:%04x:%04x:%04x", v>>48, v>>32&0xffff, v>>16&0xffff, v&0xffff)
+}
+
+func nldevRequest(cmd uint16, flags uint16, attrs *netlink.Attrs) ([][]byte, error) {
+	c, err := netlink.Dial(unix.NETLINK_RDMA)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: rdma netlink: %w", err)
+	}
+	defer c.Close()
+	var payload []byte
+	if attrs != nil {
+		payload = attrs.Bytes()
+	}
+	return c.Request(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd), flags, payload)
+}
+
+// NetlinkDevices lists the RDMA devices through RDMA netlink.
+func NetlinkDevices() ([]NLDevice, error) {
+	msgs, err := nldevRequest(RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: list devices (nldev get): %w", err)
+	}
+	var devs []NLDevice
+	for _, m := range msgs {
+		attrs, err := netlink.ParseAttrs(m)
+		if err != nil {
+			return nil, fmt.Errorf("uverbs: nldev get: %w", err)
+		}
+		var d NLDevice
+		for _, a := range attrs {
+			switch a.Type {
+			case RDMA_NLDEV_ATTR_DEV_INDEX:
+				d.Index = a.Uint32()
+			case RDMA_NLDEV_ATTR_DEV_NAME:
+				d.Name = a.String()
+			case RDMA_NLDEV_ATTR_FW_VERSION:
+				d.FWVersion = a.String()
+			case RDMA_NLDEV_ATTR_NODE_GUID:
+				d.NodeGUID = a.Uint64()
+			case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
+				d.SysImageGUID = a.Uint64()
+			case RDMA_NLDEV_ATTR_DEV_NODE_TYPE:
+				if len(a.Data) > 0 {
+					d.NodeType = a.Data[0]
+				}
+			case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
+				d.Protocol = a.String()
+			case RDMA_NLDEV_ATTR_CAP_FLAGS:
+				d.CapFlags = a.Uint64()
+			case RDMA_NLDEV_ATTR_PORT_INDEX:
+				d.Ports = a.Uint32()
+			}
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// ResourceCounts returns the kernel's count of each resource type ("pd",
+// "cq", "qp", "mr", "ctx", "srq", "cm_id") on the device with netlink index
+// index (RDMA_NLDEV_CMD_RES_GET), across all processes.
+func ResourceCounts(index uint32) (map[string]uint64, error) {
+	var req netlink.Attrs
+	req.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, index)
+	msgs, err := nldevRequest(RDMA_NLDEV_CMD_RES_GET, 0, &req)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: resource counts (nldev res get): %w", err)
+	}
+	counts := map[string]uint64{}
+	for _, m := range msgs {
+		attrs, err := netlink.ParseAttrs(m)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range attrs {
+			if a.Type != RDMA_NLDEV_ATTR_RES_SUMMARY {
+				continue
+			}
+			entries, err := netlink.ParseAttrs(a.Data)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				fields, err := netlink.ParseAttrs(e.Data)
+				if err != nil {
+					return nil, err
+				}
+				var name string
+				var curr uint64
+				for _, f := range fields {
+					switch f.Type {
+					case RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME:
+						name = f.String()
+					case RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR:
+						curr = f.Uint64()
+					}
+				}
+				if name != "" {
+					counts[name] = curr
+				}
+			}
+		}
+	}
+	return counts, nil
+}
