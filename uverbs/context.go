@@ -33,8 +33,13 @@ type Context struct {
 	NumCompVectors uint32
 	CoreSupport    uint64
 
-	mu       sync.Mutex
-	fd       int
+	// fdMu guards fd: calls hold it for reading for their whole duration,
+	// so Close (which takes it for writing) cannot close the descriptor, and
+	// let its number be reused, under a call in flight.
+	fdMu sync.RWMutex
+	fd   int
+	// chMu guards children; nil once the context is closed.
+	chMu     sync.Mutex
 	children map[closer]struct{}
 }
 
@@ -85,25 +90,28 @@ func (c *Context) getContext(drvIn, drvOut []byte) error {
 // FD returns the context's file descriptor (for mmap of provider pages). It
 // stays owned by the Context.
 func (c *Context) FD() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
 	return c.fd
 }
 
 // Close destroys the ucontext and everything created on it. Closing twice
 // is safe and returns nil.
 func (c *Context) Close() error {
-	c.mu.Lock()
+	c.fdMu.Lock()
 	if c.fd < 0 {
-		c.mu.Unlock()
+		c.fdMu.Unlock()
 		return nil
 	}
-	children := c.children
-	c.children = nil
 	err := unix.Close(c.fd)
 	c.fd = -1
-	c.mu.Unlock()
-	// Outside c.mu: an object's Close takes its own lock, then c.mu.
+	c.fdMu.Unlock()
+	c.chMu.Lock()
+	children := c.children
+	c.children = nil
+	c.chMu.Unlock()
+	// Outside the context's locks: an object's Close takes its own lock
+	// first, then the context's.
 	for ch := range children {
 		ch.markClosed()
 	}
@@ -117,13 +125,12 @@ func (c *Context) Close() error {
 // ids, the attributes, and op naming the call in errors. Providers use it
 // for their driver-specific methods.
 func (c *Context) Invoke(op string, object, method uint16, a *Attrs) error {
-	c.mu.Lock()
-	fd := c.fd
-	c.mu.Unlock()
-	if fd < 0 {
+	c.fdMu.RLock()
+	defer c.fdMu.RUnlock()
+	if c.fd < 0 {
 		return fmt.Errorf("uverbs: %s: %w", op, ErrClosed)
 	}
-	return invoke(fd, op, object, method, c.driverID, a)
+	return invoke(c.fd, op, object, method, c.driverID, a)
 }
 
 // InvokeWrite sends legacy write command cmd through
@@ -146,9 +153,9 @@ func (c *Context) InvokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drv
 }
 
 func (c *Context) adopt(ch closer) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fd < 0 {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	if c.children == nil {
 		return ErrClosed
 	}
 	c.children[ch] = struct{}{}
@@ -156,8 +163,8 @@ func (c *Context) adopt(ch closer) error {
 }
 
 func (c *Context) release(ch closer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
 	if c.children != nil {
 		delete(c.children, ch)
 	}
