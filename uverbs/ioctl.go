@@ -18,7 +18,6 @@ const maxAttrs = 16
 type Attrs struct {
 	n     int
 	attrs [maxAttrs]IbUverbsAttr
-	outs  [maxAttrs][]byte // output buffers, by attribute index
 	pins  [maxAttrs]unsafe.Pointer
 	err   error
 }
@@ -80,8 +79,7 @@ func (a *Attrs) Out(id uint16, b []byte) {
 	at := IbUverbsAttr{AttrID: id, Len: uint16(len(b)), Flags: UVERBS_ATTR_F_MANDATORY}
 	var p unsafe.Pointer
 	at.Data, p = ptrOf(b)
-	i := a.add(at, p)
-	a.outs[i] = b
+	a.add(at, p)
 }
 
 // IDR adds an existing object handle (an IDR attribute: in, destroy or
@@ -125,12 +123,6 @@ func (a *Attrs) Len() int { return a.n }
 
 // Attr returns attribute i as it will be (or was) sent.
 func (a *Attrs) Attr(i int) IbUverbsAttr { return a.attrs[i] }
-
-// Method names an object and a method for errors: "PD DESTROY".
-type Method struct {
-	Object, Method uint16
-	Name           string
-}
 
 // CallError is a failed RDMA_VERBS_IOCTL. It unwraps to the errno.
 type CallError struct {
