@@ -82,6 +82,20 @@ func nldevRequest(cmd uint16, flags uint16, attrs *netlink.Attrs) ([][]byte, err
 	return c.Request(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd), flags, payload)
 }
 
+// AddLink creates a software RDMA device: what `rdma link add NAME type
+// LINKTYPE netdev NETDEV` sends (RDMA_NLDEV_CMD_NEWLINK), e.g. an rdma_rxe
+// device on an Ethernet netdev. It needs CAP_NET_ADMIN.
+func AddLink(name, linkType, netdev string) error {
+	var a netlink.Attrs
+	a.String(RDMA_NLDEV_ATTR_DEV_NAME, name)
+	a.String(RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
+	a.String(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
+	if _, err := nldevRequest(RDMA_NLDEV_CMD_NEWLINK, 0, &a); err != nil {
+		return fmt.Errorf("uverbs: add %s link %s on %s (nldev newlink): %w", linkType, name, netdev, err)
+	}
+	return nil
+}
+
 // NetlinkDevices lists the RDMA devices through RDMA netlink.
 func NetlinkDevices() ([]NLDevice, error) {
 	msgs, err := nldevRequest(RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)

@@ -51,7 +51,7 @@ func main() {
 		w.Setup("netdev", m.Netdev+" "+m.Address, setupNetdev(m.Netdev, m.Address))
 	}
 	if m.RXE != "" {
-		err := addRXE(m.RXE, m.Netdev)
+		err := uverbs.AddLink(m.RXE, "rxe", m.Netdev)
 		w.Setup("rxe-link", m.RXE+" on "+m.Netdev, err)
 		if err == nil {
 			detail, err := waitActive(m.RXE, 30*time.Second)
@@ -179,24 +179,6 @@ func setupNetdev(name, addr string) error {
 	at.Raw(unix.IFA_ADDRESS, ip[:])
 	if _, err := c.Request(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, append(ifa, at.Bytes()...)); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("add %s to %s: %w", addr, name, err)
-	}
-	return nil
-}
-
-// addRXE sends what `rdma link add NAME type rxe netdev NETDEV` sends.
-func addRXE(name, netdev string) error {
-	c, err := netlink.Dial(unix.NETLINK_RDMA)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var a netlink.Attrs
-	a.String(uverbs.RDMA_NLDEV_ATTR_DEV_NAME, name)
-	a.String(uverbs.RDMA_NLDEV_ATTR_LINK_TYPE, "rxe")
-	a.String(uverbs.RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-	typ := uverbs.RDMA_NL_GET_TYPE(uverbs.RDMA_NL_NLDEV, uverbs.RDMA_NLDEV_CMD_NEWLINK)
-	if _, err := c.Request(typ, 0, a.Bytes()); err != nil {
-		return fmt.Errorf("RDMA_NLDEV_CMD_NEWLINK %s: %w", name, err)
 	}
 	return nil
 }
