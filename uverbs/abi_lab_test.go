@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -123,8 +124,8 @@ func TestLabBTFUverbs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	btfcheck.CheckConsts(t, s, uverbsConsts)
-	btfcheck.CheckLayouts(t, s, uverbsLayouts)
+	btfcheck.CheckConsts(t, s, slices.Concat(uverbsConsts, deviceConsts, objectConsts))
+	btfcheck.CheckLayouts(t, s, slices.Concat(uverbsLayouts, deviceLayouts, objectLayouts))
 	if RDMA_VERBS_IOCTL != 0xc0181b01 {
 		t.Errorf("RDMA_VERBS_IOCTL = %#x; _IOWR(0x1b, 1, 24 bytes) is 0xc0181b01", RDMA_VERBS_IOCTL)
 	}
