@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,11 @@ type Options struct {
 	// (UVERBS_ATTR_UHW_IN/OUT), e.g. struct mlx5_ib_alloc_ucontext_req_v2
 	// and its response. Either may be empty.
 	DriverIn, DriverOut []byte
+	// ForceWrite sends every command that has a legacy write() form by
+	// write(), as on a kernel without RDMA_VERBS_IOCTL. It exists to test
+	// that path; normal use leaves it false and write() is used only when
+	// the kernel has nothing else.
+	ForceWrite bool
 }
 
 // Context is an open uverbs device context: the character device and the
@@ -38,9 +44,18 @@ type Context struct {
 	// let its number be reused, under a call in flight.
 	fdMu sync.RWMutex
 	fd   int
-	// chMu guards children; nil once the context is closed.
+	// chMu guards children and events; children is nil once the context
+	// is closed.
 	chMu     sync.Mutex
 	children map[closer]struct{}
+	// events maps the user handles given to the kernel at creation to
+	// their objects, so that async events name them.
+	events     map[uint64]any
+	nextHandle uint64
+
+	forceWrite bool
+	noIoctl    atomic.Bool // the kernel answered ENOTTY: no ioctl path
+	async      *EventFile
 }
 
 type closer interface{ markClosed() }
@@ -59,13 +74,49 @@ func Open(name string, opt *Options) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: open %s: %w", dev.Path, err)
 	}
-	c := &Context{Device: dev, driverID: opt.DriverID, fd: fd, children: map[closer]struct{}{}}
-	if err := c.getContext(opt.DriverIn, opt.DriverOut); err != nil {
+	c := &Context{Device: dev, driverID: opt.DriverID, fd: fd, children: map[closer]struct{}{},
+		events: map[uint64]any{}, forceWrite: opt.ForceWrite}
+	asyncFD := -1
+	err = c.ioctlOrWrite(func() error { return c.getContext(opt.DriverIn, opt.DriverOut) },
+		func() error { var e error; asyncFD, e = c.getContextWrite(opt.DriverIn, opt.DriverOut); return e })
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if asyncFD < 0 {
+		// The ioctl path: the async event file is a separate object.
+		var a Attrs
+		i := a.NewFD(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+		err := c.Invoke("alloc async event file", UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, &a)
+		if err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		asyncFD = int(a.Handle(i))
+	}
+	if c.async, err = newEventFile(asyncFD, "async events of "+name); err != nil {
+		unix.Close(asyncFD)
 		unix.Close(fd)
 		return nil, err
 	}
 	return c, nil
 }
+
+// getContextWrite is GET_CONTEXT by write(): the kernel creates the async
+// event file with the context and returns its descriptor.
+func (c *Context) getContextWrite(drvIn, drvOut []byte) (int, error) {
+	var cmd IbUverbsGetContext
+	var resp IbUverbsGetContextResp
+	if err := c.write("get context", IB_USER_VERBS_CMD_GET_CONTEXT, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
+		return -1, err
+	}
+	c.NumCompVectors = resp.NumCompVectors
+	return int(resp.AsyncFd), nil
+}
+
+// AsyncEvents returns the context's async event file: QP, CQ, SRQ, port
+// and device events. It is owned by the context and closed with it.
+func (c *Context) AsyncEvents() *EventFile { return c.async }
 
 func (c *Context) getContext(drvIn, drvOut []byte) error {
 	var a Attrs
@@ -106,9 +157,13 @@ func (c *Context) Close() error {
 	err := unix.Close(c.fd)
 	c.fd = -1
 	c.fdMu.Unlock()
+	if c.async != nil {
+		c.async.Close()
+	}
 	c.chMu.Lock()
 	children := c.children
 	c.children = nil
+	c.events = nil
 	c.chMu.Unlock()
 	// Outside the context's locks: an object's Close takes its own lock
 	// first, then the context's.
@@ -136,7 +191,17 @@ func (c *Context) Invoke(op string, object, method uint16, a *Attrs) error {
 // InvokeWrite sends legacy write command cmd through
 // UVERBS_METHOD_INVOKE_WRITE: coreIn is the command struct without its
 // legacy header, coreOut its response; drvIn and drvOut the provider's data.
+//
+// If the kernel has no ioctl path the command goes by write() instead (see
+// write.go); coreIn must then be the whole command struct, its response
+// field first for commands that have one, as the kernel's write() ABI has
+// it.
 func (c *Context) InvokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []byte) error {
+	return c.ioctlOrWrite(func() error { return c.invokeWrite(op, cmd, coreIn, coreOut, drvIn, drvOut) },
+		func() error { return c.write(op, cmd, coreIn, coreOut, drvIn, drvOut) })
+}
+
+func (c *Context) invokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []byte) error {
 	var a Attrs
 	a.InUint64(UVERBS_ATTR_WRITE_CMD, uint64(cmd))
 	a.In(UVERBS_ATTR_CORE_IN, coreIn)
@@ -168,6 +233,37 @@ func (c *Context) release(ch closer) {
 	if c.children != nil {
 		delete(c.children, ch)
 	}
+}
+
+// newUserHandle returns a fresh user handle for an object that may have
+// async events; register binds it to the object once created.
+func (c *Context) newUserHandle() uint64 {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	c.nextHandle++
+	return c.nextHandle
+}
+
+func (c *Context) register(h uint64, obj any) {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	if c.events != nil {
+		c.events[h] = obj
+	}
+}
+
+func (c *Context) unregister(h uint64) {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	if c.events != nil {
+		delete(c.events, h)
+	}
+}
+
+func (c *Context) lookup(h uint64) any {
+	c.chMu.Lock()
+	defer c.chMu.Unlock()
+	return c.events[h]
 }
 
 func asBytes[T any](v *T) []byte {
@@ -206,10 +302,16 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		return PortAttr{}, fmt.Errorf("uverbs: query port 0: ports are numbered from 1")
 	}
 	var resp IbUverbsQueryPortRespEx
-	var a Attrs
-	a.InUint64(UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
-	a.Out(UVERBS_ATTR_QUERY_PORT_RESP, asBytes(&resp))
-	if err := c.Invoke("query port", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_PORT, &a); err != nil {
+	err := c.ioctlOrWrite(func() error {
+		var a Attrs
+		a.InUint64(UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
+		a.Out(UVERBS_ATTR_QUERY_PORT_RESP, asBytes(&resp))
+		return c.Invoke("query port", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_PORT, &a)
+	}, func() error {
+		cmd := IbUverbsQueryPort{PortNum: port}
+		return c.write("query port", IB_USER_VERBS_CMD_QUERY_PORT, asBytes(&cmd), asBytes(&resp.LegacyResp), nil, nil)
+	})
+	if err != nil {
 		return PortAttr{}, err
 	}
 	r := &resp.LegacyResp
@@ -223,16 +325,47 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	}, nil
 }
 
-// PD is a protection domain.
-type PD struct {
+// object is what every kernel object shares: its context, its handle and
+// whether it is closed.
+type object struct {
 	ctx    *Context
 	mu     sync.Mutex
 	handle uint32
 	closed bool
 }
 
-// Handle is the kernel's handle of the PD.
-func (p *PD) Handle() uint32 { return p.handle }
+// Handle is the kernel's handle of the object.
+func (o *object) Handle() uint32 { return o.handle }
+
+func (o *object) markClosed() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+}
+
+// close destroys the object once: destroy runs under the object's lock
+// unless it is already closed. If the context was closed meanwhile the
+// kernel has released the object and close returns nil.
+func (o *object) close(self closer, destroy func() error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	if err := destroy(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			o.closed = true
+			return nil
+		}
+		return err
+	}
+	o.closed = true
+	o.ctx.release(self)
+	return nil
+}
+
+// PD is a protection domain.
+type PD struct{ object }
 
 // AllocPD allocates a protection domain. drvOut receives the provider's
 // response (mlx5: struct mlx5_ib_alloc_pd_resp with the pdn); it may be nil.
@@ -242,37 +375,24 @@ func (c *Context) AllocPD(drvOut []byte) (*PD, error) {
 	if err := c.InvokeWrite("alloc pd", IB_USER_VERBS_CMD_ALLOC_PD, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
 		return nil, err
 	}
-	p := &PD{ctx: c, handle: resp.PdHandle}
+	p := &PD{object{ctx: c, handle: resp.PdHandle}}
 	if err := c.adopt(p); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *PD) markClosed() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-}
-
 // Close deallocates the PD. Closing twice, or after the context is closed,
 // is safe and returns nil.
 func (p *PD) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	var a Attrs
-	a.IDR(UVERBS_ATTR_DESTROY_PD_HANDLE, p.handle)
-	if err := p.ctx.Invoke("dealloc pd", UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY, &a); err != nil {
-		if errors.Is(err, ErrClosed) {
-			p.closed = true
-			return nil
-		}
-		return err
-	}
-	p.closed = true
-	p.ctx.release(p)
-	return nil
+	return p.close(p, func() error {
+		return p.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			a.IDR(UVERBS_ATTR_DESTROY_PD_HANDLE, p.handle)
+			return p.ctx.Invoke("dealloc pd", UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY, &a)
+		}, func() error {
+			cmd := IbUverbsDeallocPd{PdHandle: p.handle}
+			return p.ctx.write("dealloc pd", IB_USER_VERBS_CMD_DEALLOC_PD, asBytes(&cmd), nil, nil, nil)
+		})
+	})
 }

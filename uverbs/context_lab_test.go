@@ -125,7 +125,7 @@ func TestLabErrors(t *testing.T) {
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("QueryPort(2): %v, want EINVAL", err)
 	}
-	bogus := &PD{ctx: c, handle: 0x7fff}
+	bogus := &PD{object{ctx: c, handle: 0x7fff}}
 	err = bogus.Close()
 	t.Logf("dealloc bogus pd: %v", err)
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "dealloc pd") || ce.Errno == 0 {

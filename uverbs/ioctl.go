@@ -134,8 +134,8 @@ func (e *CallError) Error() string { return fmt.Sprintf("uverbs: %s: %v", e.Op, 
 func (e *CallError) Unwrap() error { return e.Errno }
 
 // ioctlHook, when set, replaces the system call (encoding tests record what
-// would be sent).
-var ioctlHook func(fd int, hdr *IbUverbsIoctlHdr, attrs []IbUverbsAttr) unix.Errno
+// would be sent); data[i] is the memory attribute i points to, if any.
+var ioctlHook func(fd int, hdr *IbUverbsIoctlHdr, attrs []IbUverbsAttr, data []unsafe.Pointer) unix.Errno
 
 // invoke issues one RDMA_VERBS_IOCTL on fd. op names the call in errors.
 func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs) error {
@@ -157,7 +157,7 @@ func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs)
 	copy(buf.attrs[:], a.attrs[:a.n])
 	var errno unix.Errno
 	if ioctlHook != nil {
-		errno = ioctlHook(fd, &buf.hdr, buf.attrs[:a.n])
+		errno = ioctlHook(fd, &buf.hdr, buf.attrs[:a.n], a.pins[:a.n])
 	} else {
 		var pin runtime.Pinner
 		for i := 0; i < a.n; i++ {
@@ -173,4 +173,17 @@ func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs)
 		return &CallError{Op: op, Errno: errno}
 	}
 	return nil
+}
+
+// InUint32 adds a mandatory 4-byte inline input.
+func (a *Attrs) InUint32(id uint16, v uint32) {
+	a.add(IbUverbsAttr{AttrID: id, Len: 4, Flags: UVERBS_ATTR_F_MANDATORY, Data: uint64(v)}, nil)
+}
+
+// Optional clears the MANDATORY flag of the attribute added last: the
+// kernel ignores it if it does not know it.
+func (a *Attrs) Optional() {
+	if a.n > 0 {
+		a.attrs[a.n-1].Flags &^= UVERBS_ATTR_F_MANDATORY
+	}
 }

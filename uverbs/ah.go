@@ -1,0 +1,44 @@
+package uverbs
+
+import "fmt"
+
+// AH is an address handle, the destination of UD sends.
+type AH struct{ object }
+
+// CreateAH creates an address handle for attr on the PD. drvOut receives
+// the provider's response (mlx5: struct mlx5_ib_create_ah_resp); it may be
+// nil.
+func (p *PD) CreateAH(attr *AHAttr, drvOut []byte) (*AH, error) {
+	if attr.Port == 0 {
+		return nil, fmt.Errorf("uverbs: create ah: port 0: ports are numbered from 1")
+	}
+	d := encodeAH(attr)
+	cmd := IbUverbsCreateAh{PdHandle: p.handle, Attr: IbUverbsAhAttr{
+		Grh: IbUverbsGlobalRoute{Dgid: d.Dgid, FlowLabel: d.FlowLabel, SgidIndex: d.SgidIndex,
+			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
+		Dlid: d.Dlid, Sl: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		IsGlobal: d.IsGlobal, PortNum: d.PortNum}}
+	var resp IbUverbsCreateAhResp
+	if err := p.ctx.InvokeWrite("create ah", IB_USER_VERBS_CMD_CREATE_AH, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
+		return nil, err
+	}
+	ah := &AH{object{ctx: p.ctx, handle: resp.AhHandle}}
+	if err := p.ctx.adopt(ah); err != nil {
+		return nil, err
+	}
+	return ah, nil
+}
+
+// Close destroys the AH. Closing twice is safe.
+func (ah *AH) Close() error {
+	return ah.close(ah, func() error {
+		return ah.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			a.IDR(UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
+			return ah.ctx.Invoke("destroy ah", UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY, &a)
+		}, func() error {
+			cmd := IbUverbsDestroyAh{AhHandle: ah.handle}
+			return ah.ctx.write("destroy ah", IB_USER_VERBS_CMD_DESTROY_AH, asBytes(&cmd), nil, nil, nil)
+		})
+	})
+}

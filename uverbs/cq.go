@@ -1,0 +1,127 @@
+package uverbs
+
+import "fmt"
+
+// CQOptions describe a completion queue to create.
+type CQOptions struct {
+	// CQE is the number of entries the provider asked for (libmlx5 sends
+	// its rounded size minus one).
+	CQE uint32
+	// CompVector selects the completion vector, below
+	// Context.NumCompVectors.
+	CompVector uint32
+	// Channel, if set, receives the CQ's completion events.
+	Channel *CompChannel
+	// Flags are enum ib_uverbs_ex_create_cq_flags.
+	Flags uint32
+	// DriverIn and DriverOut are the provider's data (mlx5: struct
+	// mlx5_ib_create_cq and mlx5_ib_create_cq_resp).
+	DriverIn, DriverOut []byte
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	object
+	userHandle uint64
+	// CQE is the size the kernel granted.
+	CQE uint32
+	// Channel is the completion channel, if any.
+	Channel *CompChannel
+}
+
+// CreateCQ creates a completion queue.
+func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
+	if o.CQE == 0 {
+		return nil, fmt.Errorf("uverbs: create cq: CQE must be at least 1")
+	}
+	if o.CompVector >= c.NumCompVectors && c.NumCompVectors > 0 {
+		return nil, fmt.Errorf("uverbs: create cq: completion vector %d, the device has %d", o.CompVector, c.NumCompVectors)
+	}
+	if o.Channel != nil && o.Channel.ctx != c {
+		return nil, fmt.Errorf("uverbs: create cq: completion channel of another context")
+	}
+	cq := &CQ{object: object{ctx: c}, userHandle: c.newUserHandle(), Channel: o.Channel}
+	err := c.ioctlOrWrite(func() error {
+		var a Attrs
+		h := a.NewIDR(UVERBS_ATTR_CREATE_CQ_HANDLE)
+		var cqe [4]byte
+		a.Out(UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe[:])
+		a.InUint32(UVERBS_ATTR_CREATE_CQ_CQE, o.CQE)
+		a.InUint64(UVERBS_ATTR_CREATE_CQ_USER_HANDLE, cq.userHandle)
+		if o.Channel != nil {
+			a.FD(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, o.Channel.Fd())
+		}
+		a.InUint32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, o.CompVector)
+		if o.Flags != 0 {
+			a.InUint64(UVERBS_ATTR_CREATE_CQ_FLAGS, uint64(o.Flags))
+		}
+		a.FD(UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
+		a.Optional()
+		if len(o.DriverIn) > 0 {
+			a.In(UVERBS_ATTR_UHW_IN, o.DriverIn)
+		}
+		if len(o.DriverOut) > 0 {
+			a.Out(UVERBS_ATTR_UHW_OUT, o.DriverOut)
+		}
+		if err := c.Invoke("create cq", UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, &a); err != nil {
+			return err
+		}
+		cq.handle = uint32(a.Handle(h))
+		cq.CQE = le32(cqe[:])
+		return nil
+	}, func() error {
+		if o.Flags != 0 {
+			return fmt.Errorf("uverbs: create cq: flags need the ioctl path")
+		}
+		cmd := IbUverbsCreateCq{UserHandle: cq.userHandle, Cqe: o.CQE, CompVector: o.CompVector, CompChannel: -1}
+		if o.Channel != nil {
+			cmd.CompChannel = int32(o.Channel.Fd())
+		}
+		var resp IbUverbsCreateCqResp
+		if err := c.write("create cq", IB_USER_VERBS_CMD_CREATE_CQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
+			return err
+		}
+		cq.handle, cq.CQE = resp.CqHandle, resp.Cqe
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.adopt(cq); err != nil {
+		return nil, err
+	}
+	c.register(cq.userHandle, cq)
+	return cq, nil
+}
+
+// ReqNotify arms the CQ through the kernel: its next completion (the next
+// solicited one if solicitedOnly) raises an event on its channel. Providers
+// with doorbell arming (mlx5) do not use it.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	cmd := IbUverbsReqNotifyCq{CqHandle: cq.handle}
+	if solicitedOnly {
+		cmd.SolicitedOnly = 1
+	}
+	return cq.ctx.InvokeWrite("req notify cq", IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, asBytes(&cmd), nil, nil, nil)
+}
+
+// Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use
+// it. Closing twice is safe.
+func (cq *CQ) Close() error {
+	return cq.close(cq, func() error {
+		var resp IbUverbsDestroyCqResp
+		err := cq.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			a.Out(UVERBS_ATTR_DESTROY_CQ_RESP, asBytes(&resp))
+			a.IDR(UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle)
+			return cq.ctx.Invoke("destroy cq", UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY, &a)
+		}, func() error {
+			cmd := IbUverbsDestroyCq{CqHandle: cq.handle}
+			return cq.ctx.write("destroy cq", IB_USER_VERBS_CMD_DESTROY_CQ, asBytes(&cmd), asBytes(&resp), nil, nil)
+		})
+		if err == nil {
+			cq.ctx.unregister(cq.userHandle)
+		}
+		return err
+	})
+}

@@ -1,0 +1,83 @@
+package uverbs
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// AccessFlags are memory access rights (enum ib_uverbs_access_flags).
+type AccessFlags uint32
+
+// Access rights.
+const (
+	AccessLocalWrite      AccessFlags = IB_UVERBS_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite     AccessFlags = IB_UVERBS_ACCESS_REMOTE_WRITE
+	AccessRemoteRead      AccessFlags = IB_UVERBS_ACCESS_REMOTE_READ
+	AccessRemoteAtomic    AccessFlags = IB_UVERBS_ACCESS_REMOTE_ATOMIC
+	AccessMWBind          AccessFlags = IB_UVERBS_ACCESS_MW_BIND
+	AccessZeroBased       AccessFlags = IB_UVERBS_ACCESS_ZERO_BASED
+	AccessOnDemand        AccessFlags = IB_UVERBS_ACCESS_ON_DEMAND
+	AccessHugeTLB         AccessFlags = IB_UVERBS_ACCESS_HUGETLB
+	AccessRelaxedOrdering AccessFlags = IB_UVERBS_ACCESS_RELAXED_ORDERING
+)
+
+const knownAccess = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic |
+	AccessMWBind | AccessZeroBased | AccessOnDemand | AccessHugeTLB | AccessRelaxedOrdering
+
+// check applies the rules every verbs provider applies: no unknown bits,
+// and remote write or atomic access needs local write (IBA 10.6.3.1).
+func (f AccessFlags) check() error {
+	if f&^knownAccess != 0 {
+		return fmt.Errorf("unknown access flags %#x", uint32(f&^knownAccess))
+	}
+	if f&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && f&AccessLocalWrite == 0 {
+		return fmt.Errorf("remote write or atomic access requires local write")
+	}
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct {
+	object
+	LKey, RKey uint32
+	Addr       uintptr
+	Length     uint64
+}
+
+// RegMR registers mem, which must not be in the Go heap (use memory from
+// mmap), for the device with the given access rights. iova is the address
+// the device uses for the first byte; pass uint64 of &mem[0] for the usual
+// identity mapping. drvIn and drvOut are provider data (may be nil).
+func (p *PD) RegMR(mem []byte, iova uint64, access AccessFlags, drvIn, drvOut []byte) (*MR, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("uverbs: reg mr: empty region")
+	}
+	if err := access.check(); err != nil {
+		return nil, fmt.Errorf("uverbs: reg mr: %w", err)
+	}
+	addr := uintptr(unsafe.Pointer(&mem[0]))
+	cmd := IbUverbsRegMr{Start: uint64(addr), Length: uint64(len(mem)), HcaVa: iova, PdHandle: p.handle, AccessFlags: uint32(access)}
+	var resp IbUverbsRegMrResp
+	if err := p.ctx.InvokeWrite("reg mr", IB_USER_VERBS_CMD_REG_MR, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
+		return nil, err
+	}
+	m := &MR{object: object{ctx: p.ctx, handle: resp.MrHandle}, LKey: resp.Lkey, RKey: resp.Rkey, Addr: addr, Length: uint64(len(mem))}
+	if err := p.ctx.adopt(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Close deregisters the MR. Closing twice is safe.
+func (m *MR) Close() error {
+	return m.close(m, func() error {
+		return m.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			a.IDR(UVERBS_ATTR_DESTROY_MR_HANDLE, m.handle)
+			return m.ctx.Invoke("dereg mr", UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY, &a)
+		}, func() error {
+			cmd := IbUverbsDeregMr{MrHandle: m.handle}
+			return m.ctx.write("dereg mr", IB_USER_VERBS_CMD_DEREG_MR, asBytes(&cmd), nil, nil, nil)
+		})
+	})
+}

@@ -1,0 +1,97 @@
+package uverbs
+
+import "fmt"
+
+// SRQOptions describe a shared receive queue to create.
+type SRQOptions struct {
+	MaxWR, MaxSGE uint32
+	// Limit is the low-water mark that raises SRQ_LIMIT_REACHED once
+	// armed; 0 for none.
+	Limit uint32
+	// DriverIn and DriverOut are the provider's data.
+	DriverIn, DriverOut []byte
+}
+
+// SRQ is a shared receive queue (basic type).
+type SRQ struct {
+	object
+	userHandle uint64
+	// MaxWR, MaxSGE are what the kernel granted; SRQN the SRQ number.
+	MaxWR, MaxSGE, SRQN uint32
+}
+
+// CreateSRQ creates a basic shared receive queue on the PD.
+func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
+	if o.MaxWR == 0 || o.MaxSGE == 0 {
+		return nil, fmt.Errorf("uverbs: create srq: MaxWR and MaxSGE must be at least 1")
+	}
+	c := p.ctx
+	s := &SRQ{object: object{ctx: c}, userHandle: c.newUserHandle()}
+	err := c.ioctlOrWrite(func() error {
+		var a Attrs
+		var maxWR, maxSGE, srqn [4]byte
+		h := a.NewIDR(UVERBS_ATTR_CREATE_SRQ_HANDLE)
+		a.IDR(UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, p.handle)
+		a.InUint64(UVERBS_ATTR_CREATE_SRQ_TYPE, IB_UVERBS_SRQT_BASIC)
+		a.InUint64(UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, s.userHandle)
+		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_WR, o.MaxWR)
+		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_SGE, o.MaxSGE)
+		a.InUint32(UVERBS_ATTR_CREATE_SRQ_LIMIT, o.Limit)
+		a.FD(UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
+		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, maxWR[:])
+		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, maxSGE[:])
+		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, srqn[:])
+		if len(o.DriverIn) > 0 {
+			a.In(UVERBS_ATTR_UHW_IN, o.DriverIn)
+		}
+		if len(o.DriverOut) > 0 {
+			a.Out(UVERBS_ATTR_UHW_OUT, o.DriverOut)
+		}
+		if err := c.Invoke("create srq", UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_CREATE, &a); err != nil {
+			return err
+		}
+		s.handle = uint32(a.Handle(h))
+		s.MaxWR, s.MaxSGE, s.SRQN = le32(maxWR[:]), le32(maxSGE[:]), le32(srqn[:])
+		return nil
+	}, func() error {
+		cmd := IbUverbsCreateSrq{UserHandle: s.userHandle, PdHandle: p.handle, MaxWr: o.MaxWR, MaxSge: o.MaxSGE, SrqLimit: o.Limit}
+		var resp IbUverbsCreateSrqResp
+		if err := c.write("create srq", IB_USER_VERBS_CMD_CREATE_SRQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
+			return err
+		}
+		s.handle, s.MaxWR, s.MaxSGE, s.SRQN = resp.SrqHandle, resp.MaxWr, resp.MaxSge, resp.Srqn
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.adopt(s); err != nil {
+		return nil, err
+	}
+	c.register(s.userHandle, s)
+	return s, nil
+}
+
+// Close destroys the SRQ. Closing twice is safe.
+func (s *SRQ) Close() error {
+	return s.close(s, func() error {
+		var resp IbUverbsDestroySrqResp
+		err := s.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			a.Out(UVERBS_ATTR_DESTROY_SRQ_RESP, asBytes(&resp))
+			a.IDR(UVERBS_ATTR_DESTROY_SRQ_HANDLE, s.handle)
+			return s.ctx.Invoke("destroy srq", UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY, &a)
+		}, func() error {
+			cmd := IbUverbsDestroySrq{SrqHandle: s.handle}
+			return s.ctx.write("destroy srq", IB_USER_VERBS_CMD_DESTROY_SRQ, asBytes(&cmd), asBytes(&resp), nil, nil)
+		})
+		if err == nil {
+			s.ctx.unregister(s.userHandle)
+		}
+		return err
+	})
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
