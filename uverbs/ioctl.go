@@ -157,7 +157,11 @@ func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs)
 	copy(buf.attrs[:], a.attrs[:a.n])
 	var errno unix.Errno
 	if ioctlHook != nil {
-		errno = ioctlHook(fd, &buf.hdr, buf.attrs[:a.n], a.pins[:a.n])
+		// Copies, so that only tests pay for handing memory to a func
+		// value (which makes it escape to the heap).
+		h, pins := buf, a.pins
+		errno = ioctlHook(fd, &h.hdr, h.attrs[:a.n], pins[:a.n])
+		buf = h
 	} else {
 		var pin runtime.Pinner
 		for i := 0; i < a.n; i++ {

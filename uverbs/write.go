@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -24,8 +23,10 @@ import (
 // isFallback reports whether err means the kernel has no ioctl path for a
 // call, and remembers a missing ioctl on the context.
 func (c *Context) isFallback(err error) bool {
-	var ce *CallError
-	if !errors.As(err, &ce) {
+	// Calls return a *CallError as it is, never wrapped: a plain type
+	// assertion keeps the success path free of allocation.
+	ce, ok := err.(*CallError)
+	if !ok {
 		return false
 	}
 	switch ce.Errno {

@@ -1,0 +1,280 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/labenv"
+	"golang.org/x/sys/unix"
+)
+
+// rxe's driver data sizes (<rdma/rdma_user_rxe.h>): rxe requires room for
+// its responses, which describe the queues it lets the provider mmap.
+const (
+	rxeCreateCQResp  = 16 // struct rxe_create_cq_resp
+	rxeCreateQPResp  = 32 // struct rxe_create_qp_resp
+	rxeCreateSRQResp = 24 // struct rxe_create_srq_resp
+)
+
+// labMem maps n bytes of anonymous memory outside the Go heap.
+func labMem(t testing.TB, n int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+// labRoCEv2GID finds rxe0's RoCE v2 GID for dummy0's IPv4 address in
+// sysfs: its table index and value.
+func labRoCEv2GID(t testing.TB) (uint8, [16]byte) {
+	t.Helper()
+	port := filepath.Join("/sys/class/infiniband", labenv.RXEDevice, "ports/1")
+	for i := 0; i < 16; i++ {
+		typ, err := os.ReadFile(filepath.Join(port, "gid_attrs/types", fmt.Sprint(i)))
+		if err != nil || strings.TrimSpace(string(typ)) != "RoCE v2" {
+			continue
+		}
+		g, err := os.ReadFile(filepath.Join(port, "gids", fmt.Sprint(i)))
+		if err != nil {
+			continue
+		}
+		a, err := netip.ParseAddr(strings.TrimSpace(string(g)))
+		if err != nil || !a.Is4In6() {
+			continue
+		}
+		return uint8(i), a.As16()
+	}
+	t.Fatal("rxe0 has no IPv4-mapped RoCE v2 GID")
+	return 0, [16]byte{}
+}
+
+type labQPs struct {
+	c      *Context
+	pd     *PD
+	cq     *CQ
+	gidIdx uint8
+	gid    [16]byte
+}
+
+func newLabQPs(t testing.TB, c *Context) *labQPs {
+	t.Helper()
+	pd, err := c.AllocPD(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQOptions{CQE: 64, DriverOut: make([]byte, rxeCreateCQResp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &labQPs{c: c, pd: pd, cq: cq}
+	l.gidIdx, l.gid = labRoCEv2GID(t)
+	return l
+}
+
+func (l *labQPs) qp(t testing.TB, typ QPType) *QP {
+	t.Helper()
+	qp, err := l.c.CreateQP(QPInit{Type: typ, PD: l.pd, SendCQ: l.cq, RecvCQ: l.cq,
+		Cap:       QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
+		DriverOut: make([]byte, rxeCreateQPResp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qp
+}
+
+func (l *labQPs) av() AHAttr {
+	return AHAttr{IsGlobal: true, Port: 1, GRH: GlobalRoute{DGID: l.gid, SGIDIndex: l.gidIdx, HopLimit: 64}}
+}
+
+func modifyAndCheck(t testing.TB, qp *QP, attr QPAttr, mask QPAttrMask) {
+	t.Helper()
+	if err := qp.Modify(&attr, mask); err != nil {
+		t.Fatalf("QP %#x to %v: %v", qp.QPN, attr.State, err)
+	}
+	got, err := qp.Query(QPAttrState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != attr.State {
+		t.Fatalf("QP %#x: state %v after modify to %v", qp.QPN, got.State, attr.State)
+	}
+}
+
+// connectRC takes a to RTS, connected to b's QPN over the RoCE v2 GID.
+func (l *labQPs) connectRC(t testing.TB, a, b *QP) {
+	t.Helper()
+	modifyAndCheck(t, a, QPAttr{State: QPStateInit, Port: 1, AccessFlags: AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags)
+	modifyAndCheck(t, a, QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: b.QPN, RQPSN: 100, MaxDestRdAtomic: 1,
+		MinRNRTimer: 12, AH: l.av()},
+		QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer)
+	modifyAndCheck(t, a, QPAttr{State: QPStateRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+		QPAttrState|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrSQPSN|QPAttrMaxQPRdAtomic)
+}
+
+// kickSQ sends POST_SEND with no work requests: rxe's doorbell. It makes
+// the kernel run the QP's requester, which reports a drained SQ.
+func kickSQ(t testing.TB, qp *QP) {
+	t.Helper()
+	// struct ib_uverbs_post_send: response, qp_handle, wr_count, sge_count,
+	// wqe_size (at least sizeof(struct ib_uverbs_send_wr), 72 bytes).
+	var cmd struct {
+		Response                             uint64
+		QPHandle, WRCount, SGECount, WQESize uint32
+	}
+	var resp struct{ BadWR uint32 }
+	cmd.QPHandle, cmd.WQESize = qp.handle, 72
+	if err := qp.ctx.InvokeWrite("post send", 28, asBytes(&cmd), asBytes(&resp), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func awaitEvent(t testing.TB, c *Context, qp *QP, want EventType) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for kicked := false; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ev, err := c.NextAsyncEvent(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && time.Now().Before(deadline) {
+			if !kicked {
+				kickSQ(t, qp)
+				kicked = true
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		t.Logf("event: %v (SQ kicked: %v)", ev, kicked)
+		if ev.Type == want && ev.QP == qp {
+			return
+		}
+	}
+}
+
+// Two RC QPs through RESET -> INIT -> RTR -> RTS with real GIDs; RTS ->
+// SQD brings SQ_DRAINED on the async event file; SQD -> RTS; -> ERR.
+func TestLabRCQPFlow(t *testing.T) {
+	for _, forceWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
+			labenv.Require(t)
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			l := newLabQPs(t, c)
+			a, b := l.qp(t, QPTypeRC), l.qp(t, QPTypeRC)
+			l.connectRC(t, a, b)
+			l.connectRC(t, b, a)
+			got, err := a.Query(QPAttrState | QPAttrAV | QPAttrDestQPN | QPAttrPathMTU)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DestQPN != b.QPN || got.AH.GRH.DGID != l.gid || got.PathMTU != MTU1024 || !got.AH.IsGlobal {
+				t.Errorf("query: dest QPN %#x (want %#x), DGID %x, MTU %v, global %v", got.DestQPN, b.QPN, got.AH.GRH.DGID, got.PathMTU, got.AH.IsGlobal)
+			}
+			modifyAndCheck(t, a, QPAttr{State: QPStateSQD, EnSQDAsyncNotify: true}, QPAttrState|QPAttrEnSQDAsyncNotify)
+			awaitEvent(t, c, a, EventSQDrained)
+			modifyAndCheck(t, a, QPAttr{State: QPStateRTS}, QPAttrState)
+			modifyAndCheck(t, a, QPAttr{State: QPStateErr}, QPAttrState)
+			modifyAndCheck(t, b, QPAttr{State: QPStateErr}, QPAttrState)
+			for _, o := range []interface{ Close() error }{a, b, l.cq, l.pd} {
+				if err := o.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Every object type is created and destroyed, by ioctl and by write().
+func TestLabObjects(t *testing.T) {
+	for _, forceWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
+			labenv.Require(t)
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			l := newLabQPs(t, c)
+			mem := labMem(t, 1<<20)
+			mr, err := l.pd.RegMR(mem, uint64(unsafePointer(mem)), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mr.LKey == 0 || mr.RKey == 0 {
+				t.Errorf("MR keys %#x %#x", mr.LKey, mr.RKey)
+			}
+			ch, err := c.CreateCompChannel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cq2, err := c.CreateCQ(CQOptions{CQE: 16, Channel: ch, DriverOut: make([]byte, rxeCreateCQResp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cq2.ReqNotify(false); err != nil {
+				t.Fatal(err)
+			}
+			// No completion comes: the wait ends with the context.
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			start := time.Now()
+			if _, err := ch.NextCQ(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("NextCQ on an idle channel: %v, want deadline exceeded", err)
+			}
+			cancel()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("NextCQ returned %v after its deadline", d)
+			}
+			srq, err := l.pd.CreateSRQ(SRQOptions{MaxWR: 32, MaxSGE: 1, DriverOut: make([]byte, rxeCreateSRQResp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if srq.MaxWR < 32 {
+				t.Errorf("SRQ max WR %d", srq.MaxWR)
+			}
+			onSRQ, err := c.CreateQP(QPInit{Type: QPTypeRC, PD: l.pd, SendCQ: l.cq, RecvCQ: cq2, SRQ: srq,
+				Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}, DriverOut: make([]byte, rxeCreateQPResp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ud := l.qp(t, QPTypeUD)
+			modifyAndCheck(t, ud, QPAttr{State: QPStateInit, Port: 1, QKey: 0x11111111}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrQKey)
+			modifyAndCheck(t, ud, QPAttr{State: QPStateRTR}, QPAttrState)
+			modifyAndCheck(t, ud, QPAttr{State: QPStateRTS, SQPSN: 1}, QPAttrState|QPAttrSQPSN)
+			av := l.av()
+			ah, err := l.pd.CreateAH(&av, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A CQ in use cannot go: the kernel answers EBUSY.
+			if err := cq2.Close(); !errors.Is(err, unix.EBUSY) {
+				t.Errorf("closing a CQ a QP uses: %v, want EBUSY", err)
+			}
+			for _, o := range []interface{ Close() error }{ah, ud, onSRQ, srq, cq2, ch, mr, l.cq, l.pd} {
+				if err := o.Close(); err != nil {
+					t.Fatalf("%T: %v", o, err)
+				}
+				if err := o.Close(); err != nil {
+					t.Fatalf("%T closed twice: %v", o, err)
+				}
+			}
+		})
+	}
+}
+
+func unsafePointer(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
