@@ -39,6 +39,25 @@ func labMem(t testing.TB, n int) []byte {
 // sysfs: its table index and value.
 func labRoCEv2GID(t testing.TB) (uint8, [16]byte) {
 	t.Helper()
+	i, g, ok := findRoCEv2GID()
+	if !ok {
+		t.Fatal("rxe0 has no IPv4-mapped RoCE v2 GID")
+	}
+	return i, g
+}
+
+// labRoCEv2GIDWait waits for the GID to (re)appear.
+func labRoCEv2GIDWait(t testing.TB, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, _, ok := findRoCEv2GID(); ok {
+			return
+		}
+	}
+	t.Fatalf("rxe0's RoCE v2 GID did not come back in %v", d)
+}
+
+func findRoCEv2GID() (uint8, [16]byte, bool) {
 	port := filepath.Join("/sys/class/infiniband", labenv.RXEDevice, "ports/1")
 	for i := 0; i < 16; i++ {
 		typ, err := os.ReadFile(filepath.Join(port, "gid_attrs/types", fmt.Sprint(i)))
@@ -53,10 +72,9 @@ func labRoCEv2GID(t testing.TB) (uint8, [16]byte) {
 		if err != nil || !a.Is4In6() {
 			continue
 		}
-		return uint8(i), a.As16()
+		return uint8(i), a.As16(), true
 	}
-	t.Fatal("rxe0 has no IPv4-mapped RoCE v2 GID")
-	return 0, [16]byte{}
+	return 0, [16]byte{}, false
 }
 
 type labQPs struct {
