@@ -1,10 +1,156 @@
 package uverbs
 
-import "github.com/mlx5go/mlx5go/internal/btfcheck"
+import (
+	"unsafe"
 
-// The device calls' constants and layouts, checked by TestLabBTFUverbs with
-// the rest of the package's.
+	"github.com/mlx5go/mlx5go/internal/btfcheck"
+)
+
+// The device calls' constants and layouts (abi_device.go), checked by
+// TestLabBTFUverbs with the rest of the package's. IB_USER_VERBS_CMD_*
+// macros are not in BTF; TestOracleQueryDeviceEx checks the extended flag
+// against libibverbs instead.
 var (
-	deviceConsts  = []btfcheck.Const{}
-	deviceLayouts = []btfcheck.Layout{}
+	deviceConsts = []btfcheck.Const{
+		{Name: "IB_USER_VERBS_EX_CMD_QUERY_DEVICE", Value: IB_USER_VERBS_EX_CMD_QUERY_DEVICE},
+		{Enum: "uverbs_attrs_query_gid_table_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE", Value: UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE},
+		{Enum: "uverbs_attrs_query_gid_table_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_TABLE_FLAGS", Value: UVERBS_ATTR_QUERY_GID_TABLE_FLAGS},
+		{Enum: "uverbs_attrs_query_gid_table_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES", Value: UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES},
+		{Enum: "uverbs_attrs_query_gid_table_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES", Value: UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES},
+		{Enum: "uverbs_attrs_query_gid_entry_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_ENTRY_PORT", Value: UVERBS_ATTR_QUERY_GID_ENTRY_PORT},
+		{Enum: "uverbs_attrs_query_gid_entry_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX", Value: UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX},
+		{Enum: "uverbs_attrs_query_gid_entry_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS", Value: UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS},
+		{Enum: "uverbs_attrs_query_gid_entry_cmd_attr_ids", Name: "UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY", Value: UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY},
+		{Enum: "ib_uverbs_gid_type", Name: "IB_UVERBS_GID_TYPE_IB", Value: IB_UVERBS_GID_TYPE_IB},
+		{Enum: "ib_uverbs_gid_type", Name: "IB_UVERBS_GID_TYPE_ROCE_V1", Value: IB_UVERBS_GID_TYPE_ROCE_V1},
+		{Enum: "ib_uverbs_gid_type", Name: "IB_UVERBS_GID_TYPE_ROCE_V2", Value: IB_UVERBS_GID_TYPE_ROCE_V2},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RESIZE_MAX_WR", Value: IB_UVERBS_DEVICE_RESIZE_MAX_WR},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_BAD_PKEY_CNTR", Value: IB_UVERBS_DEVICE_BAD_PKEY_CNTR},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_BAD_QKEY_CNTR", Value: IB_UVERBS_DEVICE_BAD_QKEY_CNTR},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RAW_MULTI", Value: IB_UVERBS_DEVICE_RAW_MULTI},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_AUTO_PATH_MIG", Value: IB_UVERBS_DEVICE_AUTO_PATH_MIG},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_CHANGE_PHY_PORT", Value: IB_UVERBS_DEVICE_CHANGE_PHY_PORT},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE", Value: IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_CURR_QP_STATE_MOD", Value: IB_UVERBS_DEVICE_CURR_QP_STATE_MOD},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_SHUTDOWN_PORT", Value: IB_UVERBS_DEVICE_SHUTDOWN_PORT},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT", Value: IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_SYS_IMAGE_GUID", Value: IB_UVERBS_DEVICE_SYS_IMAGE_GUID},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RC_RNR_NAK_GEN", Value: IB_UVERBS_DEVICE_RC_RNR_NAK_GEN},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_SRQ_RESIZE", Value: IB_UVERBS_DEVICE_SRQ_RESIZE},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_N_NOTIFY_CQ", Value: IB_UVERBS_DEVICE_N_NOTIFY_CQ},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_MEM_WINDOW", Value: IB_UVERBS_DEVICE_MEM_WINDOW},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_UD_IP_CSUM", Value: IB_UVERBS_DEVICE_UD_IP_CSUM},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_XRC", Value: IB_UVERBS_DEVICE_XRC},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS", Value: IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A", Value: IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B", Value: IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RC_IP_CSUM", Value: IB_UVERBS_DEVICE_RC_IP_CSUM},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RAW_IP_CSUM", Value: IB_UVERBS_DEVICE_RAW_IP_CSUM},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING", Value: IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_RAW_SCATTER_FCS", Value: IB_UVERBS_DEVICE_RAW_SCATTER_FCS},
+		{Enum: "ib_uverbs_device_cap_flags", Name: "IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING", Value: IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING},
+		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING", Value: IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING},
+		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS", Value: IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS},
+		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_IP_CSUM", Value: IB_UVERBS_RAW_PACKET_CAP_IP_CSUM},
+		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP", Value: IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP},
+	}
+	deviceLayouts = []btfcheck.Layout{
+		{Struct: "ib_uverbs_query_device_resp", Size: unsafe.Sizeof(IbUverbsQueryDeviceResp{}), Fields: []btfcheck.Field{
+			{Name: "fw_ver", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.FwVer)},
+			{Name: "node_guid", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.NodeGuid)},
+			{Name: "sys_image_guid", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.SysImageGuid)},
+			{Name: "max_mr_size", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMrSize)},
+			{Name: "page_size_cap", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.PageSizeCap)},
+			{Name: "vendor_id", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.VendorID)},
+			{Name: "vendor_part_id", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.VendorPartID)},
+			{Name: "hw_ver", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.HwVer)},
+			{Name: "max_qp", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxQp)},
+			{Name: "max_qp_wr", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxQpWr)},
+			{Name: "device_cap_flags", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.DeviceCapFlags)},
+			{Name: "max_sge", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxSge)},
+			{Name: "max_sge_rd", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxSgeRd)},
+			{Name: "max_cq", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxCq)},
+			{Name: "max_cqe", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxCqe)},
+			{Name: "max_mr", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMr)},
+			{Name: "max_pd", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxPd)},
+			{Name: "max_qp_rd_atom", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxQpRdAtom)},
+			{Name: "max_ee_rd_atom", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxEeRdAtom)},
+			{Name: "max_res_rd_atom", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxResRdAtom)},
+			{Name: "max_qp_init_rd_atom", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxQpInitRdAtom)},
+			{Name: "max_ee_init_rd_atom", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxEeInitRdAtom)},
+			{Name: "atomic_cap", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.AtomicCap)},
+			{Name: "max_ee", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxEe)},
+			{Name: "max_rdd", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxRdd)},
+			{Name: "max_mw", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMw)},
+			{Name: "max_raw_ipv6_qp", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxRawIpv6Qp)},
+			{Name: "max_raw_ethy_qp", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxRawEthyQp)},
+			{Name: "max_mcast_grp", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMcastGrp)},
+			{Name: "max_mcast_qp_attach", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMcastQpAttach)},
+			{Name: "max_total_mcast_qp_attach", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxTotalMcastQpAttach)},
+			{Name: "max_ah", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxAh)},
+			{Name: "max_fmr", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxFmr)},
+			{Name: "max_map_per_fmr", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxMapPerFmr)},
+			{Name: "max_srq", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxSrq)},
+			{Name: "max_srq_wr", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxSrqWr)},
+			{Name: "max_srq_sge", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxSrqSge)},
+			{Name: "max_pkeys", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.MaxPkeys)},
+			{Name: "local_ca_ack_delay", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.LocalCaAckDelay)},
+			{Name: "phys_port_cnt", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.PhysPortCnt)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsQueryDeviceResp{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_ex_query_device", Size: unsafe.Sizeof(IbUverbsExQueryDevice{}), Fields: []btfcheck.Field{
+			{Name: "comp_mask", Offset: unsafe.Offsetof(IbUverbsExQueryDevice{}.CompMask)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsExQueryDevice{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_odp_caps", Size: unsafe.Sizeof(IbUverbsOdpCaps{}), Fields: []btfcheck.Field{
+			{Name: "general_caps", Offset: unsafe.Offsetof(IbUverbsOdpCaps{}.GeneralCaps)},
+			{Name: "per_transport_caps.rc_odp_caps", Offset: unsafe.Offsetof(IbUverbsOdpCaps{}.RcOdpCaps)},
+			{Name: "per_transport_caps.uc_odp_caps", Offset: unsafe.Offsetof(IbUverbsOdpCaps{}.UcOdpCaps)},
+			{Name: "per_transport_caps.ud_odp_caps", Offset: unsafe.Offsetof(IbUverbsOdpCaps{}.UdOdpCaps)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsOdpCaps{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_rss_caps", Size: unsafe.Sizeof(IbUverbsRssCaps{}), Fields: []btfcheck.Field{
+			{Name: "supported_qpts", Offset: unsafe.Offsetof(IbUverbsRssCaps{}.SupportedQpts)},
+			{Name: "max_rwq_indirection_tables", Offset: unsafe.Offsetof(IbUverbsRssCaps{}.MaxRwqIndirectionTables)},
+			{Name: "max_rwq_indirection_table_size", Offset: unsafe.Offsetof(IbUverbsRssCaps{}.MaxRwqIndirectionTableSize)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsRssCaps{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_tm_caps", Size: unsafe.Sizeof(IbUverbsTmCaps{}), Fields: []btfcheck.Field{
+			{Name: "max_rndv_hdr_size", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.MaxRndvHdrSize)},
+			{Name: "max_num_tags", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.MaxNumTags)},
+			{Name: "flags", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.Flags)},
+			{Name: "max_ops", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.MaxOps)},
+			{Name: "max_sge", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.MaxSge)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsTmCaps{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_cq_moderation_caps", Size: unsafe.Sizeof(IbUverbsCqModerationCaps{}), Fields: []btfcheck.Field{
+			{Name: "max_cq_moderation_count", Offset: unsafe.Offsetof(IbUverbsCqModerationCaps{}.MaxCqModerationCount)},
+			{Name: "max_cq_moderation_period", Offset: unsafe.Offsetof(IbUverbsCqModerationCaps{}.MaxCqModerationPeriod)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsCqModerationCaps{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_ex_query_device_resp", Size: unsafe.Sizeof(IbUverbsExQueryDeviceResp{}), Fields: []btfcheck.Field{
+			{Name: "base", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.Base)},
+			{Name: "comp_mask", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.CompMask)},
+			{Name: "response_length", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.ResponseLength)},
+			{Name: "odp_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.OdpCaps)},
+			{Name: "timestamp_mask", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.TimestampMask)},
+			{Name: "hca_core_clock", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.HcaCoreClock)},
+			{Name: "device_cap_flags_ex", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.DeviceCapFlagsEx)},
+			{Name: "rss_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.RssCaps)},
+			{Name: "max_wq_type_rq", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.MaxWqTypeRq)},
+			{Name: "raw_packet_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.RawPacketCaps)},
+			{Name: "tm_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.TmCaps)},
+			{Name: "cq_moderation_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.CqModerationCaps)},
+			{Name: "max_dm_size", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.MaxDmSize)},
+			{Name: "xrc_odp_caps", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.XrcOdpCaps)},
+			{Name: "reserved", Offset: unsafe.Offsetof(IbUverbsExQueryDeviceResp{}.Reserved)},
+		}},
+		{Struct: "ib_uverbs_gid_entry", Size: unsafe.Sizeof(IbUverbsGidEntry{}), Fields: []btfcheck.Field{
+			{Name: "gid", Offset: unsafe.Offsetof(IbUverbsGidEntry{}.Gid)},
+			{Name: "gid_index", Offset: unsafe.Offsetof(IbUverbsGidEntry{}.GidIndex)},
+			{Name: "port_num", Offset: unsafe.Offsetof(IbUverbsGidEntry{}.PortNum)},
+			{Name: "gid_type", Offset: unsafe.Offsetof(IbUverbsGidEntry{}.GidType)},
+			{Name: "netdev_ifindex", Offset: unsafe.Offsetof(IbUverbsGidEntry{}.NetdevIfindex)},
+		}},
+	}
 )
