@@ -212,3 +212,14 @@ const (
 	SizeofIbUverbsExQueryDeviceResp = 304
 	SizeofIbUverbsGidEntry          = 32
 )
+
+// RDMA netlink, <rdma/rdma_netlink.h>: the uverbs character device query
+// (enum rdma_nldev_command and enum rdma_nldev_attr, the values used).
+const (
+	RDMA_NLDEV_CMD_GET_CHARDEV       = 15
+	RDMA_NLDEV_ATTR_CHARDEV_TYPE     = 69
+	RDMA_NLDEV_ATTR_CHARDEV_NAME     = 70
+	RDMA_NLDEV_ATTR_CHARDEV_ABI      = 71
+	RDMA_NLDEV_ATTR_CHARDEV          = 72
+	RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID = 73
+)

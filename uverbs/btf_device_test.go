@@ -53,6 +53,12 @@ var (
 		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS", Value: IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS},
 		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_IP_CSUM", Value: IB_UVERBS_RAW_PACKET_CAP_IP_CSUM},
 		{Enum: "ib_uverbs_raw_packet_caps", Name: "IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP", Value: IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP},
+		{Enum: "rdma_nldev_command", Name: "RDMA_NLDEV_CMD_GET_CHARDEV", Value: RDMA_NLDEV_CMD_GET_CHARDEV},
+		{Enum: "rdma_nldev_attr", Name: "RDMA_NLDEV_ATTR_CHARDEV_TYPE", Value: RDMA_NLDEV_ATTR_CHARDEV_TYPE},
+		{Enum: "rdma_nldev_attr", Name: "RDMA_NLDEV_ATTR_CHARDEV_NAME", Value: RDMA_NLDEV_ATTR_CHARDEV_NAME},
+		{Enum: "rdma_nldev_attr", Name: "RDMA_NLDEV_ATTR_CHARDEV_ABI", Value: RDMA_NLDEV_ATTR_CHARDEV_ABI},
+		{Enum: "rdma_nldev_attr", Name: "RDMA_NLDEV_ATTR_CHARDEV", Value: RDMA_NLDEV_ATTR_CHARDEV},
+		{Enum: "rdma_nldev_attr", Name: "RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID", Value: RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID},
 	}
 	deviceLayouts = []btfcheck.Layout{
 		{Struct: "ib_uverbs_query_device_resp", Size: unsafe.Sizeof(IbUverbsQueryDeviceResp{}), Fields: []btfcheck.Field{

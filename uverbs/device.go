@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/netlink"
 )
 
 // DeviceAttr is what a device can do: the fields of libibverbs' struct
@@ -433,4 +435,80 @@ func (c *Context) queryGIDTable(maxEntries int) ([]GIDEntry, error) {
 		out[i] = gidEntryFromABI(&entries[i])
 	}
 	return out, nil
+}
+
+// UverbsChardev is a device's uverbs character device as RDMA netlink
+// reports it (RDMA_NLDEV_CMD_GET_CHARDEV for type "uverbs"), which is how
+// libibverbs matches a device to its provider.
+type UverbsChardev struct {
+	Name string // e.g. "uverbs0", under /dev/infiniband
+	ABI  uint64 // the provider's uverbs ABI version
+	// Dev is the character device's number in the kernel's 64-bit
+	// encoding: minor bits 0..7 and 20..31, major bits 8..19.
+	Dev uint64
+	// DriverID is the device's enum rdma_driver_id. The kernel refuses
+	// (EINVAL) a call whose header carries another, so Open needs it in
+	// Options.DriverID.
+	DriverID uint32
+}
+
+// NetlinkUverbsChardev returns the uverbs character device of the RDMA
+// device with netlink index index (NLDevice.Index).
+func NetlinkUverbsChardev(index uint32) (UverbsChardev, error) {
+	var req netlink.Attrs
+	req.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, index)
+	req.String(RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
+	msgs, err := nldevRequest(RDMA_NLDEV_CMD_GET_CHARDEV, 0, &req)
+	if err != nil {
+		return UverbsChardev{}, fmt.Errorf("uverbs: uverbs chardev of device %d (nldev get chardev): %w", index, err)
+	}
+	var cd UverbsChardev
+	found := false
+	for _, m := range msgs {
+		attrs, err := netlink.ParseAttrs(m)
+		if err != nil {
+			return UverbsChardev{}, fmt.Errorf("uverbs: nldev get chardev: %w", err)
+		}
+		for _, a := range attrs {
+			switch a.Type {
+			case RDMA_NLDEV_ATTR_CHARDEV_NAME:
+				cd.Name, found = a.String(), true
+			case RDMA_NLDEV_ATTR_CHARDEV_ABI:
+				cd.ABI = a.Uint64()
+			case RDMA_NLDEV_ATTR_CHARDEV:
+				cd.Dev = a.Uint64()
+			case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
+				// Declared u64; accept a u32 too.
+				if len(a.Data) >= 8 {
+					cd.DriverID = uint32(a.Uint64())
+				} else {
+					cd.DriverID = a.Uint32()
+				}
+			}
+		}
+	}
+	if !found {
+		return UverbsChardev{}, fmt.Errorf("uverbs: nldev get chardev: device %d: no uverbs character device in the answer", index)
+	}
+	return cd, nil
+}
+
+// DriverIDOf returns the enum rdma_driver_id of the named device, for
+// Options.DriverID: it finds the device in RDMA netlink and asks for its
+// uverbs character device.
+func DriverIDOf(name string) (uint32, error) {
+	devs, err := NetlinkDevices()
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range devs {
+		if d.Name == name {
+			cd, err := NetlinkUverbsChardev(d.Index)
+			if err != nil {
+				return 0, err
+			}
+			return cd.DriverID, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (RDMA netlink)", ErrNoDevice, name)
 }

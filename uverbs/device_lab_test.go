@@ -212,3 +212,49 @@ func TestLabGIDErrors(t *testing.T) {
 		t.Errorf("QueryGIDEntry(0, 0) = %v, want an error before the call", err)
 	}
 }
+
+// RDMA netlink's uverbs character device is the one sysfs names, with the
+// driver id the kernel expects in every call's header.
+func TestLabUverbsChardev(t *testing.T) {
+	labenv.Require(t)
+	nd := labNLDevice(t)
+	cd, err := NetlinkUverbsChardev(nd.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", cd)
+	sd, err := DeviceByName(labenv.RXEDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cd.Name != sd.Uverbs || cd.ABI != uint64(sd.ABIVersion) {
+		t.Errorf("netlink chardev %s ABI %d, sysfs %s ABI %d", cd.Name, cd.ABI, sd.Uverbs, sd.ABIVersion)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(sd.Path, &st); err != nil {
+		t.Fatal(err)
+	}
+	major, minor := uint32(cd.Dev>>8&0xfff), uint32(cd.Dev&0xff|cd.Dev>>12&0xfff00)
+	if major != unix.Major(st.Rdev) || minor != unix.Minor(st.Rdev) {
+		t.Errorf("netlink dev %d:%d, %s is %d:%d", major, minor, sd.Path, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	if cd.DriverID != RDMA_DRIVER_RXE {
+		t.Errorf("driver id %d, want RDMA_DRIVER_RXE (%d)", cd.DriverID, RDMA_DRIVER_RXE)
+	}
+	id, err := DriverIDOf(labenv.RXEDevice)
+	if err != nil || id != cd.DriverID {
+		t.Errorf("DriverIDOf(%s) = %d, %v", labenv.RXEDevice, id, err)
+	}
+	if _, err := DriverIDOf("nosuchdev9"); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("DriverIDOf(nosuchdev9) = %v, want ErrNoDevice", err)
+	}
+	// The kernel answers EINVAL for a device index it does not have.
+	if _, err := NetlinkUverbsChardev(0xfffff); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "get chardev") {
+		t.Errorf("chardev of a missing device index: %v, want EINVAL naming get chardev", err)
+	}
+	// The kernel refuses calls whose header names another driver.
+	_, err = Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_MLX5})
+	if !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Open with the mlx5 driver id on rxe: %v, want EINVAL", err)
+	}
+}
