@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -30,7 +31,7 @@ func oracleQueryDevice(t *testing.T) oracleCall {
 // oracleOutHex is the bytes the oracle's fake kernel wrote into output
 // attribute name of the call kase/object/method (out_hex is not in
 // oracleCall, so the record is read again).
-func oracleOutHex(t *testing.T, kase, method, writeCmd, name string) []byte {
+func oracleOutHex(t testing.TB, kase, method, writeCmd, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/create_cmds.jsonl")
 	if err != nil {
@@ -364,4 +365,30 @@ func TestGIDFormats(t *testing.T) {
 			t.Errorf("GIDType(%d).String() = %q, want %q", uint32(typ), typ.String(), want)
 		}
 	}
+}
+
+// Any bytes the kernel could write decode without panicking; the base
+// fields come straight from the bytes and nothing past response_length is
+// taken.
+func FuzzDecodeQueryDeviceResp(f *testing.F) {
+	var zero IbUverbsExQueryDeviceResp
+	f.Add(make([]byte, unsafe.Sizeof(zero)))
+	f.Add(bytes.Repeat([]byte{0xa5}, int(unsafe.Sizeof(zero))))
+	f.Add(oracleOutHex(f, "open_device", "INVOKE_WRITE", "0x80000001", "CORE_OUT"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r IbUverbsExQueryDeviceResp
+		copy(asBytes(&r), b)
+		raw := asBytes(&r)
+		d := decodeQueryDeviceResp(&r)
+		if d.NodeGUID != binary.BigEndian.Uint64(raw[8:16]) || d.MaxQP != r.Base.MaxQp || d.PhysPortCnt != r.Base.PhysPortCnt {
+			t.Fatalf("base fields differ from the bytes: %+v", d)
+		}
+		n := uintptr(r.ResponseLength)
+		if n < unsafe.Offsetof(r.XrcOdpCaps)+4 && d.XRCODPCaps != 0 {
+			t.Fatalf("xrc_odp_caps %#x taken past response_length %d", d.XRCODPCaps, n)
+		}
+		if n < unsafe.Offsetof(r.OdpCaps)+unsafe.Sizeof(r.OdpCaps) && d.ODPCaps != (ODPCaps{}) {
+			t.Fatalf("odp_caps %+v taken past response_length %d", d.ODPCaps, n)
+		}
+	})
 }
