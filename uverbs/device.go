@@ -13,13 +13,14 @@ import (
 // ibv_device_attr_ex, from the kernel's extended query device response
 // (struct ib_uverbs_ex_query_device_resp).
 //
-// Fields past the kernel's response are zero. The kernel reports how much
-// of the response it wrote (ResponseLength); an older kernel whose struct is
-// shorter than this package's leaves the newer fields out, and QueryDevice
-// reports them as zero (unsupported) instead of reading whatever the buffer
-// held, as libibverbs does. The base fields (up to PhysPortCnt) and
-// ResponseLength itself are always present: the kernel refuses a response
-// buffer too short for them.
+// Fields past the kernel's response are zero. The kernel writes as much of
+// its struct as fits in the buffer and reports how much it wrote
+// (ResponseLength); an older kernel whose struct is shorter than this
+// package's leaves the newer fields out, and QueryDevice reports them as
+// zero (unsupported) instead of reading whatever the buffer held, as
+// libibverbs does. QueryDevice always passes the whole struct, so the base
+// fields and ResponseLength are always written (on the ioctl path the
+// kernel does not refuse a shorter buffer; it silently writes less).
 //
 // TSOCaps, PacketPacingCaps and RSSCaps' RxHash fields are not in the
 // kernel's generic response; libibverbs' providers fill them from their

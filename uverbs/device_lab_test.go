@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/labenv"
 	"golang.org/x/sys/unix"
@@ -256,5 +257,57 @@ func TestLabUverbsChardev(t *testing.T) {
 	_, err = Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_MLX5})
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Open with the mlx5 driver id on rxe: %v, want EINVAL", err)
+	}
+}
+
+// The kernel fills a shorter response buffer as an older kernel would fill
+// ours: it writes what fits and says so in response_length. On the ioctl
+// path it does not refuse a buffer too short even for response_length
+// (no ENOSPC: it writes what fits and nothing past it), which is why
+// QueryDevice always passes the whole struct.
+func TestLabQueryDeviceShortResponse(t *testing.T) {
+	c := openLab(t)
+	full, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_QUERY_DEVICE
+	var in IbUverbsExQueryDevice
+	var r IbUverbsExQueryDeviceResp
+	for _, n := range []uintptr{unsafe.Offsetof(r.ResponseLength) + 4, unsafe.Offsetof(r.TmCaps)} {
+		var resp IbUverbsExQueryDeviceResp
+		if err := c.InvokeWrite("query device (short)", cmd, asBytes(&in), asBytes(&resp)[:n], nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if uintptr(resp.ResponseLength) != n {
+			t.Errorf("response_length %d for a %d-byte buffer", resp.ResponseLength, n)
+		}
+		short := decodeQueryDeviceResp(&resp)
+		// What a kernel whose struct ends at n would give: the full answer
+		// with every field past n zero.
+		want := full
+		want.ResponseLength = uint32(n)
+		if n < unsafe.Offsetof(r.TmCaps) {
+			want.ODPCaps, want.CompletionTimestampMask, want.HCACoreClock, want.DeviceCapFlagsEx = ODPCaps{}, 0, 0, 0
+			want.RSSCaps, want.MaxWQTypeRQ, want.RawPacketCaps = RSSCaps{}, 0, 0
+		}
+		want.TMCaps, want.CQModerationCaps, want.MaxDMSize, want.XRCODPCaps = TMCaps{}, CQModerationCaps{}, 0, 0
+		if short != want {
+			t.Errorf("%d-byte response decodes to\n%+v\nwant\n%+v", n, short, want)
+		}
+	}
+	// A buffer that ends before response_length: the call succeeds and
+	// the kernel writes nothing past the buffer.
+	var resp IbUverbsExQueryDeviceResp
+	b := asBytes(&resp)
+	for i := range b {
+		b[i] = 0xee
+	}
+	n := unsafe.Sizeof(resp.Base)
+	if err := c.InvokeWrite("query device (base only)", cmd, asBytes(&in), b[:n], nil, nil); err != nil {
+		t.Errorf("%d-byte buffer: %v", n, err)
+	}
+	if resp.Base.MaxQp != full.MaxQP || resp.ResponseLength != 0xeeeeeeee {
+		t.Errorf("%d-byte buffer: max_qp %#x, response_length %#x (want %#x and untouched)", n, resp.Base.MaxQp, resp.ResponseLength, full.MaxQP)
 	}
 }
