@@ -53,6 +53,11 @@ func TestDecodeFlags(t *testing.T) {
 			t.Errorf("transportOfNodeType(%d) = %v, want %v", nt, got, want)
 		}
 	}
+	// The driver names agree with the ids uverbs mirrors (checked against
+	// the kernel's BTF).
+	if driverNames[uverbs.RDMA_DRIVER_MLX5] != "mlx5" || driverNames[uverbs.RDMA_DRIVER_RXE] != "rxe" || driverNames[uverbs.RDMA_DRIVER_UNKNOWN] != "unknown" {
+		t.Errorf("driver names: %v", driverNames)
+	}
 	if got := lookup(portStateNames, 5, "invalid state"); got != (named{"invalid state", 5}) {
 		t.Errorf("port state 5 = %v (ibv_devinfo has no name for ACTIVE_DEFER)", got)
 	}
@@ -74,7 +79,8 @@ func sampleDevice() deviceReport {
 		MaxDMSize:        131072,
 	}
 	dev := uverbs.Device{Name: "mlx5_0", Path: "/dev/infiniband/uverbs0", NodeType: 1, Driver: "mlx5_core", FWVersion: "20.31.1014"}
-	d := deviceReport{HCAID: dev.Name, UverbsDevice: dev.Path, Driver: dev.Driver, NodeType: 1, Transport: transportOfNodeType(1), DriverID: uverbs.RDMA_DRIVER_MLX5}
+	d := deviceReport{HCAID: dev.Name, UverbsDevice: dev.Path, KernelDriver: dev.Driver, NodeType: 1, Transport: transportOfNodeType(1),
+		Driver: &named{"mlx5", uverbs.RDMA_DRIVER_MLX5}}
 	d.DeviceAttrs = deviceSection(&da, dev)
 	d.NumCompVectors = 8
 	p := portSection(1, &uverbs.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 5, LinkLayer: 2, PhysState: 5, ActiveWidth: 2, ActiveSpeed: 32, GIDTableLen: 255})
@@ -97,7 +103,7 @@ func TestTextOutput(t *testing.T) {
 	t.Logf("\n%s", out)
 	for _, want := range []string{
 		"hca_id:\tmlx5_0\n",
-		"\tdriver:\t\t\t\tmlx5_core\n",
+		"\tdriver:\t\t\t\tmlx5 (1)\n\tkernel_driver:\t\t\tmlx5_core\n",
 		"\ttransport:\t\t\tInfiniBand (0)\n",
 		"\tfw_ver:\t\t\t\t20.31.1014\n",
 		"\tnode_guid:\t\t\tb859:9f03:00aa:bb01\n",
@@ -161,7 +167,7 @@ func TestJSONOutput(t *testing.T) {
 		"max_pkeys", "local_ca_ack_delay", "general_odp_caps", "rc_odp_caps", "uc_odp_caps", "ud_odp_caps",
 		"xrc_odp_caps", "completion_timestamp_mask", "hca_core_clock", "raw_packet_caps", "device_cap_flags_ex",
 		"tso_caps", "rss_caps", "max_wq_type_rq", "packet_pacing_caps", "tm_caps", "cq_moderation_caps",
-		"max_dm_size", "num_comp_vectors", "ports", "driver", "driver_id", "uverbs_device"} {
+		"max_dm_size", "num_comp_vectors", "ports", "driver", "kernel_driver", "uverbs_device"} {
 		if _, ok := raw.Devices[0][k]; !ok {
 			t.Errorf("JSON has no %q", k)
 		}

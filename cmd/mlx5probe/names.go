@@ -205,3 +205,12 @@ func gidText(e uverbs.GIDEntry) string {
 	}
 	return e.GID.String()
 }
+
+// driverNames names enum rdma_driver_id (<rdma/ib_user_ioctl_verbs.h>) as
+// the kernel's provider drivers are known (9 is RDMA_DRIVER_I40IW, now
+// RDMA_DRIVER_IRDMA).
+var driverNames = map[uint64]string{
+	0: "unknown", 1: "mlx5", 2: "mlx4", 3: "cxgb3", 4: "cxgb4", 5: "mthca", 6: "bnxt_re", 7: "ocrdma",
+	8: "nes", 9: "irdma", 10: "vmw_pvrdma", 11: "qedr", 12: "hns", 13: "usnic", 14: "rxe", 15: "hfi1",
+	16: "qib", 17: "efa", 18: "siw", 19: "erdma",
+}

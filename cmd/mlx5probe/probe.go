@@ -24,12 +24,15 @@ type report struct {
 type deviceReport struct {
 	HCAID        string `json:"hca_id"`
 	UverbsDevice string `json:"uverbs_device"`
-	// Driver is the kernel driver of the device's parent (e.g. mlx5_core),
-	// empty for software devices such as rxe.
-	Driver    string `json:"driver,omitempty"`
-	DriverID  uint32 `json:"driver_id"` // enum rdma_driver_id
-	NodeType  int    `json:"node_type"`
-	Transport named  `json:"transport"`
+	// Driver is the device's enum rdma_driver_id, which names the RDMA
+	// driver (and the libibverbs provider): "mlx5", "rxe". Nil if RDMA
+	// netlink could not tell it.
+	Driver *named `json:"driver,omitempty"`
+	// KernelDriver is the driver of the device's parent (e.g. mlx5_core
+	// for a ConnectX PCI function), empty for software devices such as rxe.
+	KernelDriver string `json:"kernel_driver,omitempty"`
+	NodeType     int    `json:"node_type"`
+	Transport    named  `json:"transport"`
 
 	// Errors lists what could not be queried; the fields of a failed step
 	// stay empty. A device that cannot be opened has only its sysfs
@@ -183,7 +186,7 @@ func probeDevice(dev uverbs.Device) deviceReport {
 	r := deviceReport{
 		HCAID:        dev.Name,
 		UverbsDevice: dev.Path,
-		Driver:       dev.Driver,
+		KernelDriver: dev.Driver,
 		NodeType:     dev.NodeType,
 		Transport:    transportOfNodeType(dev.NodeType),
 		Ports:        []portReport{},
@@ -194,7 +197,8 @@ func probeDevice(dev uverbs.Device) deviceReport {
 		fail(err)
 		return r
 	}
-	r.DriverID = id
+	drv := lookup(driverNames, uint64(id), "unknown")
+	r.Driver = &drv
 	ctx, err := uverbs.Open(dev.Name, &uverbs.Options{DriverID: id})
 	if err != nil {
 		fail(err)

@@ -68,8 +68,11 @@ func writeDevice(t *textWriter, d *deviceReport) {
 	dev := func(key, format string, args ...any) { t.kv(1, deviceColumn, key, format, args...) }
 	t.printf("hca_id:\t%s\n", d.HCAID)
 	dev("uverbs_device", "%s", d.UverbsDevice)
-	if d.Driver != "" {
-		dev("driver", "%s", d.Driver)
+	if d.Driver != nil {
+		dev("driver", "%s (%d)", d.Driver.Name, d.Driver.Value)
+	}
+	if d.KernelDriver != "" {
+		dev("kernel_driver", "%s", d.KernelDriver)
 	}
 	dev("transport", "%s (%d)", d.Transport.Name, d.Transport.Value)
 	for _, e := range d.Errors {
