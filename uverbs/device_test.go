@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -391,4 +392,34 @@ func FuzzDecodeQueryDeviceResp(f *testing.F) {
 			t.Fatalf("odp_caps %+v taken past response_length %d", d.ODPCaps, n)
 		}
 	})
+}
+
+// Query what a device can do and list its GIDs. (Not run: it needs an RDMA
+// device; the kernel lab runs the same calls in device_lab_test.go.)
+func ExampleContext_QueryDevice() {
+	id, err := DriverIDOf("rxe0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := Open("rxe0", &Options{DriverID: id})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	d, err := c.QueryDevice()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("node_guid %s, %d ports, max_qp %d\n", FormatGUID(d.NodeGUID), d.PhysPortCnt, d.MaxQP)
+	gids, err := c.QueryGIDTable()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, g := range gids {
+		fmt.Printf("port %d GID[%d] %s %s\n", g.Port, g.Index, g.GID.Addr(), g.Type)
+	}
 }
