@@ -1,72 +1,112 @@
 // Command mlx5probe lists the RDMA devices of this machine and what they
-// can do: driver, GUIDs, firmware and ports today; the mlx5 HCA
-// capabilities (signature, UMR, DCI streams) as the driver grows.
+// can do, the way `ibv_devinfo -v` does, without libibverbs: identity
+// (driver, GUIDs, firmware, vendor and part ids), every device attribute of
+// the extended query device, and each port with its GID table. The mlx5 HCA
+// capabilities (signature, UMR, DCI streams) join as the driver grows.
 //
-//	go run ./cmd/mlx5probe          # a table for people
-//	go run ./cmd/mlx5probe -json    # JSON for machines
+//	go run ./cmd/mlx5probe              # text shaped like ibv_devinfo -v
+//	go run ./cmd/mlx5probe -json        # JSON, keys named as ibv_devinfo names them
+//	go run ./cmd/mlx5probe -d rxe0      # one device
+//
+// It only queries: it opens each device (a uverbs context), reads, and
+// closes it. A device it cannot open or query is reported with the error;
+// the others are still listed. The exit status is 1 if any device failed.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/mlx5go/mlx5go/uverbs"
 )
 
-type report struct {
-	ABIVersion int             `json:"uverbs_abi_version,omitempty"`
-	Devices    []uverbs.Device `json:"devices"`
+// options are the command line.
+type options struct {
+	json   bool
+	device string // "" for all
 }
 
 func main() {
-	jsonOut := flag.Bool("json", false, "print JSON")
+	var opt options
+	flag.BoolVar(&opt.json, "json", false, "print JSON")
+	flag.StringVar(&opt.device, "d", "", "only the device `NAME` (e.g. mlx5_0, rxe0)")
 	flag.Parse()
-	if err := run(os.Stdout, *jsonOut); err != nil {
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "mlx5probe: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(os.Stdout, opt); err != nil {
 		fmt.Fprintln(os.Stderr, "mlx5probe:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, jsonOut bool) error {
+// errDeviceFailed reports that at least one device could not be probed
+// fully; the output says which and why.
+var errDeviceFailed = errors.New("some devices could not be queried (see their errors)")
+
+// collect builds the report from the kernel: sysfs for the device list,
+// then each device's queries.
+func collect(opt options) (report, error) {
+	var rep report
 	devs, err := uverbs.Devices()
+	if err != nil {
+		return rep, err
+	}
+	if opt.device != "" {
+		d, err := uverbs.DeviceByName(opt.device)
+		if err != nil {
+			return rep, err
+		}
+		devs = []uverbs.Device{d}
+	}
+	rep.Devices = []deviceReport{}
+	if len(devs) > 0 {
+		if rep.ABIVersion, err = uverbs.ABIVersion(); err != nil {
+			return rep, err
+		}
+	}
+	for _, d := range devs {
+		rep.Devices = append(rep.Devices, probeDevice(d))
+	}
+	return rep, nil
+}
+
+func run(w io.Writer, opt options) error {
+	rep, err := collect(opt)
 	if err != nil {
 		return err
 	}
-	rep := report{Devices: devs}
-	if rep.Devices == nil {
-		rep.Devices = []uverbs.Device{}
-	}
-	if len(devs) > 0 {
-		if rep.ABIVersion, err = uverbs.ABIVersion(); err != nil {
+	if opt.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		if len(rep.Devices) == 0 {
+			fmt.Fprintln(w, "No RDMA devices found (no /sys/class/infiniband_verbs/uverbs*).")
+			fmt.Fprintln(w, "Load your NIC's RDMA driver (mlx5_ib for ConnectX), or run the kernel lab, which has an rdma_rxe device: go run ./hwtest/lab")
+			return nil
+		}
+		if err := writeText(w, rep); err != nil {
 			return err
 		}
 	}
-	if jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	if len(devs) == 0 {
-		fmt.Fprintln(w, "No RDMA devices found (no /sys/class/infiniband_verbs/uverbs*).")
-		fmt.Fprintln(w, "Load your NIC's RDMA driver (mlx5_ib for ConnectX), or run the kernel lab, which has an rdma_rxe device: go run ./hwtest/lab")
-		return nil
-	}
-	fmt.Fprintf(w, "uverbs ABI version %d\n\n", rep.ABIVersion)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tUVERBS\tNODE TYPE\tNODE GUID\tSYS IMAGE GUID\tFW\tPORTS")
-	for _, d := range devs {
-		ports := ""
-		for i, p := range d.Ports {
-			if i > 0 {
-				ports += ", "
-			}
-			ports += fmt.Sprintf("%d:%s/%s", p.Num, p.StateName, p.LinkLayer)
+	return rep.failed()
+}
+
+// failed returns errDeviceFailed if any device has errors.
+func (r report) failed() error {
+	for _, d := range r.Devices {
+		if len(d.Errors) > 0 {
+			return errDeviceFailed
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.Name, d.Path, d.NodeType, d.NodeGUID, d.SysImage, d.FWVersion, ports)
 	}
-	return tw.Flush()
+	return nil
 }
