@@ -23,12 +23,9 @@ const (
 	IB_USER_VERBS_CMD_DESTROY_SRQ         = 35
 )
 
-// Extended write commands, <rdma/ib_user_verbs.h>: the anonymous enum
-// IB_USER_VERBS_EX_CMD_* and the flag that marks them in the command word.
-const (
-	IB_USER_VERBS_EX_CMD_MODIFY_QP  = IB_USER_VERBS_CMD_MODIFY_QP
-	IB_USER_VERBS_CMD_FLAG_EXTENDED = 0x80000000
-)
+// IB_USER_VERBS_EX_CMD_MODIFY_QP is from the anonymous enum of extended
+// write commands, <rdma/ib_user_verbs.h>.
+const IB_USER_VERBS_EX_CMD_MODIFY_QP = IB_USER_VERBS_CMD_MODIFY_QP
 
 // enum uverbs_attrs_create_cq_cmd_attr_ids, <rdma/ib_user_ioctl_cmds.h>.
 const (

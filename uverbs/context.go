@@ -15,7 +15,9 @@ var ErrClosed = errors.New("uverbs: use of closed object")
 
 // Options are a provider's additions to Open.
 type Options struct {
-	// DriverID goes into every call's header (enum rdma_driver_id).
+	// DriverID goes into every call's header (enum rdma_driver_id). The
+	// kernel rejects calls that name another driver; 0 looks it up with
+	// DriverIDOf, as libibverbs does.
 	DriverID uint32
 	// DriverIn and DriverOut are the provider's GET_CONTEXT data
 	// (UVERBS_ATTR_UHW_IN/OUT), e.g. struct mlx5_ib_alloc_ucontext_req_v2
@@ -69,6 +71,15 @@ func Open(name string, opt *Options) (*Context, error) {
 	dev, err := DeviceByName(name)
 	if err != nil {
 		return nil, err
+	}
+	if opt.DriverID == 0 {
+		id, err := DriverIDOf(name)
+		if err != nil {
+			return nil, err
+		}
+		o := *opt
+		o.DriverID = id
+		opt = &o
 	}
 	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {

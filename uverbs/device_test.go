@@ -84,7 +84,7 @@ func TestOracleQueryDeviceEx(t *testing.T) {
 		t.Fatalf("extended query device command %#x, libibverbs sent 0x80000001", IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_QUERY_DEVICE)
 	}
 	drvOut := make([]byte, 104) // struct mlx5_ib_query_device_resp, as libmlx5 passed it
-	c := testContext()
+	c := testContext(t)
 	hdr, attrs := capture(t, func() {
 		if _, err := c.QueryDeviceWithDriverData(drvOut); err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestQueryGIDEncoding(t *testing.T) {
 			}
 		}
 	}
-	c := testContext()
+	c := testContext(t)
 	t.Run("table", func(t *testing.T) {
 		hdr, got := capture(t, func() {
 			if _, err := c.queryGIDTable(5); err != nil {
@@ -294,7 +294,7 @@ func TestQueryGIDEncoding(t *testing.T) {
 func hookErrno(t *testing.T, errno unix.Errno) *int {
 	t.Helper()
 	n := new(int)
-	ioctlHook = func(int, *IbUverbsIoctlHdr, []IbUverbsAttr) unix.Errno {
+	ioctlHook = func(int, *IbUverbsIoctlHdr, []IbUverbsAttr, []unsafe.Pointer) unix.Errno {
 		*n++
 		return errno
 	}
@@ -303,7 +303,7 @@ func hookErrno(t *testing.T, errno unix.Errno) *int {
 }
 
 func TestDeviceCallErrors(t *testing.T) {
-	c := testContext()
+	c := testContext(t)
 	calls := hookErrno(t, unix.EINVAL)
 	if _, err := c.QueryGIDEntry(0, 0); err == nil || !strings.Contains(err.Error(), "ports are numbered from 1") {
 		t.Errorf("QueryGIDEntry(0, 0) = %v, want a port-0 error", err)
