@@ -279,3 +279,20 @@ func TestLabObjects(t *testing.T) {
 }
 
 func unsafePointer(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+
+// Open with no options finds the driver id the kernel wants in RDMA
+// netlink.
+func TestLabOpenWithoutDriverID(t *testing.T) {
+	labenv.Require(t)
+	c, err := Open(labenv.RXEDevice, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.driverID != RDMA_DRIVER_RXE {
+		t.Errorf("driver id %d, want %d", c.driverID, RDMA_DRIVER_RXE)
+	}
+	if _, err := c.QueryPort(1); err != nil {
+		t.Error(err)
+	}
+}
