@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/btfcheck"
 	"github.com/mlx5go/mlx5go/internal/labenv"
@@ -70,6 +71,60 @@ var uapiConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_uar_alloc_attrs", Name: "MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH", Value: MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH},
 	{Enum: "mlx5_ib_uar_alloc_attrs", Name: "MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID", Value: MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID},
 	{Enum: "mlx5_ib_uar_obj_destroy_attrs", Name: "MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE", Value: MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE},
+	{Enum: "mlx5_lib_caps", Name: "MLX5_LIB_CAP_4K_UAR", Value: MLX5_LIB_CAP_4K_UAR},
+	{Enum: "mlx5_lib_caps", Name: "MLX5_LIB_CAP_DYN_UAR", Value: MLX5_LIB_CAP_DYN_UAR},
+	{Enum: "mlx5_ib_alloc_uctx_v2_flags", Name: "MLX5_IB_ALLOC_UCTX_DEVX", Value: MLX5_IB_ALLOC_UCTX_DEVX},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS},
+	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG},
+	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF},
+	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC},
+}
+
+// uapiLayouts are the mlx5 driver-data structs (<rdma/mlx5-abi.h>,
+// <rdma/mlx5_user_ioctl_verbs.h>).
+var uapiLayouts = []btfcheck.Layout{
+	{Struct: "mlx5_ib_alloc_ucontext_req_v2", Size: unsafe.Sizeof(Mlx5IbAllocUcontextReqV2{}), Fields: []btfcheck.Field{
+		{Name: "total_num_bfregs", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.TotalNumBfregs)},
+		{Name: "num_low_latency_bfregs", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.NumLowLatencyBfregs)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.Flags)},
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.CompMask)},
+		{Name: "max_cqe_version", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.MaxCqeVersion)},
+		{Name: "reserved0", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.Reserved0)},
+		{Name: "reserved1", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.Reserved1)},
+		{Name: "reserved2", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.Reserved2)},
+		{Name: "lib_caps", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextReqV2{}.LibCaps)},
+	}},
+	{Struct: "mlx5_ib_alloc_ucontext_resp", Size: unsafe.Sizeof(Mlx5IbAllocUcontextResp{}), Fields: []btfcheck.Field{
+		{Name: "qp_tab_size", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.QpTabSize)},
+		{Name: "bf_reg_size", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.BfRegSize)},
+		{Name: "tot_bfregs", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.TotBfregs)},
+		{Name: "cache_line_size", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.CacheLineSize)},
+		{Name: "max_sq_desc_sz", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.MaxSqDescSz)},
+		{Name: "max_rq_desc_sz", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.MaxRqDescSz)},
+		{Name: "max_send_wqebb", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.MaxSendWqebb)},
+		{Name: "max_recv_wr", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.MaxRecvWr)},
+		{Name: "max_srq_recv_wr", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.MaxSrqRecvWr)},
+		{Name: "num_ports", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.NumPorts)},
+		{Name: "flow_action_flags", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.FlowActionFlags)},
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.CompMask)},
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.ResponseLength)},
+		{Name: "cqe_version", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.CqeVersion)},
+		{Name: "cmds_supp_uhw", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.CmdsSuppUhw)},
+		{Name: "eth_min_inline", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.EthMinInline)},
+		{Name: "clock_info_versions", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.ClockInfoVersions)},
+		{Name: "hca_core_clock_offset", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.HcaCoreClockOff)},
+		{Name: "log_uar_size", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.LogUarSize)},
+		{Name: "num_uars_per_page", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.NumUarsPerPage)},
+		{Name: "num_dyn_bfregs", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.NumDynBfregs)},
+		{Name: "dump_fill_mkey", Offset: unsafe.Offsetof(Mlx5IbAllocUcontextResp{}.DumpFillMkey)},
+	}},
+	{Struct: "mlx5_ib_uapi_devx_async_cmd_hdr", Size: unsafe.Sizeof(Mlx5IbUapiDevxAsyncCmdHdr{}), Fields: []btfcheck.Field{
+		{Name: "wr_id", Offset: unsafe.Offsetof(Mlx5IbUapiDevxAsyncCmdHdr{}.WrID)},
+	}},
 }
 
 func TestLabBTFMlx5Uapi(t *testing.T) {
@@ -79,4 +134,5 @@ func TestLabBTFMlx5Uapi(t *testing.T) {
 		t.Fatal(err)
 	}
 	btfcheck.CheckConsts(t, s, uapiConsts)
+	btfcheck.CheckLayouts(t, s, uapiLayouts)
 }

@@ -57,6 +57,7 @@ type Context struct {
 
 	forceWrite bool
 	noIoctl    atomic.Bool // the kernel answered ENOTTY: no ioctl path
+	recorder   Recorder    // set on a recording context: no kernel
 	async      *EventFile
 }
 
@@ -165,7 +166,10 @@ func (c *Context) Close() error {
 		c.fdMu.Unlock()
 		return nil
 	}
-	err := unix.Close(c.fd)
+	var err error
+	if c.recorder == nil {
+		err = unix.Close(c.fd)
+	}
 	c.fd = -1
 	c.fdMu.Unlock()
 	if c.async != nil {
@@ -195,6 +199,9 @@ func (c *Context) Invoke(op string, object, method uint16, a *Attrs) error {
 	defer c.fdMu.RUnlock()
 	if c.fd < 0 {
 		return fmt.Errorf("uverbs: %s: %w", op, ErrClosed)
+	}
+	if c.recorder != nil {
+		return c.record(op, object, method, a)
 	}
 	return invoke(c.fd, op, object, method, c.driverID, a)
 }

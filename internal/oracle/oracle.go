@@ -1,0 +1,143 @@
+// Package oracle reads the vectors that ../shared/oracle records from
+// rdma-core's libibverbs and libmlx5, and compares the RDMA_VERBS_IOCTL calls
+// mlx5go makes with the ones rdma-core made. It is for tests.
+package oracle
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/mlx5go/mlx5go/uverbs"
+)
+
+// Attr is one recorded attribute.
+type Attr struct {
+	AttrID uint16 `json:"attr_id"`
+	Name   string `json:"name"`
+	Dir    string `json:"dir"`
+	Len    uint16 `json:"len"`
+	Flags  uint16 `json:"flags"`
+	Inline bool   `json:"inline"`
+	Hex    string `json:"hex"`
+	OutHex string `json:"out_hex"`
+}
+
+// Call is one recorded kernel command.
+type Call struct {
+	Op        string `json:"op"`
+	Object    string `json:"object"`
+	Method    string `json:"method"`
+	ObjectID  uint16 `json:"object_id"`
+	MethodID  uint16 `json:"method_id"`
+	HdrLength uint16 `json:"hdr_length"`
+	NumAttrs  uint16 `json:"num_attrs"`
+	DriverID  uint32 `json:"driver_id"`
+	Attrs     []Attr `json:"attrs"`
+}
+
+// Case is one vector: its name, inputs, results and kernel commands.
+type Case struct {
+	Case       string          `json:"case"`
+	Input      json.RawMessage `json:"input"`
+	Result     json.RawMessage `json:"result"`
+	KernelCmds []Call          `json:"kernel_cmds"`
+}
+
+// Load returns the case named kase of a JSON Lines vector file.
+func Load(t testing.TB, path, kase string) Case {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var c Case
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Case == kase {
+			return c
+		}
+	}
+	t.Fatalf("%s: no case %q", path, kase)
+	return Case{}
+}
+
+// Find returns the case's first ioctl on object and method.
+func (c Case) Find(t testing.TB, object, method string) Call {
+	t.Helper()
+	for _, k := range c.KernelCmds {
+		if k.Op == "ioctl" && k.Object == object && k.Method == method {
+			return k
+		}
+	}
+	t.Fatalf("case %s has no %s %s", c.Case, object, method)
+	return Call{}
+}
+
+// Bytes decodes an attribute's recorded input bytes.
+func (a Attr) Bytes(t testing.TB) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(a.Hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Compare checks got against want: header, and per attribute its id,
+// length, flags and input bytes (inline or pointed to). Attributes named
+// in varying are compared by length and flags only.
+func Compare(t testing.TB, want Call, got *uverbs.Call, varying ...string) {
+	t.Helper()
+	name := want.Object + " " + want.Method
+	if got == nil {
+		t.Fatalf("%s: no call made", name)
+	}
+	if got.Hdr.ObjectID != want.ObjectID || got.Hdr.MethodID != want.MethodID {
+		t.Errorf("%s: object/method %#x/%#x, rdma-core %#x/%#x", name, got.Hdr.ObjectID, got.Hdr.MethodID, want.ObjectID, want.MethodID)
+	}
+	if got.Hdr.Length != want.HdrLength || got.Hdr.NumAttrs != want.NumAttrs || got.Hdr.DriverID != want.DriverID {
+		t.Errorf("%s: header length %d, %d attrs, driver %d; rdma-core %d, %d, %d", name,
+			got.Hdr.Length, got.Hdr.NumAttrs, got.Hdr.DriverID, want.HdrLength, want.NumAttrs, want.DriverID)
+	}
+	if len(got.Attrs) != len(want.Attrs) {
+		t.Fatalf("%s: %d attributes, rdma-core %d", name, len(got.Attrs), len(want.Attrs))
+	}
+	skip := map[string]bool{}
+	for _, v := range varying {
+		skip[v] = true
+	}
+	for i, wa := range want.Attrs {
+		ga := got.Attrs[i]
+		if ga.AttrID != wa.AttrID || ga.Len != wa.Len || ga.Flags&^uverbs.UVERBS_ATTR_F_VALID_OUTPUT != wa.Flags {
+			t.Errorf("%s attr %d (%s): id %#x len %d flags %#x; rdma-core id %#x len %d flags %#x", name, i, wa.Name,
+				ga.AttrID, ga.Len, ga.Flags, wa.AttrID, wa.Len, wa.Flags)
+		}
+		if wa.Dir != "in" || wa.Hex == "" || skip[wa.Name] {
+			continue
+		}
+		var b []byte
+		if wa.Inline {
+			var v [8]byte
+			binary.LittleEndian.PutUint64(v[:], ga.Data)
+			b = v[:min(int(ga.Len), 8)]
+		} else {
+			b = got.Data[i]
+		}
+		if h := hex.EncodeToString(b); h != wa.Hex {
+			t.Errorf("%s attr %s: bytes\n %s\nrdma-core\n %s", name, wa.Name, h, wa.Hex)
+		}
+	}
+}
+
+// String describes a call for failure messages.
+func (c Call) String() string { return fmt.Sprintf("%s %s (%d attrs)", c.Object, c.Method, c.NumAttrs) }

@@ -1,0 +1,151 @@
+package mlx5
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoDEVX is returned by DEVX calls on a context opened without DEVX.
+var ErrNoDEVX = errors.New("mlx5: the context has no DEVX (the kernel refused it, or it was not requested)")
+
+// ErrClosed is returned by calls on a closed context or object.
+var ErrClosed = errors.New("mlx5: use of closed object")
+
+// Options tune Open.
+type Options struct {
+	// NoDEVX opens without asking for DEVX.
+	NoDEVX bool
+	// TotalBFRegs and LowLatencyBFRegs size the BlueFlame registers the
+	// kernel gives the context; 0 takes libmlx5's defaults (16 and 4).
+	TotalBFRegs, LowLatencyBFRegs uint32
+}
+
+// Caps are what the kernel said about the context (struct
+// mlx5_ib_alloc_ucontext_resp).
+type Caps struct {
+	Mlx5IbAllocUcontextResp
+	// SQD2RTS reports MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS: the kernel
+	// moves a QP from SQD back to RTS (signature pipelining needs it).
+	SQD2RTS bool
+}
+
+// Context is an open mlx5 device context.
+type Context struct {
+	dev  seam.Device
+	uctx *uverbs.Context // nil on the model
+	devx bool
+	Caps Caps
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open opens the named mlx5 device (e.g. "mlx5_0") with a DEVX context.
+// If the kernel refuses DEVX (EPERM, EOPNOTSUPP), the context is opened
+// without it and DEVX calls return ErrNoDEVX. opt may be nil.
+func Open(name string, opt *Options) (*Context, error) {
+	if opt == nil {
+		opt = &Options{}
+	}
+	req, err := ucontextRequest(opt)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
+	}
+	devx := !opt.NoDEVX
+	uctx, resp, err := openUcontext(name, &req)
+	if devx && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)) {
+		req.Flags &^= MLX5_IB_ALLOC_UCTX_DEVX
+		devx = false
+		uctx, resp, err = openUcontext(name, &req)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
+	}
+	c := &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: devx}
+	c.Caps = Caps{Mlx5IbAllocUcontextResp: resp, SQD2RTS: resp.CompMask&MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0}
+	return c, nil
+}
+
+// ucontextRequest is the GET_CONTEXT driver data Open sends, as libmlx5
+// fills it for mlx5dv_open_device.
+func ucontextRequest(opt *Options) (Mlx5IbAllocUcontextReqV2, error) {
+	req := Mlx5IbAllocUcontextReqV2{TotalNumBfregs: opt.TotalBFRegs, NumLowLatencyBfregs: opt.LowLatencyBFRegs,
+		MaxCqeVersion: 1, LibCaps: MLX5_LIB_CAP_4K_UAR | MLX5_LIB_CAP_DYN_UAR}
+	if req.TotalNumBfregs == 0 {
+		req.TotalNumBfregs = 16
+	}
+	if req.NumLowLatencyBfregs == 0 {
+		req.NumLowLatencyBfregs = 4
+	}
+	if req.NumLowLatencyBfregs >= req.TotalNumBfregs {
+		return req, fmt.Errorf("%d low-latency BlueFlame registers of %d total", req.NumLowLatencyBfregs, req.TotalNumBfregs)
+	}
+	if !opt.NoDEVX {
+		req.Flags = MLX5_IB_ALLOC_UCTX_DEVX
+	}
+	return req, nil
+}
+
+// openUcontext runs GET_CONTEXT with the request, shortening it as
+// libmlx5 does for kernels that reject fields they do not know: the whole
+// struct, then without lib_caps, then without max_cqe_version onwards.
+func openUcontext(name string, req *Mlx5IbAllocUcontextReqV2) (*uverbs.Context, Mlx5IbAllocUcontextResp, error) {
+	var resp Mlx5IbAllocUcontextResp
+	full := unsafe.Slice((*byte)(unsafe.Pointer(req)), unsafe.Sizeof(*req))
+	out := unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp))
+	var err error
+	for _, n := range []uintptr{unsafe.Sizeof(*req), unsafe.Offsetof(req.LibCaps), unsafe.Offsetof(req.MaxCqeVersion)} {
+		var c *uverbs.Context
+		c, err = uverbs.Open(name, &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_MLX5, DriverIn: full[:n], DriverOut: out})
+		if err == nil {
+			return c, resp, nil
+		}
+		if !errors.Is(err, unix.EINVAL) {
+			break
+		}
+	}
+	return nil, resp, err
+}
+
+// NewContext makes a Context on another seam.Device: the software device
+// model. caps are the context capabilities it reports.
+func NewContext(dev seam.Device, caps Caps) *Context {
+	return &Context{dev: dev, devx: true, Caps: caps}
+}
+
+// Verbs returns the uverbs context under a kernel-backed Context (nil on
+// the model), for the generic verbs objects.
+func (c *Context) Verbs() *uverbs.Context { return c.uctx }
+
+// DEVX reports whether the context has DEVX.
+func (c *Context) DEVX() bool { return c.devx }
+
+// Close closes the context and everything created on it. Closing twice is
+// safe.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.dev.Close()
+}
+
+func (c *Context) check(op string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("mlx5: %s: %w", op, ErrClosed)
+	}
+	if !c.devx {
+		return fmt.Errorf("mlx5: %s: %w", op, ErrNoDEVX)
+	}
+	return nil
+}

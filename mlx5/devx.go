@@ -1,0 +1,326 @@
+package mlx5
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mlx5go/mlx5go/seam"
+	"golang.org/x/sys/unix"
+)
+
+// The DEVX calls, with the semantics of rdma-core's mlx5dv_devx_*: PRM
+// input and output mailboxes as the firmware sees them. A kernel failure
+// is an error wrapping the errno; a firmware failure (non-zero status in
+// the output mailbox) is an error naming the opcode, status and syndrome.
+
+// GeneralCmd runs a firmware command that creates no object
+// (mlx5dv_devx_general_cmd), e.g. QUERY_HCA_CAP.
+func (c *Context) GeneralCmd(in, out []byte) error {
+	const op = "devx general cmd"
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if err := checkMailboxes(op, in, out); err != nil {
+		return err
+	}
+	return checkOutput(op, in, out, c.dev.GeneralCmd(in, out))
+}
+
+// checkMailboxes applies what every PRM command needs: an input with the
+// 16-byte command header (opcode, uid, op_mod) and an output with the
+// 16-byte status header.
+func checkMailboxes(op string, in, out []byte) error {
+	if len(in) < 16 {
+		return fmt.Errorf("mlx5: %s: input mailbox of %d bytes, the command header alone is 16", op, len(in))
+	}
+	if len(out) < 16 {
+		return fmt.Errorf("mlx5: %s: output mailbox of %d bytes, the status header alone is 16", op, len(out))
+	}
+	if len(in)%4 != 0 || len(out)%4 != 0 {
+		return fmt.Errorf("mlx5: %s: mailbox lengths %d and %d are not multiples of 4", op, len(in), len(out))
+	}
+	return nil
+}
+
+// DevxObj is a firmware object created through DEVX (mlx5dv_devx_obj).
+type DevxObj struct {
+	c      *Context
+	handle seam.Handle
+	mu     sync.Mutex
+	closed bool
+}
+
+// Handle is the kernel's handle of the object.
+func (o *DevxObj) Handle() seam.Handle { return o.handle }
+
+// CreateObj runs a create command (mlx5dv_devx_obj_create). The kernel
+// records the matching destroy command and runs it on Close or when the
+// context closes.
+func (c *Context) CreateObj(in, out []byte) (*DevxObj, error) {
+	const op = "devx obj create"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if err := checkMailboxes(op, in, out); err != nil {
+		return nil, err
+	}
+	h, err := c.dev.ObjCreate(in, out)
+	if err := checkOutput(op, in, out, err); err != nil {
+		return nil, err
+	}
+	return &DevxObj{c: c, handle: h}, nil
+}
+
+// Query runs a query command on the object (mlx5dv_devx_obj_query).
+func (o *DevxObj) Query(in, out []byte) error { return o.c.QueryObj(o.handle, in, out) }
+
+// Modify runs a modify command on the object (mlx5dv_devx_obj_modify).
+func (o *DevxObj) Modify(in, out []byte) error { return o.c.ModifyObj(o.handle, in, out) }
+
+// QueryObj runs a query command on the object with handle h: a DevxObj's,
+// or a verbs QP's, CQ's or SRQ's (mlx5dv_devx_qp_query and friends). The
+// kernel checks that the command names that object.
+func (c *Context) QueryObj(h seam.Handle, in, out []byte) error {
+	const op = "devx obj query"
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if err := checkMailboxes(op, in, out); err != nil {
+		return err
+	}
+	return checkOutput(op, in, out, c.dev.ObjQuery(h, in, out))
+}
+
+// ModifyObj runs a modify command on the object with handle h, as
+// QueryObj.
+func (c *Context) ModifyObj(h seam.Handle, in, out []byte) error {
+	const op = "devx obj modify"
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if err := checkMailboxes(op, in, out); err != nil {
+		return err
+	}
+	return checkOutput(op, in, out, c.dev.ObjModify(h, in, out))
+}
+
+// Close destroys the object (mlx5dv_devx_obj_destroy). Closing twice is
+// safe.
+func (o *DevxObj) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	if o.c.closedNow() {
+		o.closed = true // the context's close released it
+		return nil
+	}
+	if err := o.c.dev.ObjDestroy(o.handle); err != nil {
+		return fmt.Errorf("mlx5: devx obj destroy: %w", err)
+	}
+	o.closed = true
+	return nil
+}
+
+func (c *Context) closedNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// AsyncCmdQueue receives the completions of asynchronous DEVX queries
+// (mlx5dv_devx_cmd_comp).
+type AsyncCmdQueue struct {
+	c  *Context
+	fd seam.AsyncCmdFD
+}
+
+// NewAsyncCmdQueue creates a completion queue for asynchronous queries
+// (mlx5dv_devx_create_cmd_comp).
+func (c *Context) NewAsyncCmdQueue() (*AsyncCmdQueue, error) {
+	const op = "devx async cmd fd"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	fd, err := c.dev.NewAsyncCmdFD()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	return &AsyncCmdQueue{c: c, fd: fd}, nil
+}
+
+// Close closes the queue. Closing twice is safe.
+func (q *AsyncCmdQueue) Close() error { return q.fd.Close() }
+
+// maxAsyncBytes is the kernel's limit on the output bytes of asynchronous
+// commands not yet read (MAX_ASYNC_BYTES_IN_USE in devx.c).
+const maxAsyncBytes = 1 << 20
+
+// ErrAsyncBacklog is wrapped by QueryAsync when the kernel holds 1 MiB of
+// unread asynchronous output for the queue.
+var ErrAsyncBacklog = errors.New("mlx5: 1 MiB of asynchronous DEVX output is waiting to be read on this queue; read completions before issuing more")
+
+// QueryAsync starts a query of the object whose output, tagged with wrID,
+// arrives on q (mlx5dv_devx_obj_query_async). outLen is the size of the
+// output mailbox.
+func (o *DevxObj) QueryAsync(in []byte, outLen int, wrID uint64, q *AsyncCmdQueue) error {
+	const op = "devx obj query async"
+	if err := o.c.check(op); err != nil {
+		return err
+	}
+	if q == nil || q.c != o.c {
+		return fmt.Errorf("mlx5: %s: the completion queue must belong to the object's context", op)
+	}
+	if outLen < 16 || outLen%4 != 0 || outLen > maxAsyncBytes {
+		return fmt.Errorf("mlx5: %s: output length %d (16 bytes to 1 MiB, a multiple of 4)", op, outLen)
+	}
+	if err := checkMailboxes(op, in, make([]byte, 16)); err != nil {
+		return err
+	}
+	err := o.c.dev.ObjQueryAsync(o.handle, in, outLen, wrID, q.fd)
+	if errors.Is(err, unix.EAGAIN) {
+		return fmt.Errorf("%w: %w", ErrAsyncBacklog, err)
+	}
+	return err
+}
+
+// AsyncCompletion is one asynchronous command's result.
+type AsyncCompletion struct {
+	WrID uint64
+	// Out is the output mailbox, within the buffer given to Next.
+	Out []byte
+	// Err is the firmware's failure, if its status is not OK.
+	Err error
+}
+
+// Next waits for a completion (mlx5dv_devx_get_async_cmd_comp) until ctx is
+// done. buf must hold the 8-byte header and the largest output mailbox
+// outstanding.
+func (q *AsyncCmdQueue) Next(ctx context.Context, buf []byte) (AsyncCompletion, error) {
+	n, err := q.fd.Next(ctx, buf)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return AsyncCompletion{}, err
+		}
+		return AsyncCompletion{}, fmt.Errorf("mlx5: devx async cmd completion: %w", err)
+	}
+	if n < 8+16 {
+		return AsyncCompletion{}, fmt.Errorf("mlx5: devx async cmd completion of %d bytes", n)
+	}
+	out := buf[8:n]
+	return AsyncCompletion{WrID: binary.NativeEndian.Uint64(buf), Out: out,
+		Err: checkOutput("devx obj query async", nil, out, nil)}, nil
+}
+
+// UMem is user memory registered for DEVX objects (mlx5dv_devx_umem).
+type UMem struct {
+	c      *Context
+	handle seam.Handle
+	// ID is the umem id PRM commands refer to.
+	ID     uint32
+	mu     sync.Mutex
+	closed bool
+}
+
+// RegUMem registers mem, which must be outside the Go heap (mmap), with
+// the access rights (enum ib_uverbs_access_flags).
+func (c *Context) RegUMem(mem []byte, access uint32) (*UMem, error) {
+	const op = "devx umem reg"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("mlx5: %s: empty region", op)
+	}
+	h, id, err := c.dev.UMemReg(mem, access)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	return &UMem{c: c, handle: h, ID: id}, nil
+}
+
+// Close deregisters the memory. Closing twice is safe.
+func (u *UMem) Close() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.c.closedNow() {
+		u.closed = true
+		return nil
+	}
+	if err := u.c.dev.UMemDereg(u.handle); err != nil {
+		return fmt.Errorf("mlx5: devx umem dereg: %w", err)
+	}
+	u.closed = true
+	return nil
+}
+
+// UAR is a mapped UAR page (mlx5dv_devx_uar).
+type UAR struct {
+	c *Context
+	seam.UAR
+	// Page is the mapped page: doorbells and BlueFlame writes go here.
+	Page   []byte
+	mu     sync.Mutex
+	closed bool
+}
+
+// AllocUAR allocates and maps a UAR page (typ MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
+// or _NC).
+func (c *Context) AllocUAR(typ uint32) (*UAR, error) {
+	const op = "uar alloc"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	if typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF && typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC {
+		return nil, fmt.Errorf("mlx5: %s: type %d is neither BF (0) nor NC (1)", op, typ)
+	}
+	u, err := c.dev.UARAlloc(typ)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	page, err := c.dev.MapUAR(u)
+	if err != nil {
+		c.dev.UARFree(u.Handle)
+		return nil, err
+	}
+	return &UAR{c: c, UAR: u, Page: page}, nil
+}
+
+// Close unmaps and frees the page. Closing twice is safe.
+func (u *UAR) Close() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil
+	}
+	u.closed = true
+	err := u.c.dev.UnmapUAR(u.Page)
+	u.Page = nil
+	if !u.c.closedNow() {
+		if ferr := u.c.dev.UARFree(u.Handle); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mlx5: uar free: %w", err)
+	}
+	return nil
+}
+
+// QueryEQN returns the EQ number of a completion vector
+// (mlx5dv_devx_query_eqn).
+func (c *Context) QueryEQN(vector uint32) (uint32, error) {
+	const op = "devx query eqn"
+	if err := c.check(op); err != nil {
+		return 0, err
+	}
+	eqn, err := c.dev.QueryEQN(vector)
+	if err != nil {
+		return 0, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	return eqn, nil
+}

@@ -1,0 +1,248 @@
+package mlx5
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"testing"
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// recorded is a Context whose kernel is a recorder: the last call is kept,
+// new handles are 779 (as the oracle's fake kernel gave) and output
+// mailboxes are left as the test set them.
+type recorded struct {
+	*Context
+	last  *uverbs.Call
+	errno unix.Errno
+	fill  func(*uverbs.Call)
+}
+
+func newRecorded(t *testing.T) *recorded {
+	r := &recorded{}
+	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+		r.last = c
+		for i, a := range c.Attrs {
+			if a.Flags&uverbs.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
+				c.Attrs[i].Data = 779 // a new object's handle
+			}
+		}
+		if r.fill != nil {
+			r.fill(c)
+		}
+		return r.errno
+	})
+	r.Context = &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: true}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func devxCase(t *testing.T, kase string) oracle.Case {
+	return oracle.Load(t, "testdata/devx.jsonl", kase)
+}
+
+func inputOf(t *testing.T, c oracle.Case) (in []byte, outLen int) {
+	t.Helper()
+	var v struct {
+		InHex  string `json:"in_hex"`
+		OutLen int    `json:"outlen"`
+	}
+	if err := jsonUnmarshal(c.Input, &v); err != nil {
+		t.Fatal(err)
+	}
+	in, err := hex.DecodeString(v.InHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, v.OutLen
+}
+
+func TestOracleDevxGeneralCmd(t *testing.T) {
+	for _, opmod := range []string{"0x0", "0x1", "0x3", "0x5", "0x41"} {
+		c := devxCase(t, "general_cmd/query_hca_cap/op_mod_"+opmod)
+		in, outLen := inputOf(t, c)
+		r := newRecorded(t)
+		if err := r.GeneralCmd(in, make([]byte, outLen)); err != nil {
+			t.Fatal(err)
+		}
+		oracle.Compare(t, c.Find(t, "MLX5_DEVX", "DEVX_OTHER"), r.last)
+	}
+}
+
+func TestOracleDevxObjLifecycle(t *testing.T) {
+	r := newRecorded(t)
+	create := devxCase(t, "obj_create/create_mkey")
+	in, _ := inputOf(t, create)
+	obj, err := r.CreateObj(in, make([]byte, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, create.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_CREATE"), r.last)
+	if obj.Handle() != 779 {
+		t.Errorf("handle %d, want the kernel's 779", obj.Handle())
+	}
+
+	query := devxCase(t, "obj_query/query_mkey")
+	in, outLen := inputOf(t, query)
+	if err := obj.Query(in, make([]byte, outLen)); err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, query.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_QUERY"), r.last)
+
+	modify := devxCase(t, "obj_modify/generic")
+	in, outLen = inputOf(t, modify)
+	if err := obj.Modify(in, make([]byte, outLen)); err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, modify.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_MODIFY"), r.last)
+
+	fdCase := devxCase(t, "async/create_cmd_comp")
+	q := &AsyncCmdQueue{c: r.Context, fd: fakeAsyncFD{fd: 13}}
+	// The FD allocation: the recorder hands back no real descriptor, so
+	// only the call is compared.
+	r.dev.(*kernelDevice).NewAsyncCmdFD()
+	oracle.Compare(t, fdCase.Find(t, "MLX5_DEVX_ASYNC_CMD_FD", "DEVX_ASYNC_CMD_FD_ALLOC"), r.last)
+
+	async := devxCase(t, "async/obj_query_async")
+	in, outLen = inputOf(t, async)
+	if err := obj.QueryAsync(in, outLen, 0x1122334455667788, q); err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, async.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_ASYNC_QUERY"), r.last)
+
+	destroy := devxCase(t, "obj_destroy")
+	if err := obj.Close(); err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, destroy.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_DESTROY"), r.last)
+	r.last = nil
+	if err := obj.Close(); err != nil || r.last != nil {
+		t.Errorf("second close: %v, call %v", err, r.last)
+	}
+}
+
+// A verbs QP's handle goes straight to DEVX query (mlx5dv_devx_qp_query).
+func TestOracleDevxQPQuery(t *testing.T) {
+	r := newRecorded(t)
+	c := devxCase(t, "qp_query/query_qp")
+	in, outLen := inputOf(t, c)
+	if err := r.QueryObj(seam.Handle(6), in, make([]byte, outLen)); err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, c.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_QUERY"), r.last)
+}
+
+func TestOracleUARAlloc(t *testing.T) {
+	r := newRecorded(t)
+	c := oracle.Load(t, "testdata/create_cmds.jsonl", "create_qp_rc_sig_pipelining")
+	want := c.Find(t, "MLX5_UAR", "UAR_OBJ_ALLOC")
+	r.fill = func(call *uverbs.Call) {
+		binary.LittleEndian.PutUint64(call.Data[2], 0x182000)
+		binary.LittleEndian.PutUint32(call.Data[3], 4096)
+		binary.LittleEndian.PutUint32(call.Data[4], 0x82)
+	}
+	u, err := r.dev.UARAlloc(MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, want, r.last)
+	if u.Handle != 779 || u.MMapOffset != 0x182000 || u.MMapLength != 4096 || u.PageID != 0x82 {
+		t.Errorf("UAR %+v", u)
+	}
+}
+
+// GET_CONTEXT's driver data is libmlx5's for mlx5dv_open_device with
+// MLX5DV_CONTEXT_FLAGS_DEVX.
+func TestOracleUcontextRequest(t *testing.T) {
+	c := oracle.Load(t, "testdata/create_cmds.jsonl", "open_device")
+	want := c.Find(t, "DEVICE", "GET_CONTEXT")
+	req, err := ucontextRequest(&Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hex.EncodeToString(unsafe.Slice((*byte)(unsafe.Pointer(&req)), unsafe.Sizeof(req)))
+	if got != want.Attrs[2].Hex {
+		t.Errorf("struct mlx5_ib_alloc_ucontext_req_v2\n %s\nlibmlx5\n %s", got, want.Attrs[2].Hex)
+	}
+	if want.Attrs[3].Len != uint16(unsafe.Sizeof(Mlx5IbAllocUcontextResp{})) {
+		t.Errorf("response of %d bytes, libmlx5 reads %d", unsafe.Sizeof(Mlx5IbAllocUcontextResp{}), want.Attrs[3].Len)
+	}
+}
+
+func TestFirmwareErrorFromMailbox(t *testing.T) {
+	r := newRecorded(t)
+	in, _ := hex.DecodeString("01000000000000010000000000000000") // QUERY_HCA_CAP
+	r.fill = func(call *uverbs.Call) {
+		out := call.Data[1]
+		out[0] = 0x3 // BAD_PARAM
+		binary.BigEndian.PutUint32(out[4:], 0x1234abcd)
+	}
+	err := r.GeneralCmd(in, make([]byte, 4112))
+	var fe *FirmwareError
+	if !errors.As(err, &fe) || fe.Status != 3 || fe.Syndrome != 0x1234abcd || fe.Opcode != 0x100 || fe.OpMod != 1 {
+		t.Fatalf("error %v (%+v)", err, fe)
+	}
+	// The kernel's EREMOTEIO carries the same mailbox.
+	r.errno = unix.EREMOTEIO
+	err = r.GeneralCmd(in, make([]byte, 4112))
+	if !errors.As(err, &fe) || !errors.Is(err, unix.EREMOTEIO) {
+		t.Errorf("with EREMOTEIO: %v", err)
+	}
+	// Other errnos are the kernel's.
+	r.errno = unix.EINVAL
+	r.fill = nil
+	if err := r.GeneralCmd(in, make([]byte, 4112)); !errors.Is(err, unix.EINVAL) || errors.As(err, &fe) {
+		t.Errorf("with EINVAL: %v", err)
+	}
+}
+
+func TestDevxRejectsBadInput(t *testing.T) {
+	r := newRecorded(t)
+	for name, f := range map[string]func() error{
+		"short input":  func() error { return r.GeneralCmd(make([]byte, 8), make([]byte, 16)) },
+		"short output": func() error { return r.GeneralCmd(make([]byte, 16), make([]byte, 8)) },
+		"odd length":   func() error { return r.GeneralCmd(make([]byte, 18), make([]byte, 16)) },
+		"bad uar type": func() error { _, err := r.AllocUAR(7); return err },
+		"empty umem":   func() error { _, err := r.RegUMem(nil, 0); return err },
+		"async out too large": func() error {
+			return (&DevxObj{c: r.Context}).QueryAsync(make([]byte, 16), 2<<20, 1, &AsyncCmdQueue{c: r.Context})
+		},
+	} {
+		r.last = nil
+		if err := f(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if r.last != nil {
+			t.Errorf("%s: a call reached the kernel", name)
+		}
+	}
+	noDEVX := &Context{dev: r.dev, devx: false}
+	if err := noDEVX.GeneralCmd(make([]byte, 16), make([]byte, 16)); !errors.Is(err, ErrNoDEVX) {
+		t.Errorf("without DEVX: %v", err)
+	}
+}
+
+func TestAsyncBacklogError(t *testing.T) {
+	r := newRecorded(t)
+	r.errno = unix.EAGAIN
+	q := &AsyncCmdQueue{c: r.Context, fd: fakeAsyncFD{fd: 13}}
+	err := (&DevxObj{c: r.Context, handle: 779}).QueryAsync(make([]byte, 16), 256, 1, q)
+	if !errors.Is(err, ErrAsyncBacklog) || !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("EAGAIN from the kernel: %v", err)
+	}
+}
+
+type fakeAsyncFD struct{ fd int }
+
+func (f fakeAsyncFD) Next(context.Context, []byte) (int, error) { return 0, errors.New("no kernel") }
+func (f fakeAsyncFD) Fd() int                                   { return f.fd }
+func (f fakeAsyncFD) Close() error                              { return nil }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,187 @@
+package mlx5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// kernelDevice is seam.Device over the kernel: DEVX methods of the mlx5_ib
+// driver on a uverbs context.
+type kernelDevice struct {
+	ctx *uverbs.Context
+}
+
+var _ seam.Device = (*kernelDevice)(nil)
+
+func (k *kernelDevice) GeneralCmd(in, out []byte) error {
+	var a uverbs.Attrs
+	a.In(MLX5_IB_ATTR_DEVX_OTHER_CMD_IN, in)
+	a.Out(MLX5_IB_ATTR_DEVX_OTHER_CMD_OUT, out)
+	return k.ctx.Invoke("devx general cmd", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_OTHER, &a)
+}
+
+func (k *kernelDevice) ObjCreate(in, out []byte) (seam.Handle, error) {
+	var a uverbs.Attrs
+	h := a.NewIDR(MLX5_IB_ATTR_DEVX_OBJ_CREATE_HANDLE)
+	a.In(MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_IN, in)
+	a.Out(MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_OUT, out)
+	if err := k.ctx.Invoke("devx obj create", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_CREATE, &a); err != nil {
+		return 0, err
+	}
+	return seam.Handle(a.Handle(h)), nil
+}
+
+func (k *kernelDevice) objCall(op string, method, hAttr, inAttr, outAttr uint16, h seam.Handle, in, out []byte) error {
+	var a uverbs.Attrs
+	a.IDR(hAttr, uint32(h))
+	a.In(inAttr, in)
+	a.Out(outAttr, out)
+	return k.ctx.Invoke(op, MLX5_IB_OBJECT_DEVX_OBJ, method, &a)
+}
+
+func (k *kernelDevice) ObjQuery(h seam.Handle, in, out []byte) error {
+	return k.objCall("devx obj query", MLX5_IB_METHOD_DEVX_OBJ_QUERY, MLX5_IB_ATTR_DEVX_OBJ_QUERY_HANDLE,
+		MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_IN, MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_OUT, h, in, out)
+}
+
+func (k *kernelDevice) ObjModify(h seam.Handle, in, out []byte) error {
+	return k.objCall("devx obj modify", MLX5_IB_METHOD_DEVX_OBJ_MODIFY, MLX5_IB_ATTR_DEVX_OBJ_MODIFY_HANDLE,
+		MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_IN, MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_OUT, h, in, out)
+}
+
+func (k *kernelDevice) ObjDestroy(h seam.Handle) error {
+	var a uverbs.Attrs
+	a.IDR(MLX5_IB_ATTR_DEVX_OBJ_DESTROY_HANDLE, uint32(h))
+	return k.ctx.Invoke("devx obj destroy", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_DESTROY, &a)
+}
+
+func (k *kernelDevice) ObjQueryAsync(h seam.Handle, in []byte, outLen int, wrID uint64, fd seam.AsyncCmdFD) error {
+	var a uverbs.Attrs
+	a.IDR(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, uint32(h))
+	a.In(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, in)
+	a.InUint64(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, uint64(outLen))
+	a.InUint64(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, wrID)
+	a.FD(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd.Fd())
+	return k.ctx.Invoke("devx obj query async", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_ASYNC_QUERY, &a)
+}
+
+func (k *kernelDevice) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
+	var a uverbs.Attrs
+	i := a.NewFD(MLX5_IB_ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE)
+	if err := k.ctx.Invoke("devx async cmd fd alloc", MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD, MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC, &a); err != nil {
+		return nil, err
+	}
+	fd := int(a.Handle(i))
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mlx5: devx async cmd fd: %w", err)
+	}
+	return &kernelAsyncFD{f: os.NewFile(uintptr(fd), "devx async cmd fd")}, nil
+}
+
+// kernelAsyncFD reads completions through the Go runtime's netpoller.
+type kernelAsyncFD struct{ f *os.File }
+
+func (q *kernelAsyncFD) Fd() int { return int(q.f.Fd()) }
+
+func (q *kernelAsyncFD) Close() error {
+	if err := q.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+func (q *kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := q.f.SetReadDeadline(time.Time{}); err != nil {
+		return 0, err
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		q.f.SetReadDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	n, err := q.f.Read(buf)
+	if !stop() {
+		<-fired
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	return n, err
+}
+
+func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
+	var a uverbs.Attrs
+	var id [4]byte
+	h := a.NewIDR(MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE)
+	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
+	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_LEN, uint64(len(mem)))
+	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS, uint64(access))
+	a.Out(MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID, id[:])
+	if err := k.ctx.Invoke("devx umem reg", MLX5_IB_OBJECT_DEVX_UMEM, MLX5_IB_METHOD_DEVX_UMEM_REG, &a); err != nil {
+		return 0, 0, err
+	}
+	return seam.Handle(a.Handle(h)), *(*uint32)(unsafe.Pointer(&id)), nil
+}
+
+func (k *kernelDevice) UMemDereg(h seam.Handle) error {
+	var a uverbs.Attrs
+	a.IDR(MLX5_IB_ATTR_DEVX_UMEM_DEREG_HANDLE, uint32(h))
+	return k.ctx.Invoke("devx umem dereg", MLX5_IB_OBJECT_DEVX_UMEM, MLX5_IB_METHOD_DEVX_UMEM_DEREG, &a)
+}
+
+func (k *kernelDevice) UARAlloc(typ uint32) (seam.UAR, error) {
+	var a uverbs.Attrs
+	var off [8]byte
+	var length, page [4]byte
+	h := a.NewIDR(MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE)
+	a.InUint64(MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE, uint64(typ))
+	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET, off[:])
+	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, length[:])
+	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID, page[:])
+	if err := k.ctx.Invoke("uar alloc", MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_ALLOC, &a); err != nil {
+		return seam.UAR{}, err
+	}
+	return seam.UAR{Handle: seam.Handle(a.Handle(h)), PageID: *(*uint32)(unsafe.Pointer(&page)),
+		MMapOffset: *(*uint64)(unsafe.Pointer(&off)), MMapLength: *(*uint32)(unsafe.Pointer(&length))}, nil
+}
+
+func (k *kernelDevice) UARFree(h seam.Handle) error {
+	var a uverbs.Attrs
+	a.IDR(MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE, uint32(h))
+	return k.ctx.Invoke("uar free", MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_DESTROY, &a)
+}
+
+func (k *kernelDevice) QueryEQN(vector uint32) (uint32, error) {
+	var a uverbs.Attrs
+	var eqn [4]byte
+	a.InUint32(MLX5_IB_ATTR_DEVX_QUERY_EQN_USER_VEC, vector)
+	a.Out(MLX5_IB_ATTR_DEVX_QUERY_EQN_DEV_EQN, eqn[:])
+	if err := k.ctx.Invoke("devx query eqn", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_QUERY_EQN, &a); err != nil {
+		return 0, err
+	}
+	return *(*uint32)(unsafe.Pointer(&eqn)), nil
+}
+
+func (k *kernelDevice) Close() error { return k.ctx.Close() }
+
+func (k *kernelDevice) MapUAR(u seam.UAR) ([]byte, error) {
+	b, err := unix.Mmap(k.ctx.FD(), int64(u.MMapOffset), int(u.MMapLength), unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: mmap UAR page %d: %w", u.PageID, err)
+	}
+	return b, nil
+}
+
+func (k *kernelDevice) UnmapUAR(page []byte) error { return unix.Munmap(page) }

@@ -1,0 +1,74 @@
+// Package seam is the one interface between package mlx5 and what lies
+// beneath it: the kernel with a ConnectX, or the software device model.
+// Everything that crosses it is bytes (PRM mailboxes, mlx5 driver data) or
+// a handle; see docs/ARCHITECTURE.md.
+//
+// The data path does not cross it: queues, doorbell records and UAR pages
+// are shared memory that both sides see.
+package seam
+
+import "context"
+
+// Handle is a kernel object handle (a uverbs IDR handle): DEVX objects,
+// UMEMs, UARs, and verbs objects (QP, CQ, SRQ) that DEVX query and modify
+// accept.
+type Handle uint32
+
+// UAR is a UAR page allocated for the context.
+type UAR struct {
+	Handle Handle
+	// PageID is the UAR page index the firmware knows (uar_page in PRM).
+	PageID uint32
+	// MMapOffset and MMapLength locate the page for mmap on the device.
+	MMapOffset uint64
+	MMapLength uint32
+}
+
+// AsyncCmdFD receives the completions of asynchronous DEVX commands.
+type AsyncCmdFD interface {
+	// Next waits for one completion and copies it into buf: an 8-byte
+	// wr_id then the output mailbox (struct
+	// mlx5_ib_uapi_devx_async_cmd_hdr). It returns the bytes written.
+	Next(ctx context.Context, buf []byte) (int, error)
+	// Fd is the descriptor the kernel knows (for the query's FD attribute).
+	Fd() int
+	Close() error
+}
+
+// Device is an mlx5 device context with DEVX. Kernel failures are errors
+// wrapping the errno; firmware failures come back in the output mailbox's
+// status and syndrome, which the caller decodes.
+type Device interface {
+	// GeneralCmd runs a firmware command that creates no object
+	// (mlx5dv_devx_general_cmd).
+	GeneralCmd(in, out []byte) error
+	// ObjCreate runs a create command and returns the handle of the
+	// kernel object that owns the firmware object.
+	ObjCreate(in, out []byte) (Handle, error)
+	ObjQuery(h Handle, in, out []byte) error
+	ObjModify(h Handle, in, out []byte) error
+	// ObjDestroy has the kernel run the destroy command it recorded at
+	// creation.
+	ObjDestroy(h Handle) error
+	// ObjQueryAsync starts a query whose output, tagged with wrID, arrives
+	// on fd.
+	ObjQueryAsync(h Handle, in []byte, outLen int, wrID uint64, fd AsyncCmdFD) error
+	NewAsyncCmdFD() (AsyncCmdFD, error)
+
+	// UMemReg registers mem for DEVX objects (mlx5dv_devx_umem_reg) and
+	// returns its handle and the umem id commands refer to.
+	UMemReg(mem []byte, access uint32) (Handle, uint32, error)
+	UMemDereg(h Handle) error
+	// UARAlloc allocates a UAR page of the given type (0 BlueFlame, 1
+	// non-cached).
+	UARAlloc(typ uint32) (UAR, error)
+	UARFree(h Handle) error
+	// MapUAR maps the UAR page for doorbell and BlueFlame writes;
+	// UnmapUAR releases the mapping.
+	MapUAR(u UAR) ([]byte, error)
+	UnmapUAR(page []byte) error
+	// QueryEQN returns the EQ number of a completion vector.
+	QueryEQN(vector uint32) (uint32, error)
+
+	Close() error
+}
