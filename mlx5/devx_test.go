@@ -246,3 +246,17 @@ func (f fakeAsyncFD) Fd() int                                   { return f.fd }
 func (f fakeAsyncFD) Close() error                              { return nil }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func TestOracleQueryEQN(t *testing.T) {
+	r := newRecorded(t)
+	c := oracle.Load(t, "testdata/devx_query_eqn.jsonl", "query_eqn")
+	r.fill = func(call *uverbs.Call) { binary.LittleEndian.PutUint32(call.Data[1], 7) }
+	eqn, err := r.QueryEQN(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle.Compare(t, c.Find(t, "MLX5_DEVX", "DEVX_QUERY_EQN"), r.last)
+	if eqn != 7 {
+		t.Errorf("eqn %d, want 7", eqn)
+	}
+}
