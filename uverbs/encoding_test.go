@@ -1,61 +1,20 @@
 package uverbs
 
 import (
-	"bufio"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"os"
 	"testing"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"golang.org/x/sys/unix"
 )
 
 // oracleCall is one RDMA_VERBS_IOCTL as ../shared/oracle recorded it.
-type oracleCall struct {
-	Op        string `json:"op"`
-	Object    string `json:"object"`
-	Method    string `json:"method"`
-	ObjectID  uint16 `json:"object_id"`
-	MethodID  uint16 `json:"method_id"`
-	HdrLength uint16 `json:"hdr_length"`
-	NumAttrs  uint16 `json:"num_attrs"`
-	DriverID  uint32 `json:"driver_id"`
-	Attrs     []struct {
-		AttrID uint16 `json:"attr_id"`
-		Name   string `json:"name"`
-		Dir    string `json:"dir"`
-		Len    uint16 `json:"len"`
-		Flags  uint16 `json:"flags"`
-		Inline bool   `json:"inline"`
-		Hex    string `json:"hex"`
-	} `json:"attrs"`
-}
+type oracleCall = oracle.Call
 
 func oracleCalls(t *testing.T, kase string) []oracleCall {
 	t.Helper()
-	f, err := os.Open("testdata/create_cmds.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var rec struct {
-			Case       string       `json:"case"`
-			KernelCmds []oracleCall `json:"kernel_cmds"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Case == kase {
-			return rec.KernelCmds
-		}
-	}
-	t.Fatalf("no case %q in the oracle vectors", kase)
-	return nil
+	return oracle.Load(t, "testdata/create_cmds.jsonl", kase).KernelCmds
 }
 
 func findCall(t *testing.T, calls []oracleCall, object, method string) oracleCall {
@@ -129,41 +88,21 @@ func compareData(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []Ib
 
 func compareWith(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr, pointee func(int) []byte) {
 	t.Helper()
-	if hdr.ObjectID != want.ObjectID || hdr.MethodID != want.MethodID {
-		t.Errorf("%s %s: object/method %#x/%#x, libibverbs %#x/%#x", want.Object, want.Method, hdr.ObjectID, hdr.MethodID, want.ObjectID, want.MethodID)
-	}
-	if hdr.Length != want.HdrLength || hdr.NumAttrs != want.NumAttrs || hdr.DriverID != want.DriverID {
-		t.Errorf("%s %s: header length %d attrs %d driver %d, libibverbs %d %d %d", want.Object, want.Method,
-			hdr.Length, hdr.NumAttrs, hdr.DriverID, want.HdrLength, want.NumAttrs, want.DriverID)
-	}
-	if len(attrs) != len(want.Attrs) {
-		t.Fatalf("%s %s: %d attributes, libibverbs %d", want.Object, want.Method, len(attrs), len(want.Attrs))
-	}
-	for i, wa := range want.Attrs {
-		ga := attrs[i]
-		if ga.AttrID != wa.AttrID || ga.Len != wa.Len || ga.Flags != wa.Flags {
-			t.Errorf("%s %s attr %d (%s): id %#x len %d flags %#x, libibverbs id %#x len %d flags %#x", want.Object, want.Method, i, wa.Name,
-				ga.AttrID, ga.Len, ga.Flags, wa.AttrID, wa.Len, wa.Flags)
+	got := oracle.Got{ObjectID: hdr.ObjectID, MethodID: hdr.MethodID, Length: hdr.Length, NumAttrs: hdr.NumAttrs, DriverID: hdr.DriverID}
+	for i, a := range attrs {
+		g := oracle.GotAttr{ID: a.AttrID, Len: a.Len, Flags: a.Flags, Data: a.Data}
+		if a.Len > 8 {
+			g.Bytes = pointee(i)
 		}
-		if wa.Dir != "in" || wa.Hex == "" || skipVarying[want.Method+"/"+wa.Name] {
-			continue
-		}
-		var got []byte
-		if wa.Inline {
-			var b [8]byte
-			binary.LittleEndian.PutUint64(b[:], ga.Data)
-			got = b[:min(int(ga.Len), 8)]
-		} else {
-			got = pointee(i)
-			if got == nil {
-				t.Errorf("%s %s attr %s: pointer %#x is not a buffer the caller passed", want.Object, want.Method, wa.Name, ga.Data)
-				continue
-			}
-		}
-		if h := hex.EncodeToString(got); h != wa.Hex {
-			t.Errorf("%s %s attr %s: bytes %s, libibverbs %s", want.Object, want.Method, wa.Name, h, wa.Hex)
+		got.Attrs = append(got.Attrs, g)
+	}
+	var varying []string
+	for _, wa := range want.Attrs {
+		if skipVarying[want.Method+"/"+wa.Name] {
+			varying = append(varying, wa.Name)
 		}
 	}
+	oracle.Compare(t, want, got, varying...)
 }
 
 // testContext is a Context on no device, for encoding tests: calls go to

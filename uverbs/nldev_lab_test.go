@@ -92,13 +92,5 @@ func TestLabLeaksPDAndContext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := ResourceCounts(nd.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range base {
-		if after[k] != v {
-			t.Errorf("%s: %d after, %d before", k, after[k], v)
-		}
-	}
+	checkBaseline(t, nd.Index, base, "after 10,000 PD and 10,000 context cycles")
 }

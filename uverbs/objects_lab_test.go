@@ -141,7 +141,9 @@ func (l *labQPs) connectRC(t testing.TB, a, b *QP) {
 		QPAttrState|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrSQPSN|QPAttrMaxQPRdAtomic)
 }
 
-func awaitEvent(t testing.TB, c *Context, qp *QP, want EventType) {
+// awaitEvent reads async events until one of type want for which ok
+// holds, for at most 10 s.
+func awaitEvent(t testing.TB, c *Context, want EventType, ok func(AsyncEvent) bool) AsyncEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -151,8 +153,8 @@ func awaitEvent(t testing.TB, c *Context, qp *QP, want EventType) {
 			t.Fatalf("waiting for %v: %v", want, err)
 		}
 		t.Logf("event: %v", ev)
-		if ev.Type == want && ev.QP == qp {
-			return
+		if ev.Type == want && ok(ev) {
+			return ev
 		}
 	}
 }
@@ -180,7 +182,7 @@ func TestLabRCQPFlow(t *testing.T) {
 				t.Errorf("query: dest QPN %#x (want %#x), DGID %x, MTU %v, global %v", got.DestQPN, b.QPN, got.AH.GRH.DGID, got.PathMTU, got.AH.IsGlobal)
 			}
 			modifyAndCheck(t, a, QPAttr{State: QPStateSQD, EnSQDAsyncNotify: true}, QPAttrState|QPAttrEnSQDAsyncNotify)
-			awaitEvent(t, c, a, EventSQDrained)
+			awaitEvent(t, c, EventSQDrained, func(ev AsyncEvent) bool { return ev.QP == a })
 			// SQD -> RTS by the extended command (it has a response): by
 			// write() this also proves IB_USER_VERBS_CMD_FLAG_EXTENDED and
 			// struct ib_uverbs_ex_cmd_hdr, which BTF cannot check.

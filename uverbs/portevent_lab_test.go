@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"context"
 	"encoding/binary"
 	"net"
 	"testing"
@@ -37,20 +36,8 @@ func setLinkUp(t *testing.T, name string, up bool) {
 
 func awaitPortEvent(t *testing.T, c *Context, want EventType) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		ev, err := c.NextAsyncEvent(ctx)
-		if err != nil {
-			t.Fatalf("waiting for %v: %v", want, err)
-		}
-		t.Logf("event: %v", ev)
-		if ev.Type == want {
-			if ev.Port != 1 {
-				t.Errorf("%v for port %d, want 1", ev.Type, ev.Port)
-			}
-			return
-		}
+	if ev := awaitEvent(t, c, want, func(AsyncEvent) bool { return true }); ev.Port != 1 {
+		t.Errorf("%v for port %d, want 1", ev.Type, ev.Port)
 	}
 }
 
