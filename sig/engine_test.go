@@ -402,6 +402,12 @@ func TestMisuse(t *testing.T) {
 	if _, err := e.Signature(SigDomain(9), nil, 0); err == nil {
 		t.Error("Signature of an unknown domain: no error")
 	}
+	if _, err := NewEngine(nil); !errors.Is(err, ErrNoDomain) {
+		t.Errorf("NewEngine(nil): %v", err)
+	}
+	if _, err := DecodeSigErrCQE(SigErrCQE{Syndrome: SyndromeGuard}, nil); !errors.Is(err, ErrSigErrCQE) {
+		t.Errorf("DecodeSigErrCQE without attributes: %v", err)
+	}
 }
 
 // TestEngineKeepsACopy: changing the attributes after NewEngine does not

@@ -49,7 +49,10 @@ type format struct {
 	params *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	crc32IEEE  = crc32.IEEETable
+)
 
 // newFormat compiles a domain that Validate accepted.
 func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
@@ -76,7 +79,7 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 		switch d.CRC.Type {
 		case CRCTypeCRC32, CRCTypeCRC32C:
 			f.kind = guardCRC32
-			f.table = crc32.IEEETable
+			f.table = crc32IEEE
 			if d.CRC.Type == CRCTypeCRC32C {
 				f.table = castagnoli
 			}

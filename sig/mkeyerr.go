@@ -147,6 +147,9 @@ func DecodeSigErrCQE(c SigErrCQE, attr *BlockAttr) (MkeyErr, error) {
 	if c.SigType&7 != SigErrTypeBlock {
 		return MkeyErr{}, fmt.Errorf("%w: sig_type %d", ErrSigErrCQE, c.SigType)
 	}
+	if attr == nil {
+		return MkeyErr{}, fmt.Errorf("%w: no block attributes", ErrSigErrCQE)
+	}
 	var d *Domain
 	switch SigDomain(c.Domain & 7) {
 	case DomainWire:

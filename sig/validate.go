@@ -71,7 +71,7 @@ func attrErr(field string, value uint64, rule error) error {
 // check_mask and copy_mask take any value (custom masks). Validate does
 // not check device capabilities; see ValidateCaps.
 func (a *BlockAttr) Validate() error {
-	if a.Mem == nil && a.Wire == nil {
+	if a == nil || a.Mem == nil && a.Wire == nil {
 		return attrErr("mem, wire", 0, ErrNoDomain)
 	}
 	if a.Flags&^blockAttrFlagsAll != 0 {

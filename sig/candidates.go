@@ -2,6 +2,7 @@ package sig
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 
 	"github.com/mlx5go/mlx5go/sig/crc"
 )
@@ -105,6 +106,51 @@ func MatchCRC64(data []byte, signature [8]byte) []Match {
 		}
 		if sum == le && le != be {
 			out = append(out, Match{c, LittleEndian})
+		}
+	}
+	return out
+}
+
+// CRC32Variant is one reading of a CRC32 or CRC32C signature a device
+// stored: the initial register, the final xor and the byte order. With
+// seed 0xFFFFFFFF the device is expected to compute the standard CRC
+// (Init and XorOut all ones); what seed 0 means, and the byte order, are
+// not documented (docs/SIG.md).
+type CRC32Variant struct {
+	Init, XorOut uint32
+	Order        ByteOrder
+}
+
+// MatchCRC32 returns the variants (initial register 0 or all ones, final
+// xor 0 or all ones, either byte order) under which the CRC32 or CRC32C
+// (typ) of data equals signature, the 4 bytes a device stored after a
+// block. Like MatchCRC64 it is for the hardware test that settles how the
+// seed and the byte order work; the engine assumes Init = seed, XorOut all
+// ones, big-endian. A typ other than the two 32-bit CRCs matches nothing.
+func MatchCRC32(typ CRCType, data []byte, signature [4]byte) []CRC32Variant {
+	tab := crc32IEEE
+	switch typ {
+	case CRCTypeCRC32:
+	case CRCTypeCRC32C:
+		tab = castagnoli
+	default:
+		return nil
+	}
+	be := binary.BigEndian.Uint32(signature[:])
+	le := binary.LittleEndian.Uint32(signature[:])
+	var out []CRC32Variant
+	for _, init := range []uint32{0, ^uint32(0)} {
+		// crc32.Update starts from the complement of its argument and
+		// complements the result: that is XorOut all ones.
+		std := crc32.Update(^init, tab, data)
+		for _, xor := range []uint32{0, ^uint32(0)} {
+			sum := std ^ ^uint32(0) ^ xor
+			if sum == be {
+				out = append(out, CRC32Variant{init, xor, BigEndian})
+			}
+			if sum == le && le != be {
+				out = append(out, CRC32Variant{init, xor, LittleEndian})
+			}
 		}
 	}
 	return out
