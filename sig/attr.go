@@ -69,7 +69,7 @@ type CRCType uint32
 const (
 	CRCTypeCRC32     CRCType = 0 // MLX5DV_SIG_CRC_TYPE_CRC32 (FC-PH, the IEEE polynomial)
 	CRCTypeCRC32C    CRCType = 1 // MLX5DV_SIG_CRC_TYPE_CRC32C (Castagnoli, RFC 3720)
-	CRCTypeCRC64XP10 CRCType = 2 // MLX5DV_SIG_CRC_TYPE_CRC64_XP10 (parameters unverified, see crc64.go)
+	CRCTypeCRC64XP10 CRCType = 2 // MLX5DV_SIG_CRC_TYPE_CRC64_XP10 (parameters unverified, see Candidates)
 )
 
 func (t CRCType) String() string {
