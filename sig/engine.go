@@ -201,8 +201,7 @@ func (e *Engine) Check(d SigDomain, buf []byte) (MkeyErr, error) {
 	}
 	for i := range n {
 		blk := buf[i*f.stride : (i+1)*f.stride]
-		exp := f.expected(blk[:f.bs], uint64(i))
-		if me := f.check(exp, f.read(blk[f.bs:]), e.checkMask, uint64(i*f.stride)); !me.OK() {
+		if me := f.checkBlock(blk[:f.bs], uint64(i), f.read(blk[f.bs:]), e.checkMask, uint64(i*f.stride)); !me.OK() {
 			return me, nil
 		}
 	}
@@ -280,29 +279,39 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 	if in != nil && out != nil && in.bs != out.bs {
 		return e.reblock(in, out, dst, src), nil
 	}
-	var first MkeyErr
-	bs := 0
+	bs, inStride, outStride := 0, 0, 0
 	if in != nil {
-		bs = in.bs
-	} else {
-		bs = out.bs
-	}
-	inStride, outStride := bs, bs
-	if in != nil {
-		inStride = in.stride
+		bs, inStride = in.bs, in.stride
 	}
 	if out != nil {
-		outStride = out.stride
+		bs, outStride = out.bs, out.stride
 	}
+	if in == nil {
+		inStride = bs
+	}
+	if out == nil {
+		outStride = bs
+	}
+	// The input's guard is computed when the check mask needs it, or when
+	// the output can reuse it; a pass-through that checks nothing and
+	// copies everything is a plain copy.
+	copyAll := e.sbs && e.copyMask&out.valid == out.valid
+	needGuard := in != nil && (e.checkMask&in.guards != 0 || e.sameGuard && !copyAll)
+	var first MkeyErr
 	for i := range data / bs {
 		s := src[i*inStride : (i+1)*inStride]
 		d := dst[i*outStride : (i+1)*outStride]
 		copy(d[:bs], s[:bs])
 		var exp, act uint64
 		if in != nil {
-			exp, act = in.expected(s[:bs], uint64(i)), in.read(s[bs:])
-			if first.OK() {
-				first = in.check(exp, act, e.checkMask, uint64(i*inStride))
+			act = in.read(s[bs:])
+			if needGuard {
+				exp = in.expected(s[:bs], uint64(i))
+				if first.OK() {
+					first = in.check(exp, act, e.checkMask, uint64(i*inStride))
+				}
+			} else if first.OK() {
+				first = in.checkBlock(s[:bs], uint64(i), act, e.checkMask, uint64(i*inStride))
 			}
 		}
 		if out == nil {
@@ -310,13 +319,10 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 		}
 		var v uint64
 		switch {
-		case e.sbs && e.copyMask == ^uint64(0):
+		case copyAll:
 			v = act
 		case e.sameGuard:
-			v = exp&(0xffff<<48) | out.tags(uint64(i))
-			if out.kind > guardT10DIFCsum {
-				v = exp
-			}
+			v = exp&out.guards | out.tags(uint64(i))
 		default:
 			v = out.expected(s[:bs], uint64(i))
 		}
@@ -338,7 +344,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte) MkeyErr {
 	for i := range len(src) / in.stride {
 		s := src[i*in.stride : (i+1)*in.stride]
 		if first.OK() {
-			first = in.check(in.expected(s[:in.bs], uint64(i)), in.read(s[in.bs:]), e.checkMask, uint64(i*in.stride))
+			first = in.checkBlock(s[:in.bs], uint64(i), in.read(s[in.bs:]), e.checkMask, uint64(i*in.stride))
 		}
 		for d := s[:in.bs]; len(d) > 0; {
 			blk, off := pos/out.bs, pos%out.bs

@@ -46,6 +46,7 @@ type format struct {
 	remap  bool          // REF_REMAP
 	escape T10DIFFlags   // the escape in force: 0, T10DIFAppEscape or T10DIFAppRefEscape
 	valid  uint64        // the bits of the signature value this type has
+	guards uint64        // the bits of the guard or CRC in the value
 	params *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
 }
 
@@ -75,6 +76,7 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 			f.escape = T10DIFAppEscape
 		}
 		f.valid = ^uint64(0)
+		f.guards = 0xffff << 48
 	case SigTypeCRC:
 		switch d.CRC.Type {
 		case CRCTypeCRC32, CRCTypeCRC32C:
@@ -85,6 +87,7 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 			}
 			f.crc32 = ^uint32(d.CRC.Seed)
 			f.valid = 0xffffffff << 32
+			f.guards = f.valid
 		case CRCTypeCRC64XP10:
 			f.kind = guardCRC64
 			// The seed is the initial register: 0 or all ones, the same
@@ -94,6 +97,7 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 			f.params = &p
 			f.crc64 = crc.NewCRC64(p)
 			f.valid = ^uint64(0)
+			f.guards = f.valid
 		}
 	}
 	return f
@@ -129,6 +133,19 @@ func (f *format) tags(block uint64) uint64 {
 // expected returns the signature value of block number block with data.
 func (f *format) expected(data []byte, block uint64) uint64 {
 	return f.guard(data) | f.tags(block)
+}
+
+// checkBlock checks one block against the stored value actual. The guard
+// is computed only when mask checks one of its bytes; an error's expected
+// signature always has it, as a device reports it.
+func (f *format) checkBlock(data []byte, block uint64, actual, mask, offset uint64) MkeyErr {
+	if mask&f.guards == 0 {
+		me := f.check(f.tags(block), actual, mask, offset)
+		if me.OK() {
+			return me
+		}
+	}
+	return f.check(f.expected(data, block), actual, mask, offset)
 }
 
 // read returns the signature value stored in pi.
