@@ -457,3 +457,33 @@ func TestZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorCarriesGuard: with a check mask that leaves the guard out the
+// engine skips computing it, but an error still reports the whole expected
+// signature, computed guard included, as a device does.
+func TestErrorCarriesGuard(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	data := randomBytes(r, 2*512)
+	d := t10difDomain(BlockSize512)
+	e := mustEngine(t, &BlockAttr{Mem: d, CheckMask: MaskT10DIFAppTag})
+	buf := interleave(data, 512, 8)
+	if err := e.Generate(DomainMemory, buf); err != nil {
+		t.Fatal(err)
+	}
+	buf[520+512+3] ^= 1 // block 1's app tag
+	me, err := e.Check(DomainMemory, buf)
+	if err != nil || me.Type != MkeyErrBadAppTag || me.Offset != 520 {
+		t.Fatalf("%v, %v", me, err)
+	}
+	c := me.SigErrCQE()
+	if want := crc.T10DIF(0xffff, data[512:]); c.ExpectedTransSig>>16 != uint32(want) || c.ActualTransSig>>16 != uint32(want) {
+		t.Errorf("CQE guards %#x/%#x, want %#x", c.ExpectedTransSig>>16, c.ActualTransSig>>16, want)
+	}
+	if c.ExpectedRefTag != 0x5679 || c.Syndrome != SyndromeAppTag || c.Domain != uint8(DomainMemory) {
+		t.Errorf("CQE %+v", c)
+	}
+	wire := make([]byte, 1024)
+	if me2, err := e.Transfer(TX, wire, buf); err != nil || me2 != me {
+		t.Errorf("Transfer: %v, %v; Check said %v", me2, err, me)
+	}
+}
