@@ -266,13 +266,16 @@ func sameStructure(mem, wire *Domain) (Mask, bool) {
 	return copyMask, true
 }
 
-// EffectiveCopyMask returns the copy mask a device applies for attr, which
-// must be valid: CopyMask with BlockAttrCopyMask, otherwise the mask
-// libmlx5 computes (for T10-DIF the guard when guard type and seed agree,
-// the application tag when the tags agree, the reference tag when the
-// initial tags agree; for CRC the whole CRC; 0 when the domains differ in
-// structure).
+// EffectiveCopyMask returns the copy mask a device applies for a:
+// CopyMask with BlockAttrCopyMask, otherwise the mask libmlx5 computes (for
+// T10-DIF the guard when guard type and seed agree, the application tag
+// when the tags agree, the reference tag when the initial tags agree; for
+// CRC the whole CRC; 0 when the domains differ in structure). It is 0 for
+// an a that Validate rejects.
 func (a *BlockAttr) EffectiveCopyMask() Mask {
+	if a.Validate() != nil {
+		return 0
+	}
 	m, same := sameStructure(a.Mem, a.Wire)
 	if !same {
 		return 0
@@ -286,15 +289,19 @@ func (a *BlockAttr) EffectiveCopyMask() Mask {
 // TransientSignature returns the initial signature value libmlx5 loads
 // into the domain's PSV (the SET_PSV work request after the UMR), in the
 // form of SigErrCQE's signatures: seed<<48 | app_tag<<32 | ref_tag for
-// T10-DIF, seed<<32 for CRC32 and CRC32C, the seed for CRC64_XP10. d must
-// be valid.
+// T10-DIF, seed<<32 for CRC32 and CRC32C, the seed for CRC64_XP10. It is 0
+// for a domain without the parameters of its type.
 func (d *Domain) TransientSignature() uint64 {
-	if d.Type == SigTypeT10DIF {
+	switch {
+	case d == nil:
+		return 0
+	case d.Type == SigTypeT10DIF && d.T10DIF != nil:
 		t := d.T10DIF
 		return uint64(t.Seed)<<48 | uint64(t.AppTag)<<32 | uint64(t.RefTag)
-	}
-	if d.CRC.Type == CRCTypeCRC64XP10 {
+	case d.Type == SigTypeCRC && d.CRC != nil && d.CRC.Type == CRCTypeCRC64XP10:
 		return d.CRC.Seed
+	case d.Type == SigTypeCRC && d.CRC != nil:
+		return d.CRC.Seed << 32
 	}
-	return d.CRC.Seed << 32
+	return 0
 }

@@ -30,7 +30,7 @@ var (
 
 // AttrError says which rule a BlockAttr broke and where.
 type AttrError struct {
-	Field string // the offending field, e.g. "mem.t10dif.seed"
+	Field string // the offending field by its C name, e.g. "mem.t10dif.bg"
 	Value uint64 // its value
 	Rule  error  // one of the Err* rule variables
 }

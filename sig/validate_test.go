@@ -166,3 +166,26 @@ func TestValidateCaps(t *testing.T) {
 		t.Errorf("ValidateCaps of an invalid attr = %v, want ErrNoDomain", err)
 	}
 }
+
+// TestNoPanicOnBadInput: the helpers that read a configuration return a
+// zero value for one Validate rejects, instead of dereferencing what is
+// missing.
+func TestNoPanicOnBadInput(t *testing.T) {
+	incomplete := &Domain{Type: SigTypeT10DIF, BlockSize: BlockSize512}
+	bad := &BlockAttr{Mem: incomplete, Wire: t10difDomain(BlockSize512), Flags: BlockAttrCopyMask, CopyMask: 0xff}
+	if m := bad.EffectiveCopyMask(); m != 0 {
+		t.Errorf("EffectiveCopyMask of an invalid attr = %#x", m)
+	}
+	var none *BlockAttr
+	if m := none.EffectiveCopyMask(); m != 0 {
+		t.Errorf("EffectiveCopyMask of nil = %#x", m)
+	}
+	for _, d := range []*Domain{nil, incomplete, {Type: SigTypeCRC}, {Type: 7, CRC: &CRC{Seed: 1}}} {
+		if v := d.TransientSignature(); v != 0 {
+			t.Errorf("TransientSignature(%+v) = %#x", d, v)
+		}
+	}
+	if _, err := NewEngine(bad); !errors.Is(err, ErrSigParams) {
+		t.Errorf("NewEngine = %v", err)
+	}
+}
