@@ -2,6 +2,7 @@ package sig
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -235,4 +236,109 @@ func lcm(a, b int) int {
 		x, y = y, x%y
 	}
 	return a / x * b
+}
+
+// fuzzAttr builds a BlockAttr from raw fuzz values, valid or not.
+func fuzzAttr(present uint8, typ, sub, bs uint32, seed uint64, app uint16, ref uint32, flags uint32, masks uint16, comp uint64) *BlockAttr {
+	dom := func(shift uint) *Domain {
+		if present>>shift&1 == 0 {
+			return nil
+		}
+		d := &Domain{Type: SigType(typ >> shift & 3), BlockSize: BlockSize(bs >> shift & 7), CompMask: comp >> shift & 1}
+		if present>>(shift+2)&1 != 0 {
+			d.T10DIF = &T10DIF{Guard: T10DIFGuard(sub & 3), Seed: uint16(seed), AppTag: app, RefTag: ref, Flags: T10DIFFlags(flags >> 8 & 0xf)}
+		}
+		if present>>(shift+4)&1 != 0 {
+			d.CRC = &CRC{Type: CRCType(sub >> 2 & 3), Seed: seed}
+		}
+		return d
+	}
+	return &BlockAttr{Mem: dom(0), Wire: dom(1), Flags: BlockAttrFlags(flags & 3),
+		CheckMask: Mask(masks), CopyMask: Mask(masks >> 8), CompMask: comp >> 2 & 1}
+}
+
+// FuzzAttr: Validate never panics; what it accepts builds an engine whose
+// generate/check/transfer calls work on buffers of the right shape.
+func FuzzAttr(f *testing.F) {
+	f.Add(uint8(0x07), uint32(0), uint32(0), uint32(0), uint64(0xffff), uint16(1), uint32(2), uint32(0x100), uint16(0xffff), uint64(0))
+	f.Add(uint8(0x33), uint32(5), uint32(4), uint32(0x1b), uint64(0xffffffff), uint16(0), uint32(0), uint32(1), uint16(0xf0f0), uint64(0))
+	f.Add(uint8(0x3f), uint32(1), uint32(8), uint32(0x24), ^uint64(0), uint16(7), uint32(9), uint32(0x701), uint16(0x81), uint64(4))
+	f.Fuzz(func(t *testing.T, present uint8, typ, sub, bs uint32, seed uint64, app uint16, ref uint32, flags uint32, masks uint16, comp uint64) {
+		a := fuzzAttr(present, typ, sub, bs, seed, app, ref, flags, masks, comp)
+		err := a.Validate()
+		_ = a.EffectiveCopyMask()
+		if err != nil {
+			var ae *AttrError
+			if !errors.As(err, &ae) || !errors.Is(err, ErrInvalidAttr) {
+				t.Fatalf("Validate = %v: not an *AttrError", err)
+			}
+			return
+		}
+		e, err := NewEngine(a)
+		if err != nil {
+			t.Fatalf("valid attr, NewEngine = %v", err)
+		}
+		for _, d := range []SigDomain{DomainMemory, DomainWire} {
+			bs, pi := e.Layout(d)
+			if bs == 0 {
+				continue
+			}
+			buf := make([]byte, 2*(bs+pi))
+			if err := e.Generate(d, buf); err != nil {
+				t.Fatal(err)
+			}
+			if me, err := e.Check(d, buf); err != nil || !me.OK() {
+				t.Fatalf("%v: %v, %v", d, me, err)
+			}
+		}
+		mb, _ := e.Layout(DomainMemory)
+		wb, wpi := e.Layout(DomainWire)
+		unit := max(mb, wb)
+		if mb != 0 && wb != 0 {
+			unit = lcm(mb, wb)
+		}
+		if unit > 1<<16 {
+			return
+		}
+		srcLen := unit // RX first: the wire layout of unit data bytes
+		if wb != 0 {
+			srcLen = unit / wb * (wb + wpi)
+		}
+		src := make([]byte, srcLen)
+		for _, dir := range []Direction{RX, TX} {
+			n, err := e.OutputLen(dir, len(src))
+			if err != nil {
+				t.Fatalf("%v OutputLen(%d): %v", dir, len(src), err)
+			}
+			dst := make([]byte, n)
+			if me, err := e.Transfer(dir, dst, src); err != nil {
+				t.Fatalf("%v: %v, %v", dir, me, err)
+			}
+			src = dst
+		}
+	})
+}
+
+// FuzzDecodeSigErrCQE: any CQE fields decode without panicking, to an
+// error libmlx5 would also refuse or to an MkeyErr whose values fit the
+// field that was bad.
+func FuzzDecodeSigErrCQE(f *testing.F) {
+	f.Add(uint32(0xabcd1234), uint32(0x5678aaaa), uint32(0x10), uint32(0x11), uint16(0x3800), uint8(0), uint8(1), uint64(0x200), uint8(0x07), uint32(1))
+	f.Fuzz(func(t *testing.T, ets, ats, eref, aref uint32, syn uint16, st, dom uint8, off uint64, present uint8, typ uint32) {
+		a := fuzzAttr(present, typ, typ>>4, 0, 0, 0, 0, 0, 0xff, 0)
+		me, err := DecodeSigErrCQE(SigErrCQE{ets, ats, eref, aref, syn, st, dom, off}, a)
+		if err != nil {
+			if !errors.Is(err, ErrSigErrCQE) {
+				t.Fatalf("error %v is not ErrSigErrCQE", err)
+			}
+			return
+		}
+		width := map[MkeyErrType]uint64{MkeyErrBadRefTag: 0xffffffff, MkeyErrBadAppTag: 0xffff}[me.Type]
+		if me.Type == MkeyErrBadGuard {
+			width = ^uint64(0)
+		}
+		if width == 0 || me.Actual&^width != 0 || me.Expected&^width != 0 || me.Offset != off {
+			t.Fatalf("%+v", me)
+		}
+	})
 }
