@@ -112,3 +112,21 @@ func ExampleMatchCRC64() {
 	// Output:
 	// CRC-64/XZ big-endian guess: false
 }
+
+// A device reports a signature error in a SIG_ERR CQE; DecodeSigErrCQE
+// turns its fields into what mlx5dv_mkey_check returns. The fields are
+// those of the oracle's case check/t10dif_wire_apptag.
+func ExampleDecodeSigErrCQE() {
+	mem := &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
+		T10DIF: &sig.T10DIF{Seed: 0xffff, AppTag: 0x1234, RefTag: 0x5678}}
+	wire := &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize520,
+		T10DIF: &sig.T10DIF{Guard: sig.T10DIFGuardCsum}}
+	me, err := sig.DecodeSigErrCQE(sig.SigErrCQE{
+		ExpectedTransSig: 0x11112222, ActualTransSig: 0x33334444,
+		ExpectedRefTag: 0xdeadbeef, ActualRefTag: 0xfeedface,
+		Syndrome: sig.SyndromeAppTag, Domain: uint8(sig.DomainWire), Offset: 0x1208,
+	}, &sig.BlockAttr{Mem: mem, Wire: wire, CheckMask: 0xff})
+	fmt.Println(me, err)
+	// Output:
+	// bad application tag in wire domain at offset 0x1208: actual 0x4444, expected 0x2222 <nil>
+}
