@@ -36,6 +36,7 @@ var (
 	ErrNoSignature = errors.New("sig: the domain has no signature")
 	ErrBufferSize  = errors.New("sig: buffer is not a whole number of blocks")
 	ErrDstSize     = errors.New("sig: destination length does not match the transfer")
+	ErrDataOffset  = errors.New("sig: data offset is not on a block boundary")
 )
 
 // Engine does in software what a device does with a signature mkey
@@ -171,6 +172,14 @@ func (f *format) blocks(buf []byte) (int, error) {
 // its signature. Block i gets the reference tag plus i with REF_REMAP.
 // This is what a device inserts on the way into d.
 func (e *Engine) Generate(d SigDomain, buf []byte) error {
+	return e.GenerateAt(d, buf, 0)
+}
+
+// GenerateAt is Generate for a piece of a longer transfer: buf holds the
+// blocks that start dataOffset bytes of data (signatures not counted) into
+// it, so its first block is number dataOffset/blockBytes. dataOffset must
+// be on a block boundary of d.
+func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	f, err := e.format(d)
 	if err != nil {
 		return err
@@ -179,11 +188,24 @@ func (e *Engine) Generate(d SigDomain, buf []byte) error {
 	if err != nil {
 		return err
 	}
+	k, err := f.firstBlock(dataOffset)
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		blk := buf[i*f.stride : (i+1)*f.stride]
-		f.write(blk[f.bs:], f.expected(blk[:f.bs], uint64(i)))
+		f.write(blk[f.bs:], f.expected(blk[:f.bs], k+uint64(i)))
 	}
 	return nil
+}
+
+// firstBlock returns the number of the block that starts dataOffset bytes
+// of data into a transfer.
+func (f *format) firstBlock(dataOffset uint64) (uint64, error) {
+	if dataOffset%uint64(f.bs) != 0 {
+		return 0, fmt.Errorf("%w: %d, blocks of %d", ErrDataOffset, dataOffset, f.bs)
+	}
+	return dataOffset / uint64(f.bs), nil
 }
 
 // Check validates every block of buf, laid out as domain d lays out data,
@@ -191,6 +213,12 @@ func (e *Engine) Generate(d SigDomain, buf []byte) error {
 // (T10-DIF order within a block: guard, application tag, reference tag),
 // or the zero MkeyErr. Escaped blocks are not checked.
 func (e *Engine) Check(d SigDomain, buf []byte) (MkeyErr, error) {
+	return e.CheckAt(d, buf, 0)
+}
+
+// CheckAt is Check for a piece of a longer transfer, as GenerateAt; the
+// error's Offset counts from the start of the transfer.
+func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, error) {
 	f, err := e.format(d)
 	if err != nil {
 		return MkeyErr{}, err
@@ -199,9 +227,14 @@ func (e *Engine) Check(d SigDomain, buf []byte) (MkeyErr, error) {
 	if err != nil {
 		return MkeyErr{}, err
 	}
+	k, err := f.firstBlock(dataOffset)
+	if err != nil {
+		return MkeyErr{}, err
+	}
 	for i := range n {
 		blk := buf[i*f.stride : (i+1)*f.stride]
-		if me := f.checkBlock(blk[:f.bs], uint64(i), f.read(blk[f.bs:]), e.checkMask, uint64(i*f.stride)); !me.OK() {
+		b := k + uint64(i)
+		if me := f.checkBlock(blk[:f.bs], b, f.read(blk[f.bs:]), e.checkMask, b*uint64(f.stride)); !me.OK() {
 			return me, nil
 		}
 	}
@@ -261,6 +294,15 @@ func (e *Engine) OutputLen(dir Direction, srcLen int) (int, error) {
 // block's error is returned, as the device records the first error in the
 // mkey for mlx5dv_mkey_check. The error result reports misuse only.
 func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
+	return e.TransferAt(dir, dst, src, 0)
+}
+
+// TransferAt is Transfer for a piece of a longer transfer: src and dst
+// hold the blocks that start dataOffset bytes of data (signatures not
+// counted) into it, which must be on a block boundary of each domain with
+// a signature. Block numbers (the reference tags with REF_REMAP) and the
+// error's Offset count from the start of the transfer.
+func (e *Engine) TransferAt(dir Direction, dst, src []byte, dataOffset uint64) (MkeyErr, error) {
 	in, out, err := e.ends(dir)
 	if err != nil {
 		return MkeyErr{}, err
@@ -268,6 +310,13 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 	data, err := dataLen(in, out, len(src))
 	if err != nil {
 		return MkeyErr{}, err
+	}
+	for _, f := range []*format{in, out} {
+		if f != nil {
+			if _, err := f.firstBlock(dataOffset); err != nil {
+				return MkeyErr{}, err
+			}
+		}
 	}
 	outLen := data
 	if out != nil {
@@ -277,7 +326,7 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 		return MkeyErr{}, fmt.Errorf("%w: %d bytes, want %d", ErrDstSize, len(dst), outLen)
 	}
 	if in != nil && out != nil && in.bs != out.bs {
-		return e.reblock(in, out, dst, src), nil
+		return e.reblock(in, out, dst, src, dataOffset), nil
 	}
 	bs, inStride, outStride := 0, 0, 0
 	if in != nil {
@@ -297,21 +346,23 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 	// copies everything is a plain copy.
 	copyAll := e.sbs && e.copyMask&out.valid == out.valid
 	needGuard := in != nil && (e.checkMask&in.guards != 0 || e.sameGuard && !copyAll)
+	k0 := dataOffset / uint64(bs)
 	var first MkeyErr
 	for i := range data / bs {
 		s := src[i*inStride : (i+1)*inStride]
 		d := dst[i*outStride : (i+1)*outStride]
+		k := k0 + uint64(i)
 		copy(d[:bs], s[:bs])
 		var exp, act uint64
 		if in != nil {
 			act = in.read(s[bs:])
 			if needGuard {
-				exp = in.expected(s[:bs], uint64(i))
+				exp = in.expected(s[:bs], k)
 				if first.OK() {
-					first = in.check(exp, act, e.checkMask, uint64(i*inStride))
+					first = in.check(exp, act, e.checkMask, k*uint64(inStride))
 				}
 			} else if first.OK() {
-				first = in.checkBlock(s[:bs], uint64(i), act, e.checkMask, uint64(i*inStride))
+				first = in.checkBlock(s[:bs], k, act, e.checkMask, k*uint64(inStride))
 			}
 		}
 		if out == nil {
@@ -322,9 +373,9 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 		case copyAll:
 			v = act
 		case e.sameGuard:
-			v = exp&out.guards | out.tags(uint64(i))
+			v = exp&out.guards | out.tags(k)
 		default:
-			v = out.expected(s[:bs], uint64(i))
+			v = out.expected(s[:bs], k)
 		}
 		if e.sbs {
 			v = v&^e.copyMask | act&e.copyMask
@@ -338,13 +389,15 @@ func (e *Engine) Transfer(dir Direction, dst, src []byte) (MkeyErr, error) {
 // input blocks are checked and their data gathered into the output's
 // blocks, then the output's signatures are generated. No copy mask applies
 // (the domains differ in structure).
-func (e *Engine) reblock(in, out *format, dst, src []byte) MkeyErr {
+func (e *Engine) reblock(in, out *format, dst, src []byte, dataOffset uint64) MkeyErr {
+	kin, kout := dataOffset/uint64(in.bs), dataOffset/uint64(out.bs)
 	var first MkeyErr
 	pos := 0 // data offset
 	for i := range len(src) / in.stride {
 		s := src[i*in.stride : (i+1)*in.stride]
 		if first.OK() {
-			first = in.checkBlock(s[:in.bs], uint64(i), in.read(s[in.bs:]), e.checkMask, uint64(i*in.stride))
+			k := kin + uint64(i)
+			first = in.checkBlock(s[:in.bs], k, in.read(s[in.bs:]), e.checkMask, k*uint64(in.stride))
 		}
 		for d := s[:in.bs]; len(d) > 0; {
 			blk, off := pos/out.bs, pos%out.bs
@@ -354,7 +407,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte) MkeyErr {
 	}
 	for j := range len(dst) / out.stride {
 		blk := dst[j*out.stride : (j+1)*out.stride]
-		out.write(blk[out.bs:], out.expected(blk[:out.bs], uint64(j)))
+		out.write(blk[out.bs:], out.expected(blk[:out.bs], kout+uint64(j)))
 	}
 	return first
 }

@@ -487,3 +487,56 @@ func TestErrorCarriesGuard(t *testing.T) {
 		t.Errorf("Transfer: %v, %v; Check said %v", me2, err, me)
 	}
 }
+
+// TestPieces: a transfer done in pieces with the At variants gives the
+// same bytes, reference tags and error offsets as done at once.
+func TestPieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	data := randomBytes(r, 4*4096)
+	a := &BlockAttr{Mem: t10difDomain(BlockSize512), Wire: crcDomain(CRCTypeCRC32C, 0, BlockSize4096), CheckMask: 0xff}
+	e := mustEngine(t, a)
+	whole := interleave(data, 512, 8)
+	if err := e.Generate(DomainMemory, whole); err != nil {
+		t.Fatal(err)
+	}
+	pieces := interleave(data, 512, 8)
+	half := len(pieces) / 2
+	if err := e.GenerateAt(DomainMemory, pieces[:half], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.GenerateAt(DomainMemory, pieces[half:], 2*4096); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(whole, pieces) {
+		t.Fatal("GenerateAt in two pieces differs from Generate")
+	}
+	wire := make([]byte, 4*4100)
+	if me, err := e.Transfer(TX, wire, whole); err != nil || !me.OK() {
+		t.Fatal(me, err)
+	}
+	w2 := make([]byte, len(wire))
+	for p := range 2 {
+		if me, err := e.TransferAt(TX, w2[p*2*4100:(p+1)*2*4100], whole[p*half:(p+1)*half], uint64(p*2*4096)); err != nil || !me.OK() {
+			t.Fatal(me, err)
+		}
+	}
+	if !bytes.Equal(wire, w2) {
+		t.Fatal("TransferAt in two pieces differs from Transfer")
+	}
+	whole[21*520+512+7] ^= 1 // ref tag of memory block 21, in the second half
+	me, _ := e.Transfer(TX, wire, whole)
+	me2, _ := e.TransferAt(TX, w2[2*4100:], whole[half:], 2*4096)
+	me3, _ := e.CheckAt(DomainMemory, whole[half:], 2*4096)
+	if me.Type != MkeyErrBadRefTag || me.Offset != 21*520 || me2 != me || me3 != me {
+		t.Errorf("whole %v, TransferAt %v, CheckAt %v", me, me2, me3)
+	}
+	if _, err := e.TransferAt(TX, w2[:2*4100], whole[:half], 512); !errors.Is(err, ErrDataOffset) {
+		t.Errorf("offset inside a wire block: %v", err)
+	}
+	if err := e.GenerateAt(DomainMemory, whole[:520], 100); !errors.Is(err, ErrDataOffset) {
+		t.Errorf("offset inside a block: %v", err)
+	}
+	if _, err := e.CheckAt(DomainMemory, whole[:520], 100); !errors.Is(err, ErrDataOffset) {
+		t.Errorf("offset inside a block: %v", err)
+	}
+}

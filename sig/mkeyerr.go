@@ -63,8 +63,9 @@ type MkeyErr struct {
 	// CRC32/CRC32C, 64 for CRC64_XP10.
 	Actual, Expected uint64
 	// Offset (offset) is the byte offset of the bad block's first byte in
-	// the checked domain's layout, signatures included: block i of a
-	// domain with b data and p signature bytes per block is at i*(b+p).
+	// the checked domain's layout, signatures included, from the start of
+	// the transfer: block i of a domain with b data and p signature bytes
+	// per block is at i*(b+p).
 	Offset uint64
 	Domain SigDomain // the domain whose signature was bad
 
