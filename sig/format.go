@@ -1,0 +1,215 @@
+package sig
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/mlx5go/mlx5go/sig/crc"
+)
+
+// Signature values are handled as one uint64 in the form of the PSV's
+// "transient signature" that libmlx5 writes and the SIG_ERR CQE reports:
+//
+//	T10-DIF     guard<<48 | app_tag<<32 | ref_tag
+//	CRC32(C)    crc<<32
+//	CRC64_XP10  crc
+//
+// so that byte n of the value is the byte that bit n of a Mask selects, and
+// the value's big-endian bytes are the signature field as it lies in a
+// domain (its first 4 bytes for CRC32 and CRC32C).
+
+// guardKind says how a format computes its guard or CRC.
+type guardKind uint8
+
+const (
+	guardT10DIFCRC guardKind = iota
+	guardT10DIFCsum
+	guardCRC32 // CRC32 and CRC32C: hash/crc32 with table
+	guardCRC64
+)
+
+// format is one validated domain: its layout and how to compute and read
+// its signature. It is immutable after newFormat.
+type format struct {
+	domain SigDomain
+	kind   guardKind
+	bs     int // data bytes per block
+	pi     int // signature bytes per block
+	stride int // bs + pi
+
+	seed16 uint16        // T10-DIF guard seed
+	crc32  uint32        // the value to start crc32.Update from: ^seed
+	table  *crc32.Table  // CRC32 or CRC32C table
+	crc64  *crc.CRC64    // CRC64_XP10 with Init = seed
+	app    uint16        // T10-DIF application tag
+	ref    uint32        // T10-DIF reference tag of block 0
+	remap  bool          // REF_REMAP
+	escape T10DIFFlags   // the escape in force: 0, T10DIFAppEscape or T10DIFAppRefEscape
+	valid  uint64        // the bits of the signature value this type has
+	guards uint64        // the bits of the guard or CRC in the value
+	params *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
+}
+
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	crc32IEEE  = crc32.IEEETable
+)
+
+// newFormat compiles a domain that Validate accepted.
+func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
+	f := &format{domain: which, bs: d.BlockSize.Bytes(), pi: d.piBytes()}
+	f.stride = f.bs + f.pi
+	switch d.Type {
+	case SigTypeT10DIF:
+		dif := d.T10DIF
+		f.kind = guardT10DIFCRC
+		if dif.Guard == T10DIFGuardCsum {
+			f.kind = guardT10DIFCsum
+		}
+		f.seed16 = dif.Seed
+		f.app, f.ref = dif.AppTag, dif.RefTag
+		f.remap = dif.Flags&T10DIFRefRemap != 0
+		switch {
+		case dif.Flags&T10DIFAppRefEscape != 0:
+			f.escape = T10DIFAppRefEscape
+		case dif.Flags&T10DIFAppEscape != 0:
+			f.escape = T10DIFAppEscape
+		}
+		f.valid = ^uint64(0)
+		f.guards = 0xffff << 48
+	case SigTypeCRC:
+		switch d.CRC.Type {
+		case CRCTypeCRC32, CRCTypeCRC32C:
+			f.kind = guardCRC32
+			f.table = crc32IEEE
+			if d.CRC.Type == CRCTypeCRC32C {
+				f.table = castagnoli
+			}
+			f.crc32 = ^uint32(d.CRC.Seed)
+			f.valid = 0xffffffff << 32
+			f.guards = f.valid
+		case CRCTypeCRC64XP10:
+			f.kind = guardCRC64
+			// The seed is the initial register: 0 or all ones, the same
+			// reflected or not.
+			p := crc64
+			p.Init = d.CRC.Seed
+			f.params = &p
+			f.crc64 = crc.NewCRC64(p)
+			f.valid = ^uint64(0)
+			f.guards = f.valid
+		}
+	}
+	return f
+}
+
+// guard returns the signature value of data with the tags left zero: the
+// guard (T10-DIF) or the CRC in place.
+func (f *format) guard(data []byte) uint64 {
+	switch f.kind {
+	case guardT10DIFCRC:
+		return uint64(crc.T10DIF(f.seed16, data)) << 48
+	case guardT10DIFCsum:
+		return uint64(ipChecksumSeeded(f.seed16, data)) << 48
+	case guardCRC32:
+		return uint64(crc32.Update(f.crc32, f.table, data)) << 32
+	default:
+		return f.crc64.Checksum(data)
+	}
+}
+
+// tags returns the T10-DIF tags block expects (0 for CRC formats).
+func (f *format) tags(block uint64) uint64 {
+	if f.kind > guardT10DIFCsum {
+		return 0
+	}
+	ref := f.ref
+	if f.remap {
+		ref += uint32(block)
+	}
+	return uint64(f.app)<<32 | uint64(ref)
+}
+
+// expected returns the signature value of block number block with data.
+func (f *format) expected(data []byte, block uint64) uint64 {
+	return f.guard(data) | f.tags(block)
+}
+
+// checkBlock checks one block against the stored value actual. The guard
+// is computed only when mask checks one of its bytes; an error's expected
+// signature always has it, as a device reports it.
+func (f *format) checkBlock(data []byte, block uint64, actual, mask, offset uint64) MkeyErr {
+	if mask&f.guards == 0 {
+		me := f.check(f.tags(block), actual, mask, offset)
+		if me.OK() {
+			return me
+		}
+	}
+	return f.check(f.expected(data, block), actual, mask, offset)
+}
+
+// read returns the signature value stored in pi.
+func (f *format) read(pi []byte) uint64 {
+	if f.pi == 4 {
+		return uint64(binary.BigEndian.Uint32(pi)) << 32
+	}
+	return binary.BigEndian.Uint64(pi)
+}
+
+// write stores v in pi.
+func (f *format) write(pi []byte, v uint64) {
+	if f.pi == 4 {
+		binary.BigEndian.PutUint32(pi, uint32(v>>32))
+		return
+	}
+	binary.BigEndian.PutUint64(pi, v)
+}
+
+// escaped reports whether the stored value v escapes the checks.
+func (f *format) escaped(v uint64) bool {
+	switch f.escape {
+	case T10DIFAppEscape:
+		return v>>32&0xffff == 0xffff
+	case T10DIFAppRefEscape:
+		return v>>32&0xffff == 0xffff && uint32(v) == 0xffffffff
+	}
+	return false
+}
+
+// check compares the stored value actual with expected under mask (a
+// widened check mask) and returns the error mlx5dv_mkey_check would report
+// for a block at offset, or the zero MkeyErr.
+func (f *format) check(expected, actual, mask uint64, offset uint64) MkeyErr {
+	diff := (expected ^ actual) & mask & f.valid
+	if diff == 0 || f.escaped(actual) {
+		return MkeyErr{}
+	}
+	e := MkeyErr{Offset: offset, Domain: f.domain, expectedSig: expected, actualSig: actual}
+	switch {
+	case f.kind == guardCRC32:
+		e.Type, e.Expected, e.Actual = MkeyErrBadGuard, expected>>32, actual>>32
+	case f.kind == guardCRC64:
+		e.Type, e.Expected, e.Actual = MkeyErrBadGuard, expected, actual
+	case diff>>48 != 0:
+		e.Type, e.Expected, e.Actual = MkeyErrBadGuard, expected>>48, actual>>48
+	case diff>>32&0xffff != 0:
+		e.Type, e.Expected, e.Actual = MkeyErrBadAppTag, expected>>32&0xffff, actual>>32&0xffff
+	default:
+		e.Type, e.Expected, e.Actual = MkeyErrBadRefTag, uint64(uint32(expected)), uint64(uint32(actual))
+	}
+	return e
+}
+
+// ipChecksumSeeded is the T10-DIF IP checksum guard with a seed: the
+// complement of the ones' complement sum of seed and the data's 16-bit
+// words. Seed 0 gives Linux's t10_pi_ip_fn. Seed 0xFFFF (ones' complement
+// -0) changes only a sum of +0: the checksum 0xFFFF becomes 0. How the
+// device applies the seed to the IP checksum is not documented; this is
+// an assumption (docs/SIG.md).
+func ipChecksumSeeded(seed uint16, data []byte) uint16 {
+	c := crc.IPChecksum(data)
+	if seed == 0xffff && c == 0xffff {
+		return 0
+	}
+	return c
+}
