@@ -21,6 +21,8 @@ import (
 type Spec struct {
 	Name  string
 	specs []*btf.Spec
+
+	enumerators map[string][]uint64 // every enumerator of every enum, built on first use
 }
 
 // Load reads the BTF of the named modules from /sys/kernel/btf ("vmlinux"
@@ -52,8 +54,8 @@ func FromSpec(name string, s *btf.Spec) *Spec { return &Spec{Name: name, specs: 
 func (s *Spec) EnumValue(enum, name string) (uint64, error) {
 	var found []uint64
 	enumSeen := false
-	for _, sp := range s.specs {
-		if enum != "" {
+	if enum != "" {
+		for _, sp := range s.specs {
 			types, _ := sp.AnyTypesByName(enum)
 			for _, t := range types {
 				if e, ok := t.(*btf.Enum); ok {
@@ -61,16 +63,14 @@ func (s *Spec) EnumValue(enum, name string) (uint64, error) {
 					found = appendValue(found, e, name)
 				}
 			}
-			continue
 		}
-		for t, err := range sp.All() {
-			if err != nil {
+	} else {
+		if s.enumerators == nil {
+			if err := s.indexEnumerators(); err != nil {
 				return 0, err
 			}
-			if e, ok := t.(*btf.Enum); ok {
-				found = appendValue(found, e, name)
-			}
 		}
+		found = s.enumerators[name]
 	}
 	switch {
 	case enum != "" && !enumSeen:
@@ -86,6 +86,26 @@ func (s *Spec) EnumValue(enum, name string) (uint64, error) {
 		}
 	}
 	return found[0], nil
+}
+
+// indexEnumerators reads every enum once, so that looking up hundreds of
+// enumerators does not walk the kernel's types hundreds of times.
+func (s *Spec) indexEnumerators() error {
+	idx := map[string][]uint64{}
+	for _, sp := range s.specs {
+		for t, err := range sp.All() {
+			if err != nil {
+				return err
+			}
+			if e, ok := t.(*btf.Enum); ok {
+				for _, v := range e.Values {
+					idx[v.Name] = append(idx[v.Name], v.Value)
+				}
+			}
+		}
+	}
+	s.enumerators = idx
+	return nil
 }
 
 func appendValue(found []uint64, e *btf.Enum, name string) []uint64 {
@@ -185,6 +205,31 @@ func (s *Spec) PRMField(name, path string) (offset, width uint32, err error) {
 		return 0, 0, fmt.Errorf("%s: %s.%s: %w", s.Name, name, path, err)
 	}
 	return bits / 8, uint32(size), nil
+}
+
+// PRMMember is a direct member of an mlx5_ifc_NAME_bits struct in PRM
+// bits (one u8 per bit).
+type PRMMember struct {
+	Name       string
+	Off, Width uint32
+}
+
+// PRMMembers returns the direct members of mlx5_ifc_NAME_bits in order, and
+// the struct's size in PRM bits (its size in bytes in BTF).
+func (s *Spec) PRMMembers(name string) ([]PRMMember, uint32, error) {
+	st, err := s.composite(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []PRMMember
+	for _, m := range st.Members {
+		size, err := btf.Sizeof(m.Type)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %s.%s: %w", s.Name, name, m.Name, err)
+		}
+		out = append(out, PRMMember{Name: m.Name, Off: uint32(m.Offset) / 8, Width: uint32(size)})
+	}
+	return out, st.Size, nil
 }
 
 // Const is a Go constant that mirrors a C enumerator.

@@ -76,6 +76,10 @@ func TestLookups(t *testing.T) {
 	if off, w, err := s.PRMField("mlx5_ifc_cmd_hdr_bits", "flag"); err != nil || off != 48 || w != 1 {
 		t.Errorf("one-bit PRM field: %d/%d, %v", off, w, err)
 	}
+	ms, bits, err := s.PRMMembers("mlx5_ifc_cmd_hdr_bits")
+	if err != nil || bits != 8 || len(ms) != 4 || ms[1] != (PRMMember{"reserved_at_10", 16, 16}) || ms[3] != (PRMMember{"flag", 48, 1}) {
+		t.Errorf("PRM members: %+v, %d bits, %v", ms, bits, err)
+	}
 }
 
 // The checkers must fail on a wrong value, naming it.
