@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
@@ -198,10 +199,14 @@ func TestFirmwareErrorFromMailbox(t *testing.T) {
 		binary.BigEndian.PutUint32(out[4:], 0x1234abcd)
 	}
 	err := r.GeneralCmd(in, make([]byte, 4112))
-	var fe *FirmwareError
-	if !errors.As(err, &fe) || fe.Status != 3 || fe.Syndrome != 0x1234abcd || fe.Opcode != 0x100 || fe.OpMod != 1 {
+	var fe *prm.CmdError
+	if !errors.As(err, &fe) || fe.Status != prm.MLX5_CMD_STAT_BAD_PARAM_ERR || fe.Syndrome != 0x1234abcd || fe.Opcode != prm.MLX5_CMD_OP_QUERY_HCA_CAP || fe.OpMod != 1 {
 		t.Fatalf("error %v (%+v)", err, fe)
 	}
+	if !errors.Is(err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
+		t.Errorf("errors.Is(BAD_PARAM) false for %v", err)
+	}
+	t.Log(err)
 	// The kernel's EREMOTEIO carries the same mailbox.
 	r.errno = unix.EREMOTEIO
 	err = r.GeneralCmd(in, make([]byte, 4112))

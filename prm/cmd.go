@@ -45,7 +45,7 @@ type CmdError struct {
 }
 
 func (e *CmdError) Error() string {
-	return fmt.Sprintf("mlx5: %s (opcode %#x, op_mod %#x): %s (%#x), syndrome %#08x",
+	return fmt.Sprintf("firmware command %s (opcode %#x, op_mod %#x): %s (%#x), syndrome %#08x",
 		OpcodeName(e.Opcode), e.Opcode, e.OpMod, e.Status.String(), uint8(e.Status), e.Syndrome)
 }
 

@@ -210,7 +210,7 @@ func TestCheck(t *testing.T) {
 	if !errors.Is(err, MLX5_CMD_STAT_BAD_PARAM_ERR) || errors.Is(err, MLX5_CMD_STAT_BAD_OP_ERR) {
 		t.Error("errors.Is does not compare the status")
 	}
-	const want = "mlx5: QUERY_HCA_CAP (opcode 0x100, op_mod 0x41): BAD_PARAM_ERR (0x3), syndrome 0x1234abcd"
+	const want = "firmware command QUERY_HCA_CAP (opcode 0x100, op_mod 0x41): BAD_PARAM_ERR (0x3), syndrome 0x1234abcd"
 	if err.Error() != want {
 		t.Errorf("message\n got %q\nwant %q", err, want)
 	}
