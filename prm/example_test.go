@@ -36,6 +36,6 @@ func Example() {
 	fmt.Println(errors.Is(err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR))
 	// Output:
 	// 40 00 86 00 ff ff ff 00 00 00 00 00 40 00 00 11 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-	// mlx5: CREATE_MKEY (opcode 0x200, op_mod 0x0): BAD_PARAM_ERR (0x3), syndrome 0x1234abcd
+	// firmware command CREATE_MKEY (opcode 0x200, op_mod 0x0): BAD_PARAM_ERR (0x3), syndrome 0x1234abcd
 	// true
 }
