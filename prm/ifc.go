@@ -2554,22 +2554,26 @@ var layoutUctx = Layout{Name: "uctx", Size: 48, Fields: []Field{
 
 // CreateCqIn is mlx5_ifc_create_cq_in_bits (272 bytes, from the kernel's mlx5_ifc.h).
 var CreateCqIn = CreateCqInBits{
-	Opcode:      Field{"opcode", 0x0, 16, ""},
-	Uid:         Field{"uid", 0x10, 16, ""},
-	OpMod:       Field{"op_mod", 0x30, 16, ""},
-	CqContext:   Field{"cq_context", 0x80, 512, "cqc"},
-	CqUmemValid: Field{"cq_umem_valid", 0x2e0, 1, ""},
-	Pas:         Field{"pas", 0x880, 0, ""},
+	Opcode:       Field{"opcode", 0x0, 16, ""},
+	Uid:          Field{"uid", 0x10, 16, ""},
+	OpMod:        Field{"op_mod", 0x30, 16, ""},
+	CqContext:    Field{"cq_context", 0x80, 512, "cqc"},
+	CqUmemOffset: Field{"cq_umem_offset", 0x280, 64, ""},
+	CqUmemId:     Field{"cq_umem_id", 0x2c0, 32, ""},
+	CqUmemValid:  Field{"cq_umem_valid", 0x2e0, 1, ""},
+	Pas:          Field{"pas", 0x880, 0, ""},
 }
 
 // CreateCqInBits holds the fields of mlx5_ifc_create_cq_in_bits.
 type CreateCqInBits struct {
-	Opcode      Field
-	Uid         Field
-	OpMod       Field
-	CqContext   Field
-	CqUmemValid Field
-	Pas         Field
+	Opcode       Field
+	Uid          Field
+	OpMod        Field
+	CqContext    Field
+	CqUmemOffset Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	CqUmemId     Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	CqUmemValid  Field
+	Pas          Field
 }
 
 // Layout returns the table of mlx5_ifc_create_cq_in_bits.
@@ -2580,6 +2584,8 @@ var layoutCreateCqIn = Layout{Name: "create_cq_in", Size: 272, Fields: []Field{
 	CreateCqIn.Uid,
 	CreateCqIn.OpMod,
 	CreateCqIn.CqContext,
+	CreateCqIn.CqUmemOffset,
+	CreateCqIn.CqUmemId,
 	CreateCqIn.CqUmemValid,
 	CreateCqIn.Pas,
 }}
@@ -2774,6 +2780,7 @@ var Cqc = CqcBits{
 	MiniCqeResFormat:      Field{"mini_cqe_res_format", 0x12, 2, ""},
 	St:                    Field{"st", 0x14, 4, ""},
 	CqeCompressionLayout:  Field{"cqe_compression_layout", 0x1e, 2, ""},
+	DbrUmemId:             Field{"dbr_umem_id", 0x20, 32, ""},
 	PageOffset:            Field{"page_offset", 0x54, 6, ""},
 	LogCqSize:             Field{"log_cq_size", 0x63, 5, ""},
 	UarPage:               Field{"uar_page", 0x68, 24, ""},
@@ -2802,6 +2809,7 @@ type CqcBits struct {
 	MiniCqeResFormat      Field
 	St                    Field
 	CqeCompressionLayout  Field
+	DbrUmemId             Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
 	PageOffset            Field
 	LogCqSize             Field
 	UarPage               Field
@@ -2832,6 +2840,7 @@ var layoutCqc = Layout{Name: "cqc", Size: 64, Fields: []Field{
 	Cqc.MiniCqeResFormat,
 	Cqc.St,
 	Cqc.CqeCompressionLayout,
+	Cqc.DbrUmemId,
 	Cqc.PageOffset,
 	Cqc.LogCqSize,
 	Cqc.UarPage,
@@ -3975,6 +3984,9 @@ var newer = [...]struct{ Struct, Field, Src string }{
 	{"atomic_caps", "swap_pci_atomic", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"atomic_caps", "compare_swap_pci_atomic", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"mkc", "crypto_en", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"create_cq_in", "cq_umem_offset", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"create_cq_in", "cq_umem_id", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"cqc", "dbr_umem_id", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"create_qp_in", "wq_umem_id", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"qpc", "data_in_order", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"qpc", "dbr_umem_id", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
