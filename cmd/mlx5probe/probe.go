@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/uverbs"
 )
 
@@ -41,6 +43,10 @@ type deviceReport struct {
 
 	*DeviceAttrs
 	Ports []portReport `json:"ports"`
+
+	// HCACaps are an mlx5 device's general HCA capabilities, grouped
+	// (QUERY_HCA_CAP through DEVX; absent for other drivers).
+	HCACaps []capGroup `json:"hca_caps,omitempty"`
 }
 
 // DeviceAttrs is ibv_devinfo -v's device section (exported only so that
@@ -232,7 +238,26 @@ func probeDevice(dev uverbs.Device) deviceReport {
 			}
 		}
 	}
+	if id == uverbs.RDMA_DRIVER_MLX5 {
+		if err := probeMlx5(&r, dev.Name); err != nil {
+			fail(fmt.Errorf("hca caps: %w", err))
+		}
+	}
 	return r
+}
+
+// probeMlx5 adds an mlx5 device's HCA capabilities, which need DEVX.
+func probeMlx5(r *deviceReport, name string) error {
+	c, err := mlx5.Open(name, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if !c.DEVX() {
+		return mlx5.ErrNoDEVX
+	}
+	r.HCACaps, err = probeHCA(c)
+	return err
 }
 
 // fwVersion is what ibv_devinfo prints as fw_ver. libibverbs' providers

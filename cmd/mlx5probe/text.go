@@ -84,6 +84,7 @@ func writeDevice(t *textWriter, d *deviceReport) {
 	for i := range d.Ports {
 		writePort(t, &d.Ports[i], d.Transport.Value == 0)
 	}
+	writeHCACaps(t, d.HCACaps)
 	if len(d.Ports) == 0 {
 		t.printf("\n")
 	}
@@ -246,6 +247,21 @@ func writePort(t *textWriter, p *portReport, ibTransport bool) {
 			label = ", " + gidTypeLabel(g.Type)
 		}
 		port(fmt.Sprintf("GID[%3d]", g.Index), "%s%s", g.GID, label)
+	}
+	t.printf("\n")
+}
+
+// writeHCACaps prints the mlx5 capability groups after the ports.
+func writeHCACaps(t *textWriter, groups []capGroup) {
+	if len(groups) == 0 {
+		return
+	}
+	t.printf("\thca_caps (QUERY_HCA_CAP, general device, current):\n")
+	for _, g := range groups {
+		t.printf("\t\t%s:\n", g.Group)
+		for _, c := range g.Caps {
+			t.kv(3, portColumn, c.Name, "%d", c.Value)
+		}
 	}
 	t.printf("\n")
 }

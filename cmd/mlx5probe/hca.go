@@ -1,0 +1,63 @@
+package main
+
+import (
+	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// capGroups are the general HCA capabilities (cmd_hca_cap, current values)
+// that users of signature offloads, UMR and DC look for, grouped; the names
+// are the PRM's.
+var capGroups = []struct {
+	Name   string
+	Fields []string
+}{
+	{"general", []string{"port_type", "num_ports", "cqe_version", "rc", "ud", "xrc", "dct", "roce", "atomic",
+		"log_max_pd", "log_max_uctx", "log_max_xrcd"}},
+	{"signature and UMR", []string{"sig_block_4048", "sig_crc32c", "sig_crc64_xp10", "sigerr_cqe",
+		"sigerr_domain_and_sig_type", "drain_sigerr", "qpc_extension", "log_max_bsf_list_size",
+		"log_max_klm_list_size", "repeated_mkey", "umr_extended_translation_offset", "umr_indirect_mkey_disabled",
+		"umr_modify_entity_size_disabled", "umr_modify_atomic_disabled", "umr_fence", "umr_ptr_rlky"}},
+	{"DC and DCI streams", []string{"dc_v2", "log_max_dci_stream_channels", "log_max_dci_errored_streams",
+		"dci_no_rdma_wr_optimized_performance", "log_max_ra_req_dc", "log_max_ra_res_dc", "max_wqe_sz_sq_dc"}},
+	{"limits", []string{"log_max_qp", "log_max_qp_sz", "log_max_cq", "log_max_cq_sz", "log_max_srq", "log_max_srq_sz",
+		"log_max_mkey", "log_max_mrw_sz", "log_max_msg", "log_max_eq", "log_max_ra_req_qp", "log_max_ra_res_qp",
+		"max_wqe_sz_sq", "max_wqe_sz_rq", "max_sgl_for_optimized_performance", "log_max_atomic_size_qp"}},
+}
+
+// capValue is one capability.
+type capValue struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// capGroup is one group of capabilities as reported.
+type capGroup struct {
+	Group string     `json:"group"`
+	Caps  []capValue `json:"caps"`
+}
+
+// hcaSection reads the groups' fields from cmd_hca_cap's bytes.
+func hcaSection(caps []byte) []capGroup {
+	var out []capGroup
+	l := prm.CmdHcaCap.Layout()
+	for _, g := range capGroups {
+		cg := capGroup{Group: g.Name}
+		for _, name := range g.Fields {
+			if f, ok := l.Field(name); ok {
+				cg.Caps = append(cg.Caps, capValue{name, f.Get(caps)})
+			}
+		}
+		out = append(out, cg)
+	}
+	return out
+}
+
+// probeHCA reads an mlx5 context's general capabilities.
+func probeHCA(c *mlx5.Context) ([]capGroup, error) {
+	caps, err := c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
+	if err != nil {
+		return nil, err
+	}
+	return hcaSection(caps), nil
+}
