@@ -27,7 +27,6 @@ const (
 // rq_type of a QP with no receive queue (MLX5_ZERO_LEN_RQ).
 const zeroLenRQ = 0x3
 
-
 type qpObj struct {
 	uid   uint16
 	qpc   []byte // the QP context (232 bytes), state included
