@@ -1,0 +1,604 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/seam"
+	"golang.org/x/sys/unix"
+)
+
+// Options tune how the model reports firmware failures.
+type Options struct {
+	// StatusErrno makes a failed firmware command come back as Linux 6.1
+	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
+	// an errno (cmd_status_to_err: BAD_PARAM_ERR is EINVAL, LIM_ERR ENOMEM,
+	// ...) and the output mailbox is not copied back. By default the output
+	// mailbox, with status and syndrome, is copied back and the call fails
+	// with a *FirmwareError (which wraps EREMOTEIO, as mlx5_cmd_do returns),
+	// as the seam's contract asks. Asynchronous queries deliver the mailbox
+	// either way, as the kernel does.
+	StatusErrno bool
+}
+
+// Device is one DEVX context on a software ConnectX: it implements
+// seam.Device. The kernel side (handles, DEVX rules, the uid) is the
+// context's own; the firmware side (objects, caps) is shared with every
+// context Open makes on the same HCA.
+type Device struct {
+	h   *hca
+	uid uint16
+	opt Options
+
+	// Guarded by h.mu.
+	closed  bool
+	handles map[seam.Handle]*uobj
+	next    seam.Handle
+	seq     uint64
+	fds     map[*asyncFD]bool
+	maps    map[*byte][]byte
+}
+
+var _ seam.Device = (*Device)(nil)
+
+type uobjKind int
+
+const (
+	kindDevxObj uobjKind = iota
+	kindUMem
+	kindUAR
+)
+
+// uobj is one handle of the context, like a uverbs uobject.
+type uobj struct {
+	kind uobjKind
+	seq  uint64
+	// DEVX object: its encoded id (get_enc_obj_id) and the destroy command
+	// the kernel recorded when it was created.
+	objID   uint64
+	destroy []byte
+	umemID  uint32
+	uar     seam.UAR
+}
+
+// New makes a software ConnectX of the named profile (see Profiles) and
+// opens a DEVX context on it.
+func New(profile string) (*Device, error) { return NewWithOptions(profile, Options{}) }
+
+// NewWithOptions is New with options.
+func NewWithOptions(profile string, opt Options) (*Device, error) {
+	p, ok := profiles[profile]
+	if !ok {
+		return nil, fmt.Errorf("model: no profile %q (have %v)", profile, Profiles())
+	}
+	h := newHCA(p)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open(opt)
+}
+
+// Open opens another DEVX context on the same software ConnectX, with its
+// own uid, as a second process opening the device would.
+func (d *Device) Open() (*Device, error) {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	return d.h.open(d.opt)
+}
+
+// open is mlx5_ib_devx_create: CREATE_UCTX gives the context its uid.
+func (h *hca) open(opt Options) (*Device, error) {
+	max := uint32(1) << h.prof.cap(prm.CmdHcaCap.LogMaxUctx)
+	if uint32(len(h.uids)) >= max-1 {
+		return nil, &KernelError{Call: "open", Errno: unix.ENOMEM, Rule: "CREATE_UCTX: log_max_uctx contexts are open"}
+	}
+	uid := uint16(0)
+	for uid == 0 || h.uids[uid] {
+		h.nextUID = h.nextUID%(max-1) + 1
+		uid = uint16(h.nextUID)
+	}
+	h.uids[uid] = true
+	return &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
+		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}}, nil
+}
+
+// UID returns the DEVX uid the kernel gave the context; it writes it into
+// every command the context sends.
+func (d *Device) UID() uint16 { return d.uid }
+
+// Profile returns the profile's name.
+func (d *Device) Profile() string { return d.h.prof.name }
+
+// Objects counts what is live: the firmware objects of every context on
+// the HCA (PDs, mkeys, PSVs, CQs, QPs, UMEMs, UAR pages), plus this
+// context's handles, asynchronous command FDs and UAR mappings. It is 0
+// once everything created has been destroyed.
+func (d *Device) Objects() int {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.maps)
+}
+
+// QPState returns the state (StateRST ...) of QP qpn, for tests of the
+// state machine; ok is false if there is no such QP.
+func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	q, ok := d.h.qps[qpn]
+	if !ok {
+		return 0, false
+	}
+	return q.state(), true
+}
+
+// InjectSigErr stands in for the data path until the model runs WQEs: a
+// signature error on QP qpn. A QP in RTS created or modified with
+// drain_sigerr moves to SQD, where SQD2RTS resumes it; without
+// drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
+func (d *Device) InjectSigErr(qpn uint32) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	q, ok := d.h.qps[qpn]
+	if !ok || q.uid != d.uid {
+		return fmt.Errorf("model: no QP %#x on this context", qpn)
+	}
+	if q.state() != StateRTS {
+		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
+	}
+	if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
+		prm.Qpc.State.Set(q.qpc, StateSQD)
+	}
+	return nil
+}
+
+// InjectSendError stands in for the data path: a send queue error on QP
+// qpn in RTS moves it to SQER, where SQERR2RTS resumes it.
+func (d *Device) InjectSendError(qpn uint32) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	q, ok := d.h.qps[qpn]
+	if !ok || q.uid != d.uid {
+		return fmt.Errorf("model: no QP %#x on this context", qpn)
+	}
+	if q.state() != StateRTS {
+		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
+	}
+	prm.Qpc.State.Set(q.qpc, StateSQER)
+	return nil
+}
+
+// Exec runs one firmware command directly, as uid, without the kernel's
+// DEVX rules: for tests of the firmware that DEVX cannot reach (SQD2RTS).
+// It returns the status the command wrote into out.
+func (d *Device) Exec(in, out []byte) prm.Status {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	in = append([]byte(nil), in...)
+	prm.MboxIn.Uid.Set(in, uint64(d.uid))
+	st, _ := d.h.exec(d.uid, in, out)
+	return st
+}
+
+// The kernel side of each call. Every call copies the input mailbox (the
+// kernel works on its own copy, UA_ALLOC_AND_COPY) and writes the uid in.
+
+const hdrLen = 16 // general_obj_in_cmd_hdr, general_obj_out_cmd_hdr
+
+func (d *Device) enter(call string) error {
+	if d.closed {
+		return kerr(call, unix.EBADF, "the context is closed")
+	}
+	return nil
+}
+
+// mailboxes applies the attributes' UVERBS_ATTR_MIN_SIZE and the
+// vhca_tunnel_id check of the object methods.
+func mailboxes(call string, in []byte, outLen int, object bool) error {
+	if len(in) < hdrLen || outLen < hdrLen {
+		return kerr(call, unix.EINVAL, "UVERBS_ATTR_MIN_SIZE: mailboxes hold at least the 16-byte command header")
+	}
+	if object && prm.GeneralObjInCmdHdr.VhcaTunnelId.Get(in) != 0 {
+		return kerr(call, unix.EINVAL, "vhca_tunnel_id is not allowed on DEVX object methods")
+	}
+	return nil
+}
+
+// run executes a command for the context and reports a failure as
+// Options asks.
+func (d *Device) run(call string, in, out []byte) error {
+	tmp := make([]byte, len(out))
+	st, syn := d.h.exec(d.uid, in, tmp)
+	if st == prm.MLX5_CMD_STAT_OK {
+		copy(out, tmp)
+		return nil
+	}
+	return d.failed(call, in, out, tmp, st, syn)
+}
+
+func (d *Device) failed(call string, in, out, tmp []byte, st prm.Status, syn uint32) error {
+	ce := &prm.CmdError{Opcode: uint16(prm.MboxIn.Opcode.Get(in)), OpMod: uint16(prm.MboxIn.OpMod.Get(in)), Status: st, Syndrome: syn}
+	if d.opt.StatusErrno {
+		return &KernelError{Call: call, Errno: statusErrno(st), Rule: "mlx5_cmd_exec: " + ce.Error()}
+	}
+	if out == nil {
+		return &KernelError{Call: call, Errno: statusErrno(st), Rule: "mlx5_cmd_exec", Cmd: ce}
+	}
+	copy(out, tmp)
+	return &FirmwareError{Call: call, Cmd: ce}
+}
+
+func (d *Device) cmdIn(in []byte) []byte {
+	c := append([]byte(nil), in...)
+	prm.MboxIn.Uid.Set(c, uint64(d.uid))
+	return c
+}
+
+// GeneralCmd is MLX5_IB_METHOD_DEVX_OTHER.
+func (d *Device) GeneralCmd(in, out []byte) error {
+	const call = "devx general cmd"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	if err := mailboxes(call, in, len(out), false); err != nil {
+		return err
+	}
+	if !isGeneralCmd(uint16(prm.MboxIn.Opcode.Get(in))) {
+		return kerr(call, unix.EINVAL, "devx_is_general_cmd: "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not a general command")
+	}
+	return d.run(call, d.cmdIn(in), out)
+}
+
+func (d *Device) newHandle(o *uobj) seam.Handle {
+	d.next++
+	d.seq++
+	o.seq = d.seq
+	d.handles[d.next] = o
+	return d.next
+}
+
+// ObjCreate is MLX5_IB_METHOD_DEVX_OBJ_CREATE.
+func (d *Device) ObjCreate(in, out []byte) (seam.Handle, error) {
+	const call = "devx obj create"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return 0, err
+	}
+	if err := mailboxes(call, in, len(out), true); err != nil {
+		return 0, err
+	}
+	op := uint16(prm.MboxIn.Opcode.Get(in))
+	if !isCreateCmd(in) {
+		return 0, kerr(call, unix.EINVAL, "devx_is_obj_create_cmd: "+prm.OpcodeName(op)+" is not a create command")
+	}
+	c := d.cmdIn(in)
+	if op == prm.MLX5_CMD_OP_CREATE_MKEY && len(c) < int((prm.CreateMkeyIn.MemoryKeyMkeyEntry.Off+prm.CreateMkeyIn.MemoryKeyMkeyEntry.Width)/8) {
+		return 0, kerr(call, unix.EINVAL, "devx_handle_mkey_create: the input ends before the mkey context")
+	}
+	setUmemValid(c)
+	if err := d.run(call, c, out); err != nil {
+		return 0, err
+	}
+	cr, ok := createdObjs[op]
+	if !ok {
+		// Every create the firmware implements is in createdObjs; this is
+		// the kernel's WARN_ON in devx_get_created_obj_id.
+		return 0, kerr(call, unix.EINVAL, "devx_get_created_obj_id: no destroy command for "+prm.OpcodeName(op))
+	}
+	id := uint32(cr.id.Get(out))
+	destroy := make([]byte, hdrLen)
+	prm.MboxIn.Opcode.Set(destroy, uint64(cr.destroyOp))
+	prm.MboxIn.Uid.Set(destroy, uint64(d.uid))
+	cr.destroyID.Set(destroy, uint64(id))
+	return d.newHandle(&uobj{kind: kindDevxObj, objID: encObjID(op, id), destroy: destroy}), nil
+}
+
+// lookup is the uverbs IDR lookup: ENOENT for no such handle.
+func (d *Device) lookup(call string, h seam.Handle) (*uobj, error) {
+	o, ok := d.handles[h]
+	if !ok {
+		return nil, kerr(call, unix.ENOENT, fmt.Sprintf("no handle %d", h))
+	}
+	return o, nil
+}
+
+// objCmd applies the rules of the query and modify methods.
+func (d *Device) objCmd(call string, h seam.Handle, in []byte, outLen int, allowed func([]byte) bool, rule string) error {
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	if err := mailboxes(call, in, outLen, true); err != nil {
+		return err
+	}
+	o, err := d.lookup(call, h)
+	if err != nil {
+		return err
+	}
+	if !allowed(in) {
+		return kerr(call, unix.EINVAL, rule+": "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not allowed")
+	}
+	if id := objIDOf(in); id == 0 || o.kind != kindDevxObj || o.objID != id {
+		return kerr(call, unix.EINVAL, "devx_is_valid_obj_id: the command names another object than the handle")
+	}
+	return nil
+}
+
+// ObjQuery is MLX5_IB_METHOD_DEVX_OBJ_QUERY.
+func (d *Device) ObjQuery(h seam.Handle, in, out []byte) error {
+	const call = "devx obj query"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.objCmd(call, h, in, len(out), isQueryCmd, "devx_is_obj_query_cmd"); err != nil {
+		return err
+	}
+	return d.run(call, d.cmdIn(in), out)
+}
+
+// ObjModify is MLX5_IB_METHOD_DEVX_OBJ_MODIFY.
+func (d *Device) ObjModify(h seam.Handle, in, out []byte) error {
+	const call = "devx obj modify"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.objCmd(call, h, in, len(out), isModifyCmd, "devx_is_obj_modify_cmd"); err != nil {
+		return err
+	}
+	c := d.cmdIn(in)
+	setUmemValid(c)
+	return d.run(call, c, out)
+}
+
+// ObjDestroy is MLX5_IB_METHOD_DEVX_OBJ_DESTROY: the recorded destroy
+// command runs; if the firmware refuses, the handle stays.
+func (d *Device) ObjDestroy(h seam.Handle) error {
+	const call = "devx obj destroy"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	o, err := d.lookup(call, h)
+	if err != nil {
+		return err
+	}
+	if o.kind != kindDevxObj {
+		return kerr(call, unix.EINVAL, "the handle is not a DEVX object")
+	}
+	out := make([]byte, hdrLen)
+	if st, syn := d.h.exec(d.uid, o.destroy, out); st != prm.MLX5_CMD_STAT_OK {
+		// devx_obj_cleanup returns mlx5_cmd_exec's errno; there is no
+		// output mailbox to copy.
+		return d.failed(call, o.destroy, nil, nil, st, syn)
+	}
+	delete(d.handles, h)
+	return nil
+}
+
+// IB access flags DEVX UMEM registration accepts (enum ib_access_flags).
+const (
+	accessLocalWrite  = 1 << 0
+	accessRemoteWrite = 1 << 1
+	accessRemoteRead  = 1 << 2
+)
+
+// UMemReg is MLX5_IB_METHOD_DEVX_UMEM_REG: the kernel pins mem and
+// registers it with CREATE_UMEM.
+func (d *Device) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
+	const call = "devx umem reg"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return 0, 0, err
+	}
+	if access&^(accessLocalWrite|accessRemoteWrite|accessRemoteRead) != 0 {
+		return 0, 0, kerr(call, unix.EINVAL, "uverbs_get_flags32: access has flags other than LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ")
+	}
+	if access&accessRemoteWrite != 0 && access&accessLocalWrite == 0 {
+		return 0, 0, kerr(call, unix.EINVAL, "ib_check_mr_access: REMOTE_WRITE needs LOCAL_WRITE")
+	}
+	if len(mem) == 0 {
+		return 0, 0, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
+	}
+	id, ok := alloc(d.h, "umem", d.h.umems, firstUMem, limit(firstUMem, d.h.prof.cap(prm.CmdHcaCap.LogMaxUmem)))
+	if !ok {
+		return 0, 0, &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_LIM_ERR), Rule: "CREATE_UMEM: log_max_umem UMEMs are registered"}
+	}
+	d.h.umems[id] = &umemObj{uid: d.uid, mem: mem}
+	return d.newHandle(&uobj{kind: kindUMem, umemID: id}), id, nil
+}
+
+// UMemDereg is MLX5_IB_METHOD_DEVX_UMEM_DEREG (DESTROY_UMEM).
+func (d *Device) UMemDereg(h seam.Handle) error {
+	const call = "devx umem dereg"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	o, err := d.lookup(call, h)
+	if err != nil {
+		return err
+	}
+	if o.kind != kindUMem {
+		return kerr(call, unix.EINVAL, "the handle is not a UMEM")
+	}
+	if d.h.umems[o.umemID].refs > 0 {
+		return &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR), Rule: "DESTROY_UMEM: a QP still uses the UMEM"}
+	}
+	delete(d.h.umems, o.umemID)
+	delete(d.handles, h)
+	return nil
+}
+
+const pageSize = 4096
+
+// UARAlloc is MLX5_IB_METHOD_UAR_OBJ_ALLOC: a UAR page (ALLOC_UAR) and the
+// mmap offset that maps it.
+func (d *Device) UARAlloc(typ uint32) (seam.UAR, error) {
+	const call = "uar alloc"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return seam.UAR{}, err
+	}
+	if typ != 0 && typ != 1 {
+		return seam.UAR{}, kerr(call, unix.EOPNOTSUPP, "the type is neither MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF nor _NC")
+	}
+	page, ok := alloc(d.h, "uar", d.h.uars, firstUAR, 1<<24)
+	if !ok {
+		return seam.UAR{}, &KernelError{Call: call, Errno: unix.ENOMEM, Rule: "ALLOC_UAR: no UAR page left"}
+	}
+	d.h.uars[page] = d.uid
+	u := seam.UAR{PageID: page, MMapOffset: uint64(page) << 12, MMapLength: pageSize}
+	u.Handle = d.newHandle(&uobj{kind: kindUAR})
+	d.handles[u.Handle].uar = u
+	return u, nil
+}
+
+// UARFree is MLX5_IB_METHOD_UAR_OBJ_DESTROY (DEALLOC_UAR).
+func (d *Device) UARFree(h seam.Handle) error {
+	const call = "uar free"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	o, err := d.lookup(call, h)
+	if err != nil {
+		return err
+	}
+	if o.kind != kindUAR {
+		return kerr(call, unix.EINVAL, "the handle is not a UAR")
+	}
+	delete(d.h.uars, o.uar.PageID)
+	delete(d.handles, h)
+	return nil
+}
+
+// MapUAR maps the UAR page: anonymous memory outside the Go heap, where
+// the model will see doorbell and BlueFlame writes. As with the kernel's
+// mmap, the offset and length must be those UARAlloc returned.
+func (d *Device) MapUAR(u seam.UAR) ([]byte, error) {
+	const call = "mmap uar"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return nil, err
+	}
+	o, ok := d.handles[u.Handle]
+	if !ok || o.kind != kindUAR || o.uar.MMapOffset != u.MMapOffset || u.MMapLength != pageSize {
+		return nil, kerr(call, unix.EINVAL, "no UAR of this context at that mmap offset and length")
+	}
+	b, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("model: mmap uar: %w", err)
+	}
+	d.maps[unsafe.SliceData(b)] = b
+	return b, nil
+}
+
+// UnmapUAR releases a mapping MapUAR made. Like munmap, it works after the
+// context is closed.
+func (d *Device) UnmapUAR(page []byte) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	b, ok := d.maps[unsafe.SliceData(page)]
+	if !ok || len(page) != len(b) {
+		return kerr("munmap uar", unix.EINVAL, "not a UAR mapping of this context")
+	}
+	delete(d.maps, unsafe.SliceData(page))
+	return unix.Munmap(b)
+}
+
+// QueryEQN is MLX5_IB_METHOD_DEVX_QUERY_EQN (mlx5_vector2eqn).
+func (d *Device) QueryEQN(vector uint32) (uint32, error) {
+	const call = "devx query eqn"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return 0, err
+	}
+	if vector >= d.h.prof.compVectors {
+		return 0, kerr(call, unix.ENOENT, fmt.Sprintf("mlx5_vector2eqn: the device has %d completion vectors", d.h.prof.compVectors))
+	}
+	return d.h.prof.firstCompEQN + vector, nil
+}
+
+// Close closes the context as the kernel does when its file is closed:
+// every object is destroyed, newest first, UMEMs and UARs released, the
+// asynchronous command FDs woken with EIO, and the uid freed. UAR mappings
+// stay until UnmapUAR. Closing twice returns nil.
+func (d *Device) Close() error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	hs := make([]seam.Handle, 0, len(d.handles))
+	for h := range d.handles {
+		hs = append(hs, h)
+	}
+	sort.Slice(hs, func(i, j int) bool { return d.handles[hs[i]].seq > d.handles[hs[j]].seq })
+	out := make([]byte, hdrLen)
+	for _, h := range hs {
+		switch o := d.handles[h]; o.kind {
+		case kindDevxObj:
+			d.h.exec(d.uid, o.destroy, out)
+		case kindUMem:
+			delete(d.h.umems, o.umemID)
+		case kindUAR:
+			delete(d.h.uars, o.uar.PageID)
+		}
+		delete(d.handles, h)
+	}
+	d.h.purge(d.uid)
+	for fd := range d.fds {
+		fd.destroy()
+		delete(d.fds, fd)
+	}
+	delete(d.h.uids, d.uid)
+	return nil
+}
+
+// purge drops what firmware objects of uid are left after the context's
+// destroys (none, unless a destroy failed): DESTROY_UCTX leaves nothing.
+func (h *hca) purge(uid uint16) {
+	for n, q := range h.qps {
+		if q.uid == uid {
+			h.releaseQP(n, q)
+		}
+	}
+	for n, o := range h.mkeys {
+		if o.uid == uid {
+			delete(h.mkeys, n)
+		}
+	}
+	for n, o := range h.psvs {
+		if o.uid == uid {
+			delete(h.psvs, n)
+		}
+	}
+	for n, o := range h.cqs {
+		if o.uid == uid {
+			delete(h.cqs, n)
+		}
+	}
+	for n, o := range h.pds {
+		if o.uid == uid {
+			delete(h.pds, n)
+		}
+	}
+	for n, o := range h.umems {
+		if o.uid == uid {
+			delete(h.umems, n)
+		}
+	}
+	for n, o := range h.uars {
+		if o == uid {
+			delete(h.uars, n)
+		}
+	}
+}

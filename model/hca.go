@@ -1,0 +1,251 @@
+package model
+
+import (
+	"sync"
+
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// hca is the software ConnectX's firmware state, shared by every context
+// (Device) opened on it. All of it, and the contexts' kernel-side tables,
+// is guarded by mu.
+type hca struct {
+	mu   sync.Mutex
+	prof *profile
+
+	uids    map[uint16]bool
+	nextUID uint32
+
+	pds   map[uint32]*pdObj
+	mkeys map[uint32]*mkeyObj
+	psvs  map[uint32]*psvObj
+	cqs   map[uint32]*cqObj
+	qps   map[uint32]*qpObj
+	umems map[uint32]*umemObj
+	uars  map[uint32]uint16 // UAR page -> uid
+
+	next map[string]uint32 // allocation cursor per table
+}
+
+type pdObj struct {
+	uid  uint16
+	refs int
+}
+
+type mkeyObj struct {
+	uid uint16
+	pdn uint32
+	mkc []byte // the mkey context as created (64 bytes)
+}
+
+type psvObj struct {
+	uid uint16
+	pdn uint32
+}
+
+type cqObj struct {
+	uid  uint16
+	cqc  []byte // 64 bytes
+	refs int
+}
+
+type umemObj struct {
+	uid  uint16
+	mem  []byte
+	refs int
+}
+
+func newHCA(p *profile) *hca {
+	return &hca{
+		prof:  p,
+		uids:  map[uint16]bool{},
+		pds:   map[uint32]*pdObj{},
+		mkeys: map[uint32]*mkeyObj{},
+		psvs:  map[uint32]*psvObj{},
+		cqs:   map[uint32]*cqObj{},
+		qps:   map[uint32]*qpObj{},
+		umems: map[uint32]*umemObj{},
+		uars:  map[uint32]uint16{},
+		next:  map[string]uint32{},
+	}
+}
+
+// objects counts the firmware objects of every table.
+func (h *hca) objects() int {
+	return len(h.pds) + len(h.mkeys) + len(h.psvs) + len(h.cqs) + len(h.qps) + len(h.umems) + len(h.uars)
+}
+
+// alloc finds a free number in [base, limit) for table name, starting at
+// its cursor, as firmware hands out object numbers; ok is false when the
+// table holds limit-base objects.
+func alloc[T any](h *hca, name string, m map[uint32]T, base, limit uint32) (uint32, bool) {
+	if limit <= base || uint64(len(m)) >= uint64(limit-base) {
+		return 0, false
+	}
+	n := h.next[name]
+	if n < base || n >= limit {
+		n = base
+	}
+	for {
+		if _, used := m[n]; !used {
+			h.next[name] = n + 1
+			return n, true
+		}
+		n++
+		if n >= limit {
+			n = base
+		}
+	}
+}
+
+// limit returns 1<<log capped to the 24-bit object numbers PRM uses, plus
+// base: the end of a table's number range.
+func limit(base uint32, log uint64) uint32 {
+	if log > 24 {
+		log = 24
+	}
+	n := uint64(base) + 1<<log
+	if n > 1<<24 {
+		n = 1 << 24
+	}
+	return uint32(n)
+}
+
+// exec runs one firmware command for uid: in is the input mailbox (the
+// kernel already wrote the uid into it), out the output mailbox, which exec
+// overwrites whole. It returns the status and syndrome it wrote.
+func (h *hca) exec(uid uint16, in, out []byte) (prm.Status, uint32) {
+	clear(out)
+	op := uint16(prm.MboxIn.Opcode.Get(in))
+	cmd, ok := commands[op]
+	var e *fwErr
+	switch {
+	case len(in) < 16:
+		e = fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+	case !ok:
+		e = fail(prm.MLX5_CMD_STAT_BAD_OP_ERR, SyndromeBadOpcode)
+	case len(in) < cmd.in:
+		e = fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+	case len(out) < cmd.out:
+		e = fail(prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, SyndromeOutputLength)
+	case !cmd.opMods && prm.MboxIn.OpMod.Get(in) != 0:
+		e = badParam(SyndromeBadOpMod)
+	default:
+		e = cmd.run(h, &fwCall{uid: uid, in: in, out: out})
+	}
+	if e == nil {
+		return prm.MLX5_CMD_STAT_OK, 0
+	}
+	clear(out)
+	prm.MboxOut.Status.Set(out, uint64(e.status))
+	prm.MboxOut.Syndrome.Set(out, uint64(e.syndrome))
+	return e.status, e.syndrome
+}
+
+// fwCall is one command as the firmware sees it.
+type fwCall struct {
+	uid     uint16
+	in, out []byte
+}
+
+func (c *fwCall) get(f prm.Field) uint64 { return f.Get(c.in) }
+
+// command is one opcode the firmware implements: the shortest input and
+// output mailboxes it accepts, and what it does.
+type command struct {
+	in, out int
+	run     func(h *hca, c *fwCall) *fwErr
+	// opMods is true for commands that read op_mod themselves; the others
+	// accept only op_mod 0.
+	opMods bool
+}
+
+func size(l *prm.Layout) int { return int(l.Size) }
+
+// commands are the opcodes the model's firmware implements. Any other
+// opcode fails with BAD_OP_ERR.
+var commands map[uint16]command
+
+func init() {
+	commands = map[uint16]command{
+		prm.MLX5_CMD_OP_QUERY_HCA_CAP: {in: size(prm.QueryHcaCapIn.Layout()), out: size(prm.QueryHcaCapOut.Layout()), run: queryHCACap},
+		prm.MLX5_CMD_OP_QUERY_ADAPTER: {in: size(prm.QueryAdapterIn.Layout()), out: size(prm.QueryAdapterOut.Layout()), run: queryAdapter},
+		prm.MLX5_CMD_OP_QUERY_ISSI:    {in: size(prm.QueryIssiIn.Layout()), out: size(prm.QueryIssiOut.Layout()), run: queryISSI},
+		prm.MLX5_CMD_OP_NOP:           {in: 16, out: 16, run: nop},
+
+		prm.MLX5_CMD_OP_ALLOC_PD:   {in: size(prm.AllocPdIn.Layout()), out: size(prm.AllocPdOut.Layout()), run: allocPD},
+		prm.MLX5_CMD_OP_DEALLOC_PD: {in: size(prm.DeallocPdIn.Layout()), out: size(prm.DeallocPdOut.Layout()), run: deallocPD},
+
+		prm.MLX5_CMD_OP_CREATE_MKEY:  {in: size(prm.CreateMkeyIn.Layout()), out: size(prm.CreateMkeyOut.Layout()), run: createMkey},
+		prm.MLX5_CMD_OP_QUERY_MKEY:   {in: size(prm.QueryMkeyIn.Layout()), out: size(prm.QueryMkeyOut.Layout()), run: queryMkey},
+		prm.MLX5_CMD_OP_DESTROY_MKEY: {in: size(prm.DestroyMkeyIn.Layout()), out: size(prm.DestroyMkeyOut.Layout()), run: destroyMkey},
+
+		prm.MLX5_CMD_OP_CREATE_PSV:  {in: size(prm.CreatePsvIn.Layout()), out: size(prm.CreatePsvOut.Layout()), run: createPSV},
+		prm.MLX5_CMD_OP_DESTROY_PSV: {in: size(prm.DestroyPsvIn.Layout()), out: size(prm.DestroyPsvOut.Layout()), run: destroyPSV},
+
+		prm.MLX5_CMD_OP_CREATE_CQ:  {in: size(prm.CreateCqIn.Layout()), out: size(prm.CreateCqOut.Layout()), run: createCQ},
+		prm.MLX5_CMD_OP_QUERY_CQ:   {in: size(prm.QueryCqIn.Layout()), out: size(prm.QueryCqOut.Layout()), run: queryCQ},
+		prm.MLX5_CMD_OP_MODIFY_CQ:  {in: size(prm.ModifyCqIn.Layout()), out: size(prm.ModifyCqOut.Layout()), run: modifyCQ},
+		prm.MLX5_CMD_OP_DESTROY_CQ: {in: size(prm.DestroyCqIn.Layout()), out: size(prm.DestroyCqOut.Layout()), run: destroyCQ},
+
+		prm.MLX5_CMD_OP_CREATE_QP:  {in: size(prm.CreateQpIn.Layout()), out: size(prm.CreateQpOut.Layout()), run: createQP},
+		prm.MLX5_CMD_OP_QUERY_QP:   {in: size(prm.QueryQpIn.Layout()), out: size(prm.QueryQpOut.Layout()), run: queryQP},
+		prm.MLX5_CMD_OP_DESTROY_QP: {in: size(prm.DestroyQpIn.Layout()), out: size(prm.DestroyQpOut.Layout()), run: destroyQP},
+	}
+	for _, op := range []uint16{prm.MLX5_CMD_OP_QUERY_HCA_CAP, prm.MLX5_CMD_OP_MODIFY_CQ} {
+		c := commands[op]
+		c.opMods = true
+		commands[op] = c
+	}
+	for op, t := range transitions {
+		commands[op] = command{in: t.minIn, out: 16, run: modifyQP}
+	}
+}
+
+// checkOwner is the firmware's uid check: an object a command names must
+// belong to the command's uid.
+func checkOwner(owner, uid uint16) *fwErr {
+	if owner != uid {
+		return fail(prm.MLX5_CMD_STAT_BAD_RES_ERR, SyndromeWrongUID)
+	}
+	return nil
+}
+
+func noObject() *fwErr { return fail(prm.MLX5_CMD_STAT_BAD_RES_ERR, SyndromeNoObject) }
+
+func limitReached() *fwErr { return fail(prm.MLX5_CMD_STAT_LIM_ERR, SyndromeLimit) }
+
+func inUse() *fwErr { return fail(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeInUse) }
+
+// General commands.
+
+func nop(*hca, *fwCall) *fwErr { return nil }
+
+func queryHCACap(h *hca, c *fwCall) *fwErr {
+	opMod := uint16(c.get(prm.QueryHcaCapIn.OpMod))
+	if c.get(prm.QueryHcaCapIn.OtherFunction) != 0 {
+		return badParam(SyndromeNoCap) // a DEVX context manages no other function
+	}
+	pg, ok := h.prof.pages[opMod>>1]
+	if !ok {
+		return badParam(SyndromeBadOpMod)
+	}
+	// The maximum and current pages are the same: the model's driver
+	// changes nothing with SET_HCA_CAP.
+	copy(prm.QueryHcaCapOut.Capability.Bytes(c.out), pg)
+	return nil
+}
+
+func queryAdapter(h *hca, c *fwCall) *fwErr {
+	blk := prm.QueryAdapterOut.QueryAdapterStruct
+	prm.QueryAdapterParamBlock.IeeeVendorId.At(blk).Set(c.out, 0x0002c9) // Mellanox OUI
+	prm.QueryAdapterParamBlock.VsdVendorId.At(blk).Set(c.out, 0x15b3)    // PCI vendor
+	copy(prm.QueryAdapterParamBlock.VsdContdPsid.At(blk).Bytes(c.out), h.prof.psid)
+	return nil
+}
+
+func queryISSI(h *hca, c *fwCall) *fwErr {
+	prm.QueryIssiOut.CurrentIssi.Set(c.out, 1)
+	prm.QueryIssiOut.SupportedIssiDw0.Set(c.out, 0x3) // ISSI 0 and 1
+	return nil
+}

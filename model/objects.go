@@ -1,0 +1,288 @@
+package model
+
+import (
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// Object number ranges. Real firmware keeps low numbers for the kernel's
+// own objects; where the model starts is its choice (docs/MODEL.md).
+const (
+	firstPDN   = 0x10
+	firstMkey  = 0x100
+	firstPSV   = 0x10
+	firstCQN   = 0x400
+	firstQPN   = 0x800 // clear of QP0 and QP1
+	firstUMem  = 0x1
+	firstUAR   = 0x10
+	psvLogMax  = 20
+	umemLogMax = 24
+)
+
+// mkc access modes (enum in mlx5_ifc.h).
+const (
+	accessModePA   = 0x0
+	accessModeMTT  = 0x1
+	accessModeKLMS = 0x2
+	accessModeKSM  = 0x3
+)
+
+// PD.
+
+func allocPD(h *hca, c *fwCall) *fwErr {
+	n, ok := alloc(h, "pd", h.pds, firstPDN, limit(firstPDN, h.prof.cap(prm.CmdHcaCap.LogMaxPd)))
+	if !ok {
+		return limitReached()
+	}
+	h.pds[n] = &pdObj{uid: c.uid}
+	prm.AllocPdOut.Pd.Set(c.out, uint64(n))
+	return nil
+}
+
+func deallocPD(h *hca, c *fwCall) *fwErr {
+	n := uint32(c.get(prm.DeallocPdIn.Pd))
+	pd, ok := h.pds[n]
+	if !ok {
+		return noObject()
+	}
+	if e := checkOwner(pd.uid, c.uid); e != nil {
+		return e
+	}
+	if pd.refs > 0 {
+		return inUse()
+	}
+	delete(h.pds, n)
+	return nil
+}
+
+// pdRef checks that pd n exists and belongs to uid, for an object that
+// will refer to it.
+func (h *hca) pdRef(n uint32, uid uint16) *fwErr {
+	pd, ok := h.pds[n]
+	if !ok {
+		return noObject()
+	}
+	return checkOwner(pd.uid, uid)
+}
+
+// Mkey.
+
+func createMkey(h *hca, c *fwCall) *fwErr {
+	mkcF := prm.CreateMkeyIn.MemoryKeyMkeyEntry
+	mkc := mkcF.Bytes(c.in)
+	// The translation entries follow the fixed part, 16 bytes per octword.
+	octwords := c.get(prm.CreateMkeyIn.TranslationsOctwordActualSize)
+	if uint64(len(c.in)) < uint64(prm.CreateMkeyIn.KlmPasMtt.Off/8)+16*octwords {
+		return fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+	}
+	mode := prm.Mkc.AccessMode10.Get(mkc) | prm.Mkc.AccessMode42.Get(mkc)<<2
+	switch mode {
+	case accessModeMTT, accessModeKLMS, accessModeKSM:
+	default:
+		// PA is the kernel's (uid 0) alone; SW_ICM and MEMIC need device
+		// memory the model does not have.
+		return badParam(SyndromeBadValue)
+	}
+	if prm.Mkc.BsfEn.Get(mkc) != 0 && prm.Mkc.BsfOctwordSize.Get(mkc) == 0 {
+		return badParam(SyndromeBadValue)
+	}
+	pdn := uint32(prm.Mkc.Pd.Get(mkc))
+	if e := h.pdRef(pdn, c.uid); e != nil {
+		return e
+	}
+	n, ok := alloc(h, "mkey", h.mkeys, firstMkey, limit(firstMkey, h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
+	if !ok {
+		return limitReached()
+	}
+	stored := append([]byte(nil), mkc...)
+	prm.Mkc.Free.Set(stored, 0)
+	h.mkeys[n] = &mkeyObj{uid: c.uid, pdn: pdn, mkc: stored}
+	h.pds[pdn].refs++
+	prm.CreateMkeyOut.MkeyIndex.Set(c.out, uint64(n))
+	return nil
+}
+
+func queryMkey(h *hca, c *fwCall) *fwErr {
+	mk, ok := h.mkeys[uint32(c.get(prm.QueryMkeyIn.MkeyIndex))]
+	if !ok {
+		return noObject()
+	}
+	if e := checkOwner(mk.uid, c.uid); e != nil {
+		return e
+	}
+	copy(prm.QueryMkeyOut.MemoryKeyMkeyEntry.Bytes(c.out), mk.mkc)
+	return nil
+}
+
+func destroyMkey(h *hca, c *fwCall) *fwErr {
+	n := uint32(c.get(prm.DestroyMkeyIn.MkeyIndex))
+	mk, ok := h.mkeys[n]
+	if !ok {
+		return noObject()
+	}
+	if e := checkOwner(mk.uid, c.uid); e != nil {
+		return e
+	}
+	h.pds[mk.pdn].refs--
+	delete(h.mkeys, n)
+	return nil
+}
+
+// PSV.
+
+func createPSV(h *hca, c *fwCall) *fwErr {
+	num := c.get(prm.CreatePsvIn.NumPsv)
+	if num < 1 || num > 4 {
+		return badParam(SyndromeBadValue)
+	}
+	pdn := uint32(c.get(prm.CreatePsvIn.Pd))
+	if e := h.pdRef(pdn, c.uid); e != nil {
+		return e
+	}
+	out := []prm.Field{prm.CreatePsvOut.Psv0Index, prm.CreatePsvOut.Psv1Index, prm.CreatePsvOut.Psv2Index, prm.CreatePsvOut.Psv3Index}
+	end := limit(firstPSV, psvLogMax)
+	if uint64(len(h.psvs))+num > uint64(end-firstPSV) {
+		return limitReached()
+	}
+	for i := range int(num) {
+		n, _ := alloc(h, "psv", h.psvs, firstPSV, end)
+		h.psvs[n] = &psvObj{uid: c.uid, pdn: pdn}
+		h.pds[pdn].refs++
+		out[i].Set(c.out, uint64(n))
+	}
+	return nil
+}
+
+func destroyPSV(h *hca, c *fwCall) *fwErr {
+	n := uint32(c.get(prm.DestroyPsvIn.Psvn))
+	p, ok := h.psvs[n]
+	if !ok {
+		return noObject()
+	}
+	if e := checkOwner(p.uid, c.uid); e != nil {
+		return e
+	}
+	h.pds[p.pdn].refs--
+	delete(h.psvs, n)
+	return nil
+}
+
+// CQ.
+
+// CQ modify field selects and the resize op_mod (include/linux/mlx5/cq.h).
+const (
+	cqModifyPeriod  = 1 << 0
+	cqModifyCount   = 1 << 1
+	cqModifyOverrun = 1 << 2
+
+	cqOpModResize      = 1
+	cqResizeLogSize    = 1 << 0
+	cqResizePageOffset = 1 << 1
+	cqResizePageSize   = 1 << 2
+)
+
+// checkCQC applies the cap limits to a CQ context.
+func (h *hca) checkCQC(cqc []byte) *fwErr {
+	if prm.Cqc.LogCqSize.Get(cqc) > h.prof.cap(prm.CmdHcaCap.LogMaxCqSz) {
+		return badParam(SyndromeBadValue)
+	}
+	if prm.Cqc.CqeSz.Get(cqc) > 1 { // 64 or 128 bytes
+		return badParam(SyndromeBadValue)
+	}
+	eqn := uint32(prm.Cqc.CEqnOrApuElement.Get(cqc))
+	if eqn < h.prof.firstCompEQN || eqn >= h.prof.firstCompEQN+h.prof.compVectors {
+		return badParam(SyndromeBadValue)
+	}
+	return nil
+}
+
+func createCQ(h *hca, c *fwCall) *fwErr {
+	cqc := prm.CreateCqIn.CqContext.Bytes(c.in)
+	if e := h.checkCQC(cqc); e != nil {
+		return e
+	}
+	n, ok := alloc(h, "cq", h.cqs, firstCQN, limit(firstCQN, h.prof.cap(prm.CmdHcaCap.LogMaxCq)))
+	if !ok {
+		return limitReached()
+	}
+	stored := append([]byte(nil), cqc...)
+	prm.Cqc.Status.Set(stored, 0) // CQ_OK
+	h.cqs[n] = &cqObj{uid: c.uid, cqc: stored}
+	prm.CreateCqOut.Cqn.Set(c.out, uint64(n))
+	return nil
+}
+
+func (h *hca) cq(n uint32, uid uint16) (*cqObj, *fwErr) {
+	cq, ok := h.cqs[n]
+	if !ok {
+		return nil, noObject()
+	}
+	return cq, checkOwner(cq.uid, uid)
+}
+
+func queryCQ(h *hca, c *fwCall) *fwErr {
+	cq, e := h.cq(uint32(c.get(prm.QueryCqIn.Cqn)), c.uid)
+	if e != nil {
+		return e
+	}
+	copy(prm.QueryCqOut.CqContext.Bytes(c.out), cq.cqc)
+	return nil
+}
+
+func modifyCQ(h *hca, c *fwCall) *fwErr {
+	cq, e := h.cq(uint32(c.get(prm.ModifyCqIn.Cqn)), c.uid)
+	if e != nil {
+		return e
+	}
+	sel := c.get(prm.ModifyCqIn.ModifyFieldSelectResizeFieldSelect)
+	in := prm.ModifyCqIn.CqContext.Bytes(c.in)
+	next := append([]byte(nil), cq.cqc...)
+	var fields []struct {
+		bit uint64
+		f   prm.Field
+	}
+	switch c.get(prm.ModifyCqIn.OpMod) {
+	case 0:
+		fields = []struct {
+			bit uint64
+			f   prm.Field
+		}{{cqModifyPeriod, prm.Cqc.CqPeriod}, {cqModifyCount, prm.Cqc.CqMaxCount}, {cqModifyOverrun, prm.Cqc.Oi}}
+	case cqOpModResize:
+		if h.prof.cap(prm.CmdHcaCap.CqResize) == 0 {
+			return badParam(SyndromeNoCap)
+		}
+		fields = []struct {
+			bit uint64
+			f   prm.Field
+		}{{cqResizeLogSize, prm.Cqc.LogCqSize}, {cqResizePageOffset, prm.Cqc.PageOffset}, {cqResizePageSize, prm.Cqc.LogPageSize}}
+	default:
+		return badParam(SyndromeBadOpMod)
+	}
+	known := uint64(0)
+	for _, f := range fields {
+		known |= f.bit
+		if sel&f.bit != 0 {
+			f.f.Set(next, f.f.Get(in))
+		}
+	}
+	if sel&^known != 0 {
+		return badParam(SyndromeBadValue)
+	}
+	if e := h.checkCQC(next); e != nil {
+		return e
+	}
+	cq.cqc = next
+	return nil
+}
+
+func destroyCQ(h *hca, c *fwCall) *fwErr {
+	n := uint32(c.get(prm.DestroyCqIn.Cqn))
+	cq, e := h.cq(n, c.uid)
+	if e != nil {
+		return e
+	}
+	if cq.refs > 0 {
+		return inUse()
+	}
+	delete(h.cqs, n)
+	return nil
+}

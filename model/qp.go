@@ -1,0 +1,292 @@
+package model
+
+import (
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// QP states (qpc.state, MLX5_QPC_STATE_* in mlx5_ifc.h).
+const (
+	StateRST  = 0x0
+	StateINIT = 0x1
+	StateRTR  = 0x2
+	StateRTS  = 0x3
+	StateSQER = 0x4
+	StateERR  = 0x6
+	StateSQD  = 0x7
+)
+
+// QP service types the model creates (qpc.st, MLX5_QP_ST_* in qp.h).
+const (
+	stRC  = 0x0
+	stUC  = 0x1
+	stUD  = 0x2
+	stXRC = 0x3
+	stDCI = 0x5
+)
+
+// rq_type of a QP with no receive queue (MLX5_ZERO_LEN_RQ).
+const zeroLenRQ = 0x3
+
+type qpObj struct {
+	uid   uint16
+	qpc   []byte // the QP context (232 bytes), state included
+	ext   []byte // the qpc_ext the last INIT2INIT/RTS2RTS carried (192 bytes)
+	pdn   uint32
+	cqs   []uint32
+	umems []uint32
+}
+
+func (q *qpObj) state() uint8 { return uint8(prm.Qpc.State.Get(q.qpc)) }
+
+// transition is one QP state transition command.
+type transition struct {
+	from  []uint8 // states it leaves; nil for any state
+	to    uint8
+	qpn   prm.Field
+	qpc   prm.Field // zero Width when the command carries no QP context
+	ext   prm.Field // qpc_ext flag (INIT2INIT, RTS2RTS)
+	data  prm.Field // qpc_data_ext
+	minIn int
+}
+
+func tr(from []uint8, to uint8, l *prm.Layout) transition {
+	t := transition{from: from, to: to, minIn: int(l.Size)}
+	t.qpn, _ = l.Field("qpn")
+	t.qpc, _ = l.Field("qpc")
+	if ext, ok := l.Field("qpc_ext"); ok {
+		t.ext = ext
+		t.data, _ = l.Field("qpc_data_ext")
+		t.minIn = int(t.data.Off / 8) // the extension is optional
+	}
+	return t
+}
+
+// transitions are the QP state machine of the PRM (modify QP commands);
+// 2ERR and 2RST leave any state.
+var transitions = map[uint16]transition{
+	prm.MLX5_CMD_OP_RST2INIT_QP:  tr([]uint8{StateRST}, StateINIT, prm.Rst2initQpIn.Layout()),
+	prm.MLX5_CMD_OP_INIT2INIT_QP: tr([]uint8{StateINIT}, StateINIT, prm.Init2initQpIn.Layout()),
+	prm.MLX5_CMD_OP_INIT2RTR_QP:  tr([]uint8{StateINIT}, StateRTR, prm.Init2rtrQpIn.Layout()),
+	prm.MLX5_CMD_OP_RTR2RTS_QP:   tr([]uint8{StateRTR}, StateRTS, prm.Rtr2rtsQpIn.Layout()),
+	prm.MLX5_CMD_OP_RTS2RTS_QP:   tr([]uint8{StateRTS}, StateRTS, prm.Rts2rtsQpIn.Layout()),
+	prm.MLX5_CMD_OP_SQERR2RTS_QP: tr([]uint8{StateSQER}, StateRTS, prm.Sqerr2rtsQpIn.Layout()),
+	prm.MLX5_CMD_OP_SQD_RTS_QP:   tr([]uint8{StateSQD}, StateRTS, prm.Sqd2rtsQpIn.Layout()),
+	prm.MLX5_CMD_OP_2ERR_QP:      tr(nil, StateERR, prm.Qp2errIn.Layout()),
+	prm.MLX5_CMD_OP_2RST_QP:      tr(nil, StateRST, prm.Qp2rstIn.Layout()),
+}
+
+// createOnly are the qpc fields a QP gets at CREATE_QP and keeps: a
+// transition's QP context does not change them.
+var createOnly = map[string]bool{
+	"state": true, "st": true, "pd": true, "uar_page": true, "cqn_snd": true, "cqn_rcv": true,
+	"log_rq_size": true, "log_rq_stride": true, "no_sq": true, "log_sq_size": true, "rq_type": true,
+	"srqn_rmpn_xrqn": true, "log_page_size": true, "page_offset": true, "dbr_addr": true,
+	"dbr_umem_valid": true, "dbr_umem_id": true, "user_index": true, "ts_format": true,
+	"log_num_dci_stream_channels": true, "log_num_dci_errored_streams": true, "xrcd": true,
+	"hw_sq_wqebb_counter": true, "sw_sq_wqebb_counter": true, "hw_rq_counter": true, "sw_rq_counter": true,
+}
+
+// merge copies the non-zero fields of src into dst, both holding the
+// struct l describes, descending into nested structs; fields named in skip
+// are left alone. A transition's QP context changes only what it sets.
+func merge(dst, src []byte, l *prm.Layout, skip map[string]bool) {
+	for _, f := range l.Fields {
+		if skip[f.Name] {
+			continue
+		}
+		if inner, ok := prm.LayoutOf(f.Type); f.Type != "" && ok {
+			if d, s := f.Bytes(dst), f.Bytes(src); d != nil && s != nil {
+				merge(d, s, inner, nil)
+			}
+			continue
+		}
+		if f.Width <= 64 {
+			if v := f.Get(src); v != 0 {
+				f.Set(dst, v)
+			}
+			continue
+		}
+		if s := f.Bytes(src); s != nil && !zero(s) {
+			copy(f.Bytes(dst), s)
+		}
+	}
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkQPC applies the profile's caps to a QP context a command carries.
+func (h *hca) checkQPC(qpc []byte, st uint64) *fwErr {
+	if prm.Qpc.DrainSigerr.Get(qpc) != 0 && h.prof.cap(prm.CmdHcaCap.DrainSigerr) == 0 {
+		return badParam(SyndromeNoCap)
+	}
+	ch := prm.Qpc.LogNumDciStreamChannels.Get(qpc)
+	errored := prm.Qpc.LogNumDciErroredStreams.Get(qpc)
+	if (ch != 0 || errored != 0) && st != stDCI {
+		return badParam(SyndromeBadValue)
+	}
+	if ch > h.prof.cap(prm.CmdHcaCap.LogMaxDciStreamChannels) || errored > h.prof.cap(prm.CmdHcaCap.LogMaxDciErroredStreams) {
+		return badParam(SyndromeNoCap)
+	}
+	if errored > ch {
+		return badParam(SyndromeBadValue)
+	}
+	return nil
+}
+
+func createQP(h *hca, c *fwCall) *fwErr {
+	qpc := prm.CreateQpIn.Qpc.Bytes(c.in)
+	st := prm.Qpc.St.Get(qpc)
+	switch st {
+	case stRC, stUC, stUD, stXRC, stDCI:
+	default:
+		return badParam(SyndromeBadValue)
+	}
+	if e := h.checkQPC(qpc, st); e != nil {
+		return e
+	}
+	maxSz := h.prof.cap(prm.CmdHcaCap.LogMaxQpSz)
+	if prm.Qpc.LogSqSize.Get(qpc) > maxSz || prm.Qpc.LogRqSize.Get(qpc) > maxSz {
+		return badParam(SyndromeBadValue)
+	}
+	pdn := uint32(prm.Qpc.Pd.Get(qpc))
+	if e := h.pdRef(pdn, c.uid); e != nil {
+		return e
+	}
+	var cqs []uint32
+	if prm.Qpc.NoSq.Get(qpc) == 0 {
+		cqs = append(cqs, uint32(prm.Qpc.CqnSnd.Get(qpc)))
+	}
+	if prm.Qpc.RqType.Get(qpc) != zeroLenRQ {
+		cqs = append(cqs, uint32(prm.Qpc.CqnRcv.Get(qpc)))
+	}
+	for _, n := range cqs {
+		if _, e := h.cq(n, c.uid); e != nil {
+			return e
+		}
+	}
+	// The kernel set wq_umem_valid and dbr_umem_valid (devx_set_umem_valid):
+	// the work queue and its doorbell record live in UMEMs of this uid.
+	var umems []uint32
+	if c.get(prm.CreateQpIn.WqUmemValid) != 0 && len(cqs) > 0 {
+		umems = append(umems, uint32(c.get(prm.CreateQpIn.WqUmemId)))
+	}
+	if prm.Qpc.DbrUmemValid.Get(qpc) != 0 && len(cqs) > 0 {
+		umems = append(umems, uint32(prm.Qpc.DbrUmemId.Get(qpc)))
+	}
+	for _, id := range umems {
+		u, ok := h.umems[id]
+		if !ok {
+			return noObject()
+		}
+		if e := checkOwner(u.uid, c.uid); e != nil {
+			return e
+		}
+	}
+	n, ok := alloc(h, "qp", h.qps, firstQPN, limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)))
+	if !ok {
+		return limitReached()
+	}
+	stored := append([]byte(nil), qpc...)
+	prm.Qpc.State.Set(stored, StateRST)
+	h.qps[n] = &qpObj{uid: c.uid, qpc: stored, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs, umems: umems}
+	h.pds[pdn].refs++
+	for _, cq := range cqs {
+		h.cqs[cq].refs++
+	}
+	for _, id := range umems {
+		h.umems[id].refs++
+	}
+	prm.CreateQpOut.Qpn.Set(c.out, uint64(n))
+	return nil
+}
+
+func (h *hca) qp(n uint32, uid uint16) (*qpObj, *fwErr) {
+	q, ok := h.qps[n]
+	if !ok {
+		return nil, noObject()
+	}
+	return q, checkOwner(q.uid, uid)
+}
+
+func queryQP(h *hca, c *fwCall) *fwErr {
+	q, e := h.qp(uint32(c.get(prm.QueryQpIn.Qpn)), c.uid)
+	if e != nil {
+		return e
+	}
+	copy(prm.QueryQpOut.Qpc.Bytes(c.out), q.qpc)
+	return nil
+}
+
+func destroyQP(h *hca, c *fwCall) *fwErr {
+	n := uint32(c.get(prm.DestroyQpIn.Qpn))
+	q, e := h.qp(n, c.uid)
+	if e != nil {
+		return e
+	}
+	h.releaseQP(n, q)
+	return nil
+}
+
+func (h *hca) releaseQP(n uint32, q *qpObj) {
+	h.pds[q.pdn].refs--
+	for _, cq := range q.cqs {
+		h.cqs[cq].refs--
+	}
+	for _, id := range q.umems {
+		h.umems[id].refs--
+	}
+	delete(h.qps, n)
+}
+
+func modifyQP(h *hca, c *fwCall) *fwErr {
+	t := transitions[uint16(c.get(prm.MboxIn.Opcode))]
+	q, e := h.qp(uint32(c.get(t.qpn)), c.uid)
+	if e != nil {
+		return e
+	}
+	if t.from != nil && !contains(t.from, q.state()) {
+		return fail(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeQPState)
+	}
+	next := append([]byte(nil), q.qpc...)
+	if t.qpc.Width != 0 {
+		src := t.qpc.Bytes(c.in)
+		if e := h.checkQPC(src, prm.Qpc.St.Get(q.qpc)); e != nil {
+			return e
+		}
+		merge(next, src, prm.Qpc.Layout(), createOnly)
+	}
+	ext := q.ext
+	if t.ext.Width != 0 && c.get(t.ext) != 0 {
+		if h.prof.cap(prm.CmdHcaCap.QpcExtension) == 0 {
+			return badParam(SyndromeNoCap)
+		}
+		if len(c.in) < int((t.data.Off+t.data.Width)/8) {
+			return fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+		}
+		data := t.data.Bytes(c.in)
+		id := prm.QpcExt.DciStreamChannelId.Get(data)
+		if id != 0 && id >= 1<<prm.Qpc.LogNumDciStreamChannels.Get(q.qpc) {
+			return badParam(SyndromeBadValue)
+		}
+		ext = append([]byte(nil), data...)
+	}
+	prm.Qpc.State.Set(next, uint64(t.to))
+	q.qpc, q.ext = next, ext
+	return nil
+}
+
+func contains(s []uint8, v uint8) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
