@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/uverbs"
 )
 
 // capGroups are the general HCA capabilities (cmd_hca_cap, current values)
@@ -60,4 +64,21 @@ func probeHCA(c *mlx5.Context) ([]capGroup, error) {
 		return nil, err
 	}
 	return hcaSection(caps), nil
+}
+
+// probeModel reports the software ConnectX of a profile: its HCA
+// capabilities, read through the driver as from a real device.
+func probeModel(profile string) (deviceReport, error) {
+	dev, err := model.New(profile)
+	if err != nil {
+		return deviceReport{}, err
+	}
+	c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+	defer c.Close()
+	drv := lookup(driverNames, uverbs.RDMA_DRIVER_MLX5, "unknown")
+	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}
+	if r.HCACaps, err = probeHCA(c); err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("hca caps: %v", err))
+	}
+	return r, nil
 }

@@ -1,12 +1,14 @@
 // Command mlx5probe lists the RDMA devices of this machine and what they
 // can do, the way `ibv_devinfo -v` does, without libibverbs: identity
 // (driver, GUIDs, firmware, vendor and part ids), every device attribute of
-// the extended query device, and each port with its GID table. The mlx5 HCA
-// capabilities (signature, UMR, DCI streams) join as the driver grows.
+// the extended query device, and each port with its GID table; for mlx5
+// devices also the HCA capabilities users of signature offloads, UMR and DC
+// look for (QUERY_HCA_CAP through DEVX, which needs root).
 //
 //	go run ./cmd/mlx5probe              # text shaped like ibv_devinfo -v
 //	go run ./cmd/mlx5probe -json        # JSON, keys named as ibv_devinfo names them
 //	go run ./cmd/mlx5probe -d rxe0      # one device
+//	go run ./cmd/mlx5probe -sim cx6dx   # mlx5go's software ConnectX, no hardware needed
 //
 // It only queries: it opens each device (a uverbs context), reads, and
 // closes it. A device it cannot open or query is reported with the error;
@@ -20,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/uverbs"
 )
 
@@ -28,12 +32,14 @@ import (
 type options struct {
 	json   bool
 	device string // "" for all
+	sim    string // a model profile: probe the software ConnectX instead
 }
 
 func main() {
 	var opt options
 	flag.BoolVar(&opt.json, "json", false, "print JSON")
 	flag.StringVar(&opt.device, "d", "", "only the device `NAME` (e.g. mlx5_0, rxe0)")
+	flag.StringVar(&opt.sim, "sim", "", "probe mlx5go's software ConnectX with `PROFILE` ("+strings.Join(model.Profiles(), ", ")+") instead of this machine's devices")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "mlx5probe: unexpected arguments %q\n", flag.Args())
@@ -54,6 +60,14 @@ var errDeviceFailed = errors.New("some devices could not be queried (see their e
 // then each device's queries.
 func collect(opt options) (report, error) {
 	var rep report
+	if opt.sim != "" {
+		d, err := probeModel(opt.sim)
+		if err != nil {
+			return rep, err
+		}
+		rep.Devices = []deviceReport{d}
+		return rep, nil
+	}
 	devs, err := uverbs.Devices()
 	if err != nil {
 		return rep, err
@@ -92,6 +106,7 @@ func run(w io.Writer, opt options) error {
 		if len(rep.Devices) == 0 {
 			fmt.Fprintln(w, "No RDMA devices found (no /sys/class/infiniband_verbs/uverbs*).")
 			fmt.Fprintln(w, "Load your NIC's RDMA driver (mlx5_ib for ConnectX), or run the kernel lab, which has an rdma_rxe device: go run ./hwtest/lab")
+			fmt.Fprintf(w, "To see what a ConnectX reports, probe mlx5go's software model: mlx5probe -sim cx6dx (profiles: %s)\n", strings.Join(model.Profiles(), ", "))
 			return nil
 		}
 		if err := writeText(w, rep); err != nil {

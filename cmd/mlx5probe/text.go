@@ -67,7 +67,9 @@ func writeText(w io.Writer, rep report) error {
 func writeDevice(t *textWriter, d *deviceReport) {
 	dev := func(key, format string, args ...any) { t.kv(1, deviceColumn, key, format, args...) }
 	t.printf("hca_id:\t%s\n", d.HCAID)
-	dev("uverbs_device", "%s", d.UverbsDevice)
+	if d.UverbsDevice != "" {
+		dev("uverbs_device", "%s", d.UverbsDevice)
+	}
 	if d.Driver != nil {
 		dev("driver", "%s (%d)", d.Driver.Name, d.Driver.Value)
 	}
