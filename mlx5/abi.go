@@ -74,3 +74,88 @@ type Mlx5IbAllocUcontextResp struct {
 type Mlx5IbUapiDevxAsyncCmdHdr struct {
 	WrID uint64
 }
+
+// QP creation flags, the anonymous enum of MLX5_QP_FLAG_* in
+// <rdma/mlx5-abi.h> (struct mlx5_ib_create_qp.flags).
+const (
+	MLX5_QP_FLAG_SIGNATURE                = 1 << 0
+	MLX5_QP_FLAG_SCATTER_CQE              = 1 << 1
+	MLX5_QP_FLAG_TUNNEL_OFFLOADS          = 1 << 2
+	MLX5_QP_FLAG_BFREG_INDEX              = 1 << 3
+	MLX5_QP_FLAG_TYPE_DCT                 = 1 << 4
+	MLX5_QP_FLAG_TYPE_DCI                 = 1 << 5
+	MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC     = 1 << 6
+	MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC     = 1 << 7
+	MLX5_QP_FLAG_ALLOW_SCATTER_CQE        = 1 << 8
+	MLX5_QP_FLAG_PACKET_BASED_CREDIT_MODE = 1 << 9
+	MLX5_QP_FLAG_UAR_PAGE_INDEX           = 1 << 10
+	MLX5_QP_FLAG_DCI_STREAM               = 1 << 11
+)
+
+// enum mlx5_ib_create_cq_flags.
+const (
+	MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD   = 1 << 0
+	MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX = 1 << 1
+	MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS   = 1 << 2
+)
+
+// Mlx5IbCreateCq is struct mlx5_ib_create_cq, the driver data of CQ
+// creation.
+type Mlx5IbCreateCq struct {
+	BufAddr          uint64
+	DbAddr           uint64
+	CqeSize          uint32
+	CqeCompEn        uint8
+	CqeCompResFormat uint8
+	Flags            uint16
+	UarPageIndex     uint16
+	Reserved0        uint16
+	Reserved1        uint32
+}
+
+// Mlx5IbCreateCqResp is struct mlx5_ib_create_cq_resp.
+type Mlx5IbCreateCqResp struct {
+	Cqn      uint32
+	Reserved uint32
+}
+
+// Mlx5IbCreateQpDciStreams is struct mlx5_ib_create_qp_dci_streams.
+type Mlx5IbCreateQpDciStreams struct {
+	LogNumConcurent uint8
+	LogNumErrored   uint8
+}
+
+// Mlx5IbCreateQp is struct mlx5_ib_create_qp, the driver data of QP
+// creation. SqBufAddr is the union of sq_buf_addr and access_key.
+type Mlx5IbCreateQp struct {
+	BufAddr    uint64
+	DbAddr     uint64
+	SqWqeCount uint32
+	RqWqeCount uint32
+	RqWqeShift uint32
+	Flags      uint32
+	Uidx       uint32
+	BfregIndex uint32
+	SqBufAddr  uint64
+	EceOptions uint32
+	DciStreams Mlx5IbCreateQpDciStreams
+	Reserved   uint16
+}
+
+// Mlx5IbCreateQpResp is struct mlx5_ib_create_qp_resp.
+type Mlx5IbCreateQpResp struct {
+	BfregIndex uint32
+	EceOptions uint32
+	CompMask   uint32
+	Tirn       uint32
+	Tisn       uint32
+	Rqn        uint32
+	Sqn        uint32
+	Reserved1  uint32
+	TirIcmAddr uint64
+}
+
+// Mlx5IbAllocPdResp is struct mlx5_ib_alloc_pd_resp.
+type Mlx5IbAllocPdResp struct {
+	Pdn uint32
+}

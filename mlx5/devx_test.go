@@ -278,3 +278,18 @@ func TestOracleQueryEQN(t *testing.T) {
 		t.Errorf("eqn %d, want 7", eqn)
 	}
 }
+
+// struct mlx5_ib_create_cq_resp is not in the kernel's BTF; its size is
+// the response libmlx5 asked the kernel for.
+func TestCreateCQRespSize(t *testing.T) {
+	c := oracle.Load(t, "testdata/create_cmds.jsonl", "create_cq")
+	want := c.Find(t, "CQ", "CQ_CREATE")
+	for _, a := range want.Attrs {
+		if a.Name == "UHW_OUT" && a.Len != uint16(unsafe.Sizeof(Mlx5IbCreateCqResp{})) {
+			t.Errorf("struct mlx5_ib_create_cq_resp: %d bytes, libmlx5 %d", unsafe.Sizeof(Mlx5IbCreateCqResp{}), a.Len)
+		}
+		if a.Name == "UHW_IN" && a.Len != uint16(unsafe.Sizeof(Mlx5IbCreateCq{})) {
+			t.Errorf("struct mlx5_ib_create_cq: %d bytes, libmlx5 %d", unsafe.Sizeof(Mlx5IbCreateCq{}), a.Len)
+		}
+	}
+}

@@ -82,6 +82,21 @@ var uapiConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC},
+	{Name: "MLX5_QP_FLAG_SIGNATURE", Value: MLX5_QP_FLAG_SIGNATURE},
+	{Name: "MLX5_QP_FLAG_SCATTER_CQE", Value: MLX5_QP_FLAG_SCATTER_CQE},
+	{Name: "MLX5_QP_FLAG_TUNNEL_OFFLOADS", Value: MLX5_QP_FLAG_TUNNEL_OFFLOADS},
+	{Name: "MLX5_QP_FLAG_BFREG_INDEX", Value: MLX5_QP_FLAG_BFREG_INDEX},
+	{Name: "MLX5_QP_FLAG_TYPE_DCT", Value: MLX5_QP_FLAG_TYPE_DCT},
+	{Name: "MLX5_QP_FLAG_TYPE_DCI", Value: MLX5_QP_FLAG_TYPE_DCI},
+	{Name: "MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC", Value: MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_UC},
+	{Name: "MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC", Value: MLX5_QP_FLAG_TIR_ALLOW_SELF_LB_MC},
+	{Name: "MLX5_QP_FLAG_ALLOW_SCATTER_CQE", Value: MLX5_QP_FLAG_ALLOW_SCATTER_CQE},
+	{Name: "MLX5_QP_FLAG_PACKET_BASED_CREDIT_MODE", Value: MLX5_QP_FLAG_PACKET_BASED_CREDIT_MODE},
+	{Name: "MLX5_QP_FLAG_UAR_PAGE_INDEX", Value: MLX5_QP_FLAG_UAR_PAGE_INDEX},
+	{Name: "MLX5_QP_FLAG_DCI_STREAM", Value: MLX5_QP_FLAG_DCI_STREAM},
+	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD", Value: MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD},
+	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX", Value: MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX},
+	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS", Value: MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS},
 }
 
 // uapiLayouts are the mlx5 driver-data structs (<rdma/mlx5-abi.h>,
@@ -124,6 +139,52 @@ var uapiLayouts = []btfcheck.Layout{
 	}},
 	{Struct: "mlx5_ib_uapi_devx_async_cmd_hdr", Size: unsafe.Sizeof(Mlx5IbUapiDevxAsyncCmdHdr{}), Fields: []btfcheck.Field{
 		{Name: "wr_id", Offset: unsafe.Offsetof(Mlx5IbUapiDevxAsyncCmdHdr{}.WrID)},
+	}},
+	{Struct: "mlx5_ib_create_cq", Size: unsafe.Sizeof(Mlx5IbCreateCq{}), Fields: []btfcheck.Field{
+		{Name: "buf_addr", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.BufAddr)},
+		{Name: "db_addr", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.DbAddr)},
+		{Name: "cqe_size", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.CqeSize)},
+		{Name: "cqe_comp_en", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.CqeCompEn)},
+		{Name: "cqe_comp_res_format", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.CqeCompResFormat)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.Flags)},
+		{Name: "uar_page_index", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.UarPageIndex)},
+		{Name: "reserved0", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.Reserved0)},
+		{Name: "reserved1", Offset: unsafe.Offsetof(Mlx5IbCreateCq{}.Reserved1)},
+	}},
+	// struct mlx5_ib_create_cq_resp is not in mlx5_ib's BTF (the kernel
+	// copies the cqn alone); TestCreateCQRespSize checks it against the
+	// response libmlx5 asked for.
+	{Struct: "mlx5_ib_create_qp_dci_streams", Size: unsafe.Sizeof(Mlx5IbCreateQpDciStreams{}), Fields: []btfcheck.Field{
+		{Name: "log_num_concurent", Offset: unsafe.Offsetof(Mlx5IbCreateQpDciStreams{}.LogNumConcurent)},
+		{Name: "log_num_errored", Offset: unsafe.Offsetof(Mlx5IbCreateQpDciStreams{}.LogNumErrored)},
+	}},
+	{Struct: "mlx5_ib_create_qp", Size: unsafe.Sizeof(Mlx5IbCreateQp{}), Fields: []btfcheck.Field{
+		{Name: "buf_addr", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.BufAddr)},
+		{Name: "db_addr", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.DbAddr)},
+		{Name: "sq_wqe_count", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.SqWqeCount)},
+		{Name: "rq_wqe_count", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.RqWqeCount)},
+		{Name: "rq_wqe_shift", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.RqWqeShift)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.Flags)},
+		{Name: "uidx", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.Uidx)},
+		{Name: "bfreg_index", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.BfregIndex)},
+		{Name: "sq_buf_addr", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.SqBufAddr)},
+		{Name: "access_key", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.SqBufAddr)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.EceOptions)},
+		{Name: "dci_streams", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.DciStreams)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbCreateQp{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_create_qp_resp", Size: unsafe.Sizeof(Mlx5IbCreateQpResp{}), Fields: []btfcheck.Field{
+		{Name: "bfreg_index", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.BfregIndex)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.EceOptions)},
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.CompMask)},
+		{Name: "tirn", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.Tirn)},
+		{Name: "tisn", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.Tisn)},
+		{Name: "rqn", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.Rqn)},
+		{Name: "sqn", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.Sqn)},
+		{Name: "tir_icm_addr", Offset: unsafe.Offsetof(Mlx5IbCreateQpResp{}.TirIcmAddr)},
+	}},
+	{Struct: "mlx5_ib_alloc_pd_resp", Size: unsafe.Sizeof(Mlx5IbAllocPdResp{}), Fields: []btfcheck.Field{
+		{Name: "pdn", Offset: unsafe.Offsetof(Mlx5IbAllocPdResp{}.Pdn)},
 	}},
 }
 
