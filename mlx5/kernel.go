@@ -2,12 +2,10 @@ package mlx5
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"time"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/pollfd"
 	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
@@ -80,46 +78,18 @@ func (k *kernelDevice) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
 		return nil, err
 	}
 	fd := int(a.Handle(i))
-	if err := unix.SetNonblock(fd, true); err != nil {
+	p, err := pollfd.New(fd, "devx async cmd fd")
+	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("mlx5: devx async cmd fd: %w", err)
+		return nil, fmt.Errorf("mlx5: %w", err)
 	}
-	return &kernelAsyncFD{f: os.NewFile(uintptr(fd), "devx async cmd fd")}, nil
+	return kernelAsyncFD{p}, nil
 }
 
 // kernelAsyncFD reads completions through the Go runtime's netpoller.
-type kernelAsyncFD struct{ f *os.File }
+type kernelAsyncFD struct{ *pollfd.File }
 
-func (q *kernelAsyncFD) Fd() int { return int(q.f.Fd()) }
-
-func (q *kernelAsyncFD) Close() error {
-	if err := q.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil
-}
-
-func (q *kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := q.f.SetReadDeadline(time.Time{}); err != nil {
-		return 0, err
-	}
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		q.f.SetReadDeadline(time.Unix(1, 0))
-		close(fired)
-	})
-	n, err := q.f.Read(buf)
-	if !stop() {
-		<-fired
-	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-		return 0, ctx.Err()
-	}
-	return n, err
-}
+func (q kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) { return q.Read(ctx, buf) }
 
 func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
 	var a uverbs.Attrs

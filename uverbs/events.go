@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"sync"
-	"time"
 
+	"github.com/mlx5go/mlx5go/internal/pollfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,57 +13,34 @@ import (
 // or a completion channel. Reads wait in the Go runtime's netpoller, not in
 // a blocked thread, and honour a context.
 type EventFile struct {
-	f  *os.File
-	mu sync.Mutex // one reader at a time; the deadline is per file
+	p *pollfd.File
 }
 
 func newEventFile(fd int, name string) (*EventFile, error) {
-	if err := unix.SetNonblock(fd, true); err != nil {
-		return nil, fmt.Errorf("uverbs: %s: set non-blocking: %w", name, err)
+	p, err := pollfd.New(fd, name)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %w", err)
 	}
-	return &EventFile{f: os.NewFile(uintptr(fd), name)}, nil
+	return &EventFile{p: p}, nil
 }
 
 // Fd returns the file descriptor, owned by the EventFile.
-func (e *EventFile) Fd() int { return int(e.f.Fd()) }
+func (e *EventFile) Fd() int { return e.p.Fd() }
 
-// Close closes the file, waking a reader with os.ErrClosed. Closing twice
-// is safe.
-func (e *EventFile) Close() error {
-	if err := e.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil
-}
+// Close closes the file, waking a reader. Closing twice is safe.
+func (e *EventFile) Close() error { return e.p.Close() }
 
 // read fills buf with one event, waiting until one arrives or ctx is done.
 func (e *EventFile) read(ctx context.Context, buf []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.f.SetReadDeadline(time.Time{}); err != nil {
-		return err
-	}
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		// A deadline in the past wakes the netpoller's waiter.
-		e.f.SetReadDeadline(time.Unix(1, 0))
-		close(fired)
-	})
-	n, err := e.f.Read(buf)
-	if !stop() {
-		<-fired
-	}
+	n, err := e.p.Read(ctx, buf)
 	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-			return ctx.Err()
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
 		}
-		return fmt.Errorf("uverbs: read %s: %w", e.f.Name(), err)
+		return fmt.Errorf("uverbs: read %s: %w", e.p.Name(), err)
 	}
 	if n != len(buf) {
-		return fmt.Errorf("uverbs: read %s: %d-byte event, want %d", e.f.Name(), n, len(buf))
+		return fmt.Errorf("uverbs: read %s: %d-byte event, want %d", e.p.Name(), n, len(buf))
 	}
 	return nil
 }
