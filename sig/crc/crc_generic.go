@@ -1,4 +1,3 @@
-
 package crc
 
 // archLevel is the implementation T10DIF and CRC64 use: the slicing tables.

@@ -39,10 +39,10 @@ type foldKeys struct {
 	k256  [2]uint64 // one ZMM row
 	k128  [2]uint64 // 1 XMM, 16 bytes a step
 	_     [2]uint64 // zero: the fourth lane of that row
-	final uint64 // x^128 mod P; reflected, x^127 mod P
-	mu    uint64 // floor(x^128 / P) - x^64
-	poly  uint64 // P - x^64
-	refl  uint64 // 1 for the reflected (LSB-first) bit order
+	final uint64    // x^128 mod P; reflected, x^127 mod P
+	mu    uint64    // floor(x^128 / P) - x^64
+	poly  uint64    // P - x^64
+	refl  uint64    // 1 for the reflected (LSB-first) bit order
 	shuf  [16]byte
 }
 
