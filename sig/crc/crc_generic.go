@@ -1,3 +1,5 @@
+//go:build !amd64
+
 package crc
 
 // archLevel is the implementation T10DIF and CRC64 use: the slicing tables.

@@ -1,0 +1,81 @@
+//go:build amd64
+
+package crc
+
+import "golang.org/x/sys/cpu"
+
+// The amd64 implementations, best last.
+const (
+	levelCLMUL  = 1 // PCLMULQDQ on XMM registers, 64 bytes a step
+	levelAVX512 = 2 // VPCLMULQDQ on ZMM registers, 256 bytes a step
+)
+
+var (
+	hasCLMUL  = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSSE3 && cpu.X86.HasSSE41
+	hasAVX512 = hasCLMUL && cpu.X86.HasAVX2 && cpu.X86.HasAVX512F &&
+		cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
+)
+
+// archLevel is the implementation T10DIF and CRC64 use.
+var archLevel = func() int {
+	switch {
+	case hasAVX512:
+		return levelAVX512
+	case hasCLMUL:
+		return levelCLMUL
+	}
+	return levelGeneric
+}()
+
+// archLevels lists the implementations this machine can run besides the
+// tables, best last, with their names.
+var archLevels = func() []struct {
+	level int
+	name  string
+} {
+	var l []struct {
+		level int
+		name  string
+	}
+	if hasCLMUL {
+		l = append(l, struct {
+			level int
+			name  string
+		}{levelCLMUL, "pclmul"})
+	}
+	if hasAVX512 {
+		l = append(l, struct {
+			level int
+			name  string
+		}{levelAVX512, "avx512"})
+	}
+	return l
+}()
+
+// foldCLMUL folds p into the register reg and returns the register after
+// it. len(p) is at least 64 and a multiple of 16.
+//
+//go:noescape
+func foldCLMUL(k *foldKeys, reg uint64, p []byte) uint64
+
+// foldAVX512 is foldCLMUL with ZMM registers. len(p) is at least 256 and
+// a multiple of 16.
+//
+//go:noescape
+func foldAVX512(k *foldKeys, reg uint64, p []byte) uint64
+
+// foldArch runs the assembly of level lvl over the longest prefix of p it
+// takes and returns the register after it and the rest of p, for the
+// tables.
+func foldArch(lvl int, k *foldKeys, reg uint64, p []byte) (uint64, []byte) {
+	n := len(p) &^ 15
+	switch {
+	case lvl == levelAVX512 && n >= 256:
+		reg = foldAVX512(k, reg, p[:n])
+	case n >= 64:
+		reg = foldCLMUL(k, reg, p[:n])
+	default:
+		return reg, p
+	}
+	return reg, p[n:]
+}
