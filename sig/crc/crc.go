@@ -165,8 +165,10 @@ func kernelFor(poly uint64, refl bool) *kernel64 {
 // update continues the kernel register reg over p with the implementation
 // lvl (levelGeneric, or an architecture's level).
 func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
-	if lvl != levelGeneric {
-		reg, p = foldArch(lvl, &k.keys, reg, p)
+	if lvl != levelGeneric && len(p) >= foldMin {
+		n := len(p) &^ 15
+		reg = fold(&k.keys, lvl, reg, p[:n])
+		p = p[n:]
 	}
 	if k.refl {
 		return updateTableRefl(&k.tab, reg, p)
@@ -177,12 +179,16 @@ func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
 // levelGeneric is the pure-Go implementation, available everywhere.
 const levelGeneric = 0
 
+// foldMin is the shortest buffer the assembly takes; it folds the longest
+// prefix that is a multiple of 16 bytes and leaves the rest to the tables.
+const foldMin = 64
+
 // t10difWith is T10DIF with the implementation lvl.
 func t10difWith(lvl int, crc uint16, p []byte) uint16 {
-	if lvl != levelGeneric {
-		var reg uint64
-		reg, p = foldArch(lvl, &t10difKeys, uint64(crc)<<48, p)
-		crc = uint16(reg >> 48)
+	if lvl != levelGeneric && len(p) >= foldMin {
+		n := len(p) &^ 15
+		crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
+		p = p[n:]
 	}
 	return updateT10DIFTable(crc, p)
 }

@@ -52,30 +52,9 @@ var archLevels = func() []struct {
 	return l
 }()
 
-// foldCLMUL folds p into the register reg and returns the register after
-// it. len(p) is at least 64 and a multiple of 16.
+// fold folds p into the register reg with the assembly of level lvl
+// (levelCLMUL or levelAVX512) and returns the register after it. len(p)
+// is at least 64 and a multiple of 16.
 //
 //go:noescape
-func foldCLMUL(k *foldKeys, reg uint64, p []byte) uint64
-
-// foldAVX512 is foldCLMUL with ZMM registers. len(p) is at least 256 and
-// a multiple of 16.
-//
-//go:noescape
-func foldAVX512(k *foldKeys, reg uint64, p []byte) uint64
-
-// foldArch runs the assembly of level lvl over the longest prefix of p it
-// takes and returns the register after it and the rest of p, for the
-// tables.
-func foldArch(lvl int, k *foldKeys, reg uint64, p []byte) (uint64, []byte) {
-	n := len(p) &^ 15
-	switch {
-	case lvl == levelAVX512 && n >= 256:
-		reg = foldAVX512(k, reg, p[:n])
-	case n >= 64:
-		reg = foldCLMUL(k, reg, p[:n])
-	default:
-		return reg, p
-	}
-	return reg, p[n:]
-}
+func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64

@@ -12,8 +12,7 @@ var archLevels = []struct {
 	name  string
 }{}
 
-// foldArch is the assembly entry point; without assembly it leaves all of
-// p to the tables.
-func foldArch(lvl int, k *foldKeys, reg uint64, p []byte) (uint64, []byte) {
-	return reg, p
+// fold is the assembly entry point; without assembly no level calls it.
+func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {
+	panic("crc: no assembly on this architecture")
 }

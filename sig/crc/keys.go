@@ -39,6 +39,10 @@ type foldKeys struct {
 	k256  [2]uint64 // one ZMM row
 	k128  [2]uint64 // 1 XMM, 16 bytes a step
 	_     [2]uint64 // zero: the fourth lane of that row
+	// fin takes 4 ZMM (rows 0-3) or 4 XMM (row 3) accumulators that end
+	// the data straight to T: lane j of accumulator i moves by its
+	// distance to the end plus 64 bits, (3-i)·512 + (3-j)·128 + 64.
+	fin [16][2]uint64
 	final uint64    // x^128 mod P; reflected, x^127 mod P
 	mu    uint64    // floor(x^128 / P) - x^64
 	poly  uint64    // P - x^64
@@ -94,6 +98,9 @@ func makeFoldKeys(poly uint64, refl bool) foldKeys {
 	k.k384 = pair(384)
 	k.k256 = pair(256)
 	k.k128 = pair(128)
+	for i := range k.fin {
+		k.fin[i] = pair((15-i)*128 + 64)
+	}
 	if refl {
 		k.final = reverse64(xpowmod(127, poly))
 		k.mu = reverse64(barrettMu(poly))
