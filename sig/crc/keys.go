@@ -42,11 +42,11 @@ type foldKeys struct {
 	// fin takes 4 ZMM (rows 0-3) or 4 XMM (row 3) accumulators that end
 	// the data straight to T: lane j of accumulator i moves by its
 	// distance to the end plus 64 bits, (3-i)·512 + (3-j)·128 + 64.
-	fin [16][2]uint64
-	final uint64    // x^128 mod P; reflected, x^127 mod P
-	mu    uint64    // floor(x^128 / P) - x^64
-	poly  uint64    // P - x^64
-	refl  uint64    // 1 for the reflected (LSB-first) bit order
+	fin   [16][2]uint64
+	final uint64 // x^128 mod P; reflected, x^127 mod P
+	mu    uint64 // floor(x^128 / P) - x^64
+	poly  uint64 // P - x^64
+	refl  uint64 // 1 for the reflected (LSB-first) bit order
 	shuf  [16]byte
 }
 
