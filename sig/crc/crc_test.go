@@ -96,6 +96,7 @@ var catalogue = []Params64{CRC64ECMA182, CRC64XZ, CRC64GoISO, CRC64WE, CRC64NVMe
 var check = []byte("123456789")
 
 func TestT10DIFCheck(t *testing.T) {
+	t.Logf("implementations: %v, in use: %d", impls(), archLevel)
 	if got := T10DIF(0, check); got != 0xD0DB {
 		t.Errorf("T10DIF(0, 123456789) = %#04x, want 0xd0db", got)
 	}
