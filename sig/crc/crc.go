@@ -7,25 +7,27 @@
 //
 // # Implementations
 //
-// The CRCs have two implementations, chosen once at start-up from the CPU
-// the program runs on; every one gives the same results:
+// T10DIF and CRC64 pick their implementation once, at package
+// initialisation, from the CPU the program runs on (golang.org/x/sys/cpu);
+// all give the same results:
 //
-//   - On amd64 with PCLMULQDQ and SSSE3, the CRCs fold the data with
-//     carry-less multiplication, 64 bytes per step; where the CPU also has
-//     AVX-512 (F, BW, VL) with VPCLMULQDQ they fold 256 bytes per step in
-//     ZMM registers. The fold and Barrett constants of a CRC-64 are derived
-//     from its polynomial in NewCRC64, so every CRC-64 definition, reflected
-//     or not, takes this path. Buffers shorter than 64 bytes, and the last
-//     bytes of a buffer that are not a multiple of 16, use the tables below.
-//   - Everywhere else (arm64 included, for now) and for short buffers:
-//     slicing-by-8 tables, built at package initialisation for
-//     CRC-16/T10-DIF and in NewCRC64 for a CRC-64 (shared between
-//     CRC64 values of the same polynomial and reflection).
+//   - amd64 with AVX-512 (F, BW, VL) and VPCLMULQDQ: carry-less multiply
+//     folding in ZMM registers, 256 bytes a step, for buffers of 256 bytes
+//     or more; PCLMULQDQ in XMM registers below that.
+//   - amd64 with PCLMULQDQ, SSSE3 and SSE4.1: folding in XMM registers, 64
+//     bytes a step.
+//   - arm64 with PMULL: folding in NEON registers, 64 bytes a step.
+//   - Otherwise, and for buffers shorter than 64 bytes and the last bytes
+//     of a buffer beyond a multiple of 16: slicing-by-8 tables.
 //
-// IPChecksum sums 64-bit words with end-around carry in plain Go.
+// The fold and Barrett constants of a CRC-64 are derived from its
+// polynomial in NewCRC64 (with its tables, shared between CRC64 values of
+// the same polynomial and reflection), so every definition, reflected or
+// not, takes the fast path; CRC-16/T10-DIF runs as a CRC-64 with its
+// polynomial times x^48. IPChecksum sums 64-bit words with end-around
+// carry in plain Go on every architecture.
 //
-// The package imports the standard library and golang.org/x/sys/cpu (for
-// CPU feature detection) only.
+// The package imports the standard library and golang.org/x/sys/cpu only.
 package crc
 
 import (
@@ -143,8 +145,8 @@ var kernels struct {
 	m map[kernelKey]*kernel64
 }
 
-// kernelFor returns the shared kernel of poly in the given bit order,
-// building it on first use.
+// kernelFor returns the kernel of poly in the given bit order, shared
+// with earlier calls when it can be.
 func kernelFor(poly uint64, refl bool) *kernel64 {
 	kernels.Lock()
 	defer kernels.Unlock()
@@ -158,9 +160,15 @@ func kernelFor(poly uint64, refl bool) *kernel64 {
 	if kernels.m == nil {
 		kernels.m = make(map[kernelKey]*kernel64)
 	}
-	kernels.m[key] = k
+	if len(kernels.m) < maxKernels {
+		kernels.m[key] = k
+	}
 	return k
 }
+
+// maxKernels bounds the kernels kept for sharing (about 17 KiB each);
+// beyond it each NewCRC64 builds its own.
+const maxKernels = 64
 
 // update continues the kernel register reg over p with the implementation
 // lvl (levelGeneric, or an architecture's level).

@@ -372,19 +372,23 @@ func FuzzT10DIF(f *testing.F) {
 	for i, n := range fuzzLengths {
 		f.Add(fuzzSeed(n), uint16(i*0x1111), uint8(i), uint16(n/2))
 	}
-	f.Fuzz(func(t *testing.T, data []byte, seed uint16, off uint8, split uint16) {
-		p := aligned(data, int(off%64))
-		want := refT10DIF(seed, p)
-		s := int(split) % (len(p) + 1)
-		for _, im := range impls() {
-			if got := t10difWith(im.level, seed, p); got != want {
-				t.Fatalf("%s: %d bytes at offset %d, seed %#04x: %#04x, want %#04x", im.name, len(p), off%64, seed, got, want)
-			}
-			if got := t10difWith(im.level, t10difWith(im.level, seed, p[:s]), p[s:]); got != want {
-				t.Fatalf("%s: %d bytes split at %d: %#04x, want %#04x", im.name, len(p), s, got, want)
-			}
+	f.Fuzz(checkT10DIF)
+}
+
+// checkT10DIF compares every implementation with the reference over data
+// placed off%64 bytes into a buffer, whole and split at split.
+func checkT10DIF(t *testing.T, data []byte, seed uint16, off uint8, split uint16) {
+	p := aligned(data, int(off%64))
+	want := refT10DIF(seed, p)
+	s := int(split) % (len(p) + 1)
+	for _, im := range impls() {
+		if got := t10difWith(im.level, seed, p); got != want {
+			t.Fatalf("%s: %d bytes at offset %d, seed %#04x: %#04x, want %#04x", im.name, len(p), off%64, seed, got, want)
 		}
-	})
+		if got := t10difWith(im.level, t10difWith(im.level, seed, p[:s]), p[s:]); got != want {
+			t.Fatalf("%s: %d bytes split at %d: %#04x, want %#04x", im.name, len(p), s, got, want)
+		}
+	}
 }
 
 // aligned copies data off bytes into a new allocation, so the fast paths
@@ -400,27 +404,33 @@ func FuzzCRC64(f *testing.F) {
 		f.Add(fuzzSeed(n), uint8(i), uint64(i)*0x9E3779B97F4A7C15, uint8(i*5), uint16(n/3), uint64(0))
 	}
 	f.Add(fuzzSeed(300), uint8(200), uint64(1), uint8(3), uint16(100), uint64(0x8BB7<<48))
-	f.Fuzz(func(t *testing.T, data []byte, which uint8, crc uint64, off uint8, split uint16, poly uint64) {
-		var prm Params64
-		if int(which) < len(catalogue) {
-			prm = catalogue[which]
-		} else {
-			// Any polynomial and model: which picks the reflections.
-			prm = Params64{Name: "fuzz", Poly: poly, Init: crc, RefIn: which&1 != 0, RefOut: which&2 != 0, XorOut: crc * 3}
+	f.Fuzz(checkCRC64)
+}
+
+// checkCRC64 compares every implementation with the reference: which
+// picks a catalogue entry, or beyond the catalogue a definition with
+// polynomial poly, init and xorout from crc and reflections from which's
+// low bits.
+func checkCRC64(t *testing.T, data []byte, which uint8, crc uint64, off uint8, split uint16, poly uint64) {
+	var prm Params64
+	if int(which) < len(catalogue) {
+		prm = catalogue[which]
+	} else {
+		// Any polynomial and model: which picks the reflections.
+		prm = Params64{Name: "fuzz", Poly: poly, Init: crc, RefIn: which&1 != 0, RefOut: which&2 != 0, XorOut: crc * 3}
+	}
+	p := aligned(data, int(off%64))
+	c := NewCRC64(prm)
+	want := refCRC64(prm, crc, p)
+	s := int(split) % (len(p) + 1)
+	for _, im := range impls() {
+		if got := updateWith(c, im.level, crc, p); got != want {
+			t.Fatalf("%s: %+v: %d bytes at offset %d, crc %#x: %#016x, want %#016x", im.name, prm, len(p), off%64, crc, got, want)
 		}
-		p := aligned(data, int(off%64))
-		c := NewCRC64(prm)
-		want := refCRC64(prm, crc, p)
-		s := int(split) % (len(p) + 1)
-		for _, im := range impls() {
-			if got := updateWith(c, im.level, crc, p); got != want {
-				t.Fatalf("%s: %+v: %d bytes at offset %d, crc %#x: %#016x, want %#016x", im.name, prm, len(p), off%64, crc, got, want)
-			}
-			if got := updateWith(c, im.level, updateWith(c, im.level, crc, p[:s]), p[s:]); got != want {
-				t.Fatalf("%s: %+v: %d bytes split at %d: %#016x, want %#016x", im.name, prm, len(p), s, got, want)
-			}
+		if got := updateWith(c, im.level, updateWith(c, im.level, crc, p[:s]), p[s:]); got != want {
+			t.Fatalf("%s: %+v: %d bytes split at %d: %#016x, want %#016x", im.name, prm, len(p), s, got, want)
 		}
-	})
+	}
 }
 
 func FuzzIPChecksum(f *testing.F) {
@@ -434,6 +444,31 @@ func FuzzIPChecksum(f *testing.F) {
 			t.Fatalf("%d bytes at offset %d: %#04x, want %#04x", len(p), off%64, got, want)
 		}
 	})
+}
+
+// TestRandomized runs the fuzz targets' checks over random inputs, so
+// that every run (and a cross-architecture run under emulation, which
+// cannot fuzz) covers more than the seed corpus.
+func TestRandomized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	for range n {
+		size := rng.IntN(5000)
+		if rng.IntN(4) == 0 {
+			size = rng.IntN(600)
+		}
+		data := buffer(rng, size, 0)
+		off, split := uint8(rng.IntN(256)), uint16(rng.Uint32())
+		checkT10DIF(t, data, uint16(rng.Uint32()), off, split)
+		checkCRC64(t, data, uint8(rng.IntN(len(catalogue)+8)), rng.Uint64(), off, split, rng.Uint64())
+		p := aligned(data, int(off%64))
+		if got, want := IPChecksum(p), refIPChecksum(p); got != want {
+			t.Fatalf("IPChecksum: %d bytes at offset %d: %#04x, want %#04x", len(p), off%64, got, want)
+		}
+	}
 }
 
 func ExampleT10DIF() {
