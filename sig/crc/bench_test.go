@@ -50,7 +50,13 @@ func BenchmarkCRC(b *testing.B) {
 			bench(b, prm.Name[len("CRC-64/"):]+"/"+im.name, func(p []byte) uint64 { return checksumWith(c, im.level, p) })
 		}
 	}
-	bench(b, "IPChecksum", func(p []byte) uint64 { return uint64(IPChecksum(p)) })
+	for _, vec := range ipImpls() {
+		name := "IPChecksum/go"
+		if vec {
+			name = "IPChecksum/vector"
+		}
+		bench(b, name, func(p []byte) uint64 { return uint64(ipChecksumWith(vec, p)) })
+	}
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	bench(b, "crc32.Castagnoli", func(p []byte) uint64 { return uint64(crc32.Update(0, castagnoli, p)) })
 	iso := crc64.MakeTable(crc64.ISO)

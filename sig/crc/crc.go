@@ -24,8 +24,12 @@
 // polynomial in NewCRC64 (with its tables, shared between CRC64 values of
 // the same polynomial and reflection), so every definition, reflected or
 // not, takes the fast path; CRC-16/T10-DIF runs as a CRC-64 with its
-// polynomial times x^48. IPChecksum sums 64-bit words with end-around
-// carry in plain Go on every architecture.
+// polynomial times x^48.
+//
+// IPChecksum adds 16-bit words in AVX2 registers on amd64 with AVX2, for
+// the longest prefix that is a multiple of 128 bytes when there are at
+// least 128; it adds 64-bit words with end-around carry in plain Go
+// everywhere else and for the rest.
 //
 // The package imports the standard library and golang.org/x/sys/cpu only.
 package crc
@@ -177,6 +181,9 @@ func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
 		n := len(p) &^ 15
 		reg = fold(&k.keys, lvl, reg, p[:n])
 		p = p[n:]
+		if len(p) == 0 {
+			return reg
+		}
 	}
 	if k.refl {
 		return updateTableRefl(&k.tab, reg, p)
@@ -197,6 +204,9 @@ func t10difWith(lvl int, crc uint16, p []byte) uint16 {
 		n := len(p) &^ 15
 		crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
 		p = p[n:]
+		if len(p) == 0 {
+			return crc
+		}
 	}
 	return updateT10DIFTable(crc, p)
 }

@@ -234,8 +234,10 @@ func TestIPChecksum(t *testing.T) {
 		{bytes.Repeat([]byte{0xff}, 63), 0x00ff},
 		{make([]byte, 4096), 0xffff},
 	} {
-		if got := IPChecksum(tc.data); got != tc.want {
-			t.Errorf("IPChecksum(% x) = %#04x, want %#04x", tc.data, got, tc.want)
+		for _, vec := range ipImpls() {
+			if got := ipChecksumWith(vec, tc.data); got != tc.want {
+				t.Errorf("IPChecksum(% x), vector %v = %#04x, want %#04x", tc.data, vec, got, tc.want)
+			}
 		}
 		if got := refIPChecksum(tc.data); got != tc.want {
 			t.Errorf("reference(% x) = %#04x, want %#04x", tc.data, got, tc.want)
@@ -318,15 +320,24 @@ func TestIPChecksumLengths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range lengths() {
 		p := buffer(rng, n, n%64)
-		if got, want := IPChecksum(p), refIPChecksum(p); got != want {
-			t.Fatalf("%d bytes: %#04x, want %#04x", n, got, want)
-		}
+		checkIPChecksum(t, p, 0)
 		for i := range p {
 			p[i] = 0xff
 		}
-		if got, want := IPChecksum(p), refIPChecksum(p); got != want {
-			t.Fatalf("%d bytes of ff: %#04x, want %#04x", n, got, want)
-		}
+		checkIPChecksum(t, p, 0)
+	}
+}
+
+// TestIPChecksumLong sums buffers long enough for the vector sum to widen
+// its 32-bit lanes more than once, with every word at its maximum.
+func TestIPChecksumLong(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{2<<20 - 128, 2 << 20, 2<<20 + 128, 5<<20 + 131} {
+		p := bytes.Repeat([]byte{0xff}, n)
+		checkIPChecksum(t, p, 0)
+		p[n/2] = 0xfe
+		checkIPChecksum(t, p, 3)
+		checkIPChecksum(t, buffer(rng, n, 0), 0)
 	}
 }
 
@@ -438,12 +449,27 @@ func FuzzIPChecksum(f *testing.F) {
 		f.Add(fuzzSeed(n), uint8(i))
 	}
 	f.Add(bytes.Repeat([]byte{0xff}, 100), uint8(1))
-	f.Fuzz(func(t *testing.T, data []byte, off uint8) {
-		p := aligned(data, int(off%64))
-		if got, want := IPChecksum(p), refIPChecksum(p); got != want {
-			t.Fatalf("%d bytes at offset %d: %#04x, want %#04x", len(p), off%64, got, want)
+	f.Fuzz(checkIPChecksum)
+}
+
+// ipImpls are the IP checksum implementations this machine runs.
+func ipImpls() []bool {
+	if hasSum16 {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+// checkIPChecksum compares every implementation with the reference over
+// data placed off%64 bytes into a buffer.
+func checkIPChecksum(t *testing.T, data []byte, off uint8) {
+	p := aligned(data, int(off%64))
+	want := refIPChecksum(p)
+	for _, vec := range ipImpls() {
+		if got := ipChecksumWith(vec, p); got != want {
+			t.Fatalf("%d bytes at offset %d, vector %v: %#04x, want %#04x", len(p), off%64, vec, got, want)
 		}
-	})
+	}
 }
 
 // TestRandomized runs the fuzz targets' checks over random inputs, so
@@ -464,10 +490,7 @@ func TestRandomized(t *testing.T) {
 		off, split := uint8(rng.IntN(256)), uint16(rng.Uint32())
 		checkT10DIF(t, data, uint16(rng.Uint32()), off, split)
 		checkCRC64(t, data, uint8(rng.IntN(len(catalogue)+8)), rng.Uint64(), off, split, rng.Uint64())
-		p := aligned(data, int(off%64))
-		if got, want := IPChecksum(p), refIPChecksum(p); got != want {
-			t.Fatalf("IPChecksum: %d bytes at offset %d: %#04x, want %#04x", len(p), off%64, got, want)
-		}
+		checkIPChecksum(t, data, off)
 	}
 }
 

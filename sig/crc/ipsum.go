@@ -9,12 +9,24 @@ import (
 // computes it: the 16-bit ones' complement of the ones' complement sum of p
 // taken as big-endian 16-bit words (an odd final byte is padded with zero).
 // The result is in host order; it is stored big-endian in the tuple.
-func IPChecksum(p []byte) uint16 {
+func IPChecksum(p []byte) uint16 { return ipChecksumWith(hasSum16, p) }
+
+// ipChecksumWith is IPChecksum, summing with sum16 (the architecture's
+// vector sum) when vec is set.
+func ipChecksumWith(vec bool, p []byte) uint16 {
 	// The ones' complement sum does not depend on the byte order the words
 	// are read in, as long as the result is read in the same order (RFC
 	// 1071, section 2(B)): sum little-endian 64-bit words with end-around
 	// carry, fold to 16 bits, and swap the two bytes at the end.
 	var s, c uint64
+	if vec && len(p) >= 128 {
+		// An integer sum of 16-bit words is congruent to their ones'
+		// complement sum modulo 0xFFFF, and 2^64-1 is a multiple of
+		// 0xFFFF, so it starts the 64-bit ones' complement sum as is.
+		n := len(p) &^ 127
+		s = sum16(p[:n])
+		p = p[n:]
+	}
 	for len(p) >= 32 {
 		s, c = bits.Add64(s, binary.LittleEndian.Uint64(p), c)
 		s, c = bits.Add64(s, binary.LittleEndian.Uint64(p[8:]), c)
