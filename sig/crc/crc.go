@@ -79,21 +79,29 @@ var (
 
 // CRC64 computes one CRC-64 definition. It is safe for concurrent use.
 type CRC64 struct {
-	p Params64
-	k *kernel64
+	p    Params64
+	k    *kernel64
+	init uint64 // the kernel's register at the start
+	swap bool   // RefIn != RefOut: the output is the register reversed
 }
 
 // NewCRC64 returns the CRC-64 that p defines.
-func NewCRC64(p Params64) *CRC64 { return &CRC64{p: p, k: kernelFor(p.Poly, p.RefIn)} }
+func NewCRC64(p Params64) *CRC64 {
+	c := &CRC64{p: p, k: kernelFor(p.Poly, p.RefIn), init: p.Init, swap: p.RefIn != p.RefOut}
+	if p.RefIn {
+		c.init = bits.Reverse64(p.Init)
+	}
+	return c
+}
 
 // Params returns the definition.
 func (c *CRC64) Params() Params64 { return c.p }
 
 // Checksum returns the CRC-64 of p.
-func (c *CRC64) Checksum(p []byte) uint64 { return c.Update(c.Checksum0(), p) }
+func (c *CRC64) Checksum(p []byte) uint64 { return c.finish(c.k.update(archLevel, c.init, p)) }
 
 // Checksum0 is the checksum of no data: the value to start Update from.
-func (c *CRC64) Checksum0() uint64 { return c.finish(c.start(c.p.Init)) }
+func (c *CRC64) Checksum0() uint64 { return c.finish(c.init) }
 
 // Update continues crc, a value Checksum, Checksum0 or Update returned,
 // over p.
@@ -103,28 +111,19 @@ func (c *CRC64) Update(crc uint64, p []byte) uint64 {
 
 // The kernel keeps the register MSB-first (the Rocksoft model's) when RefIn
 // is false and bit-reversed (LSB-first, the reflected algorithm's register)
-// when RefIn is true; start, finish and unfinish convert.
+// when RefIn is true; finish and unfinish convert it to and from the
+// output value.
 
-// start maps the MSB-first register to the kernel's.
-func (c *CRC64) start(reg uint64) uint64 {
-	if c.p.RefIn {
-		reg = bits.Reverse64(reg)
-	}
-	return reg
-}
-
-// finish maps the kernel's register to the output value.
 func (c *CRC64) finish(reg uint64) uint64 {
-	if c.p.RefIn != c.p.RefOut {
+	if c.swap {
 		reg = bits.Reverse64(reg)
 	}
 	return reg ^ c.p.XorOut
 }
 
-// unfinish maps an output value back to the kernel's register.
 func (c *CRC64) unfinish(crc uint64) uint64 {
 	crc ^= c.p.XorOut
-	if c.p.RefIn != c.p.RefOut {
+	if c.swap {
 		crc = bits.Reverse64(crc)
 	}
 	return crc
