@@ -494,6 +494,29 @@ func TestRandomized(t *testing.T) {
 	}
 }
 
+func ExampleCRC64() {
+	// The NVMe 64b guard of a 4 KiB block of zeros (the NVM Command Set
+	// specification's first 64b CRC test case).
+	nvme := NewCRC64(CRC64NVMe)
+	fmt.Printf("%#016x\n", nvme.Checksum(make([]byte, 4096)))
+	// Output: 0x6482d367eb22b64e
+}
+
+func ExampleCRC64_Update() {
+	// A block summed in two pieces, as a scatter list delivers it.
+	xz := NewCRC64(CRC64XZ)
+	crc := xz.Update(xz.Checksum0(), []byte("1234"))
+	crc = xz.Update(crc, []byte("56789"))
+	fmt.Println(crc == CRC64XZ.Check)
+	// Output: true
+}
+
+func ExampleIPChecksum() {
+	// RFC 1071's example words; the guard is stored big-endian.
+	fmt.Printf("%#04x\n", IPChecksum([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}))
+	// Output: 0x220d
+}
+
 func ExampleT10DIF() {
 	block := make([]byte, 512)
 	copy(block, "hello")
