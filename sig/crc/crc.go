@@ -17,7 +17,7 @@
 //   - amd64 with PCLMULQDQ, SSSE3 and SSE4.1: folding in XMM registers, 64
 //     bytes a step.
 //   - arm64 with PMULL: folding in NEON registers, 64 bytes a step.
-//   - Otherwise, and for buffers shorter than 64 bytes and the last bytes
+//   - Otherwise, and for buffers shorter than 16 bytes and the last bytes
 //     of a buffer beyond a multiple of 16: slicing-by-8 tables.
 //
 // The fold and Barrett constants of a CRC-64 are derived from its
@@ -195,7 +195,7 @@ const levelGeneric = 0
 
 // foldMin is the shortest buffer the assembly takes; it folds the longest
 // prefix that is a multiple of 16 bytes and leaves the rest to the tables.
-const foldMin = 64
+const foldMin = 16
 
 // t10difWith is T10DIF with the implementation lvl.
 func t10difWith(lvl int, crc uint16, p []byte) uint16 {

@@ -54,7 +54,7 @@ var archLevels = func() []struct {
 
 // fold folds p into the register reg with the assembly of level lvl
 // (levelCLMUL or levelAVX512) and returns the register after it. len(p)
-// is at least 64 and a multiple of 16.
+// is at least 16 and a multiple of 16.
 //
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64

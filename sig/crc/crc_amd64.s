@@ -84,14 +84,27 @@ TEXT ·fold(SB), NOSPLIT, $0-56
 	JAE  zmm
 
 xmm:
-	// Four XMM accumulators, 64 bytes a step. The register is xored into
-	// the first 64 message bits: the high qword of the first lane
-	// MSB-first, the low qword reflected.
+	// Four XMM accumulators, 64 bytes a step (one below 64 bytes). The
+	// register is xored into the first 64 message bits: the high qword of
+	// the first lane MSB-first, the low qword reflected.
 	MOVOU foldKeys_shuf(AX), X8
 	MOVQ  BX, X4
 	CMPQ  foldKeys_refl(AX), $0
-	JNE   xmmLoad
+	JNE   xmmShort
 	PSLLDQ $8, X4
+
+xmmShort:
+	CMPQ  CX, $64
+	JAE   xmmLoad
+
+	// Fewer than 64 bytes: one accumulator.
+	MOVOU  0(SI), X3
+	PSHUFB X8, X3
+	PXOR   X4, X3
+	ADDQ   $16, SI
+	SUBQ   $16, CX
+	MOVOU  foldKeys_k128(AX), X9
+	JMP    loop16
 
 xmmLoad:
 	MOVOU  0(SI), X0

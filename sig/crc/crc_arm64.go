@@ -38,7 +38,7 @@ var archLevels = func() []struct {
 }()
 
 // fold folds p into the register reg and returns the register after it.
-// len(p) is at least 64 and a multiple of 16; lvl is levelPMULL.
+// len(p) is at least 16 and a multiple of 16; lvl is levelPMULL.
 //
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64

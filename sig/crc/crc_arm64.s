@@ -31,8 +31,21 @@ TEXT ·fold(SB), NOSPLIT, $0-56
 	// doubleword of the first lane MSB-first, the low one reflected.
 	VEOR V4.B16, V4.B16, V4.B16
 	VMOV R1, V4.D[0]
-	CBNZ R5, load
+	CBNZ R5, short
 	VEXT $8, V4.B16, V31.B16, V4.B16
+
+short:
+	CMP $64, R3
+	BHS load
+
+	// Fewer than 64 bytes: one accumulator.
+	VLD1.P 16(R2), [V3.B16]
+	VTBL   V8.B16, [V3.B16], V3.B16
+	VEOR   V4.B16, V3.B16, V3.B16
+	SUB    $16, R3
+	ADD    $foldKeys_k128, R0, R4
+	VLD1   (R4), [V9.D2]
+	B      loop16
 
 load:
 	VLD1.P 64(R2), [V0.B16, V1.B16, V2.B16, V3.B16]
