@@ -176,10 +176,12 @@ const maxKernels = 64
 // update continues the kernel register reg over p with the implementation
 // lvl (levelGeneric, or an architecture's level).
 func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
-	if lvl != levelGeneric && len(p) >= foldMin {
-		n := len(p) &^ 15
-		reg = fold(&k.keys, lvl, reg, p[:n])
-		p = p[n:]
+	if lvl != levelGeneric {
+		for len(p) >= foldMin {
+			n := min(len(p), foldChunk) &^ 15
+			reg = fold(&k.keys, lvl, reg, p[:n])
+			p = p[n:]
+		}
 		if len(p) == 0 {
 			return reg
 		}
@@ -197,12 +199,18 @@ const levelGeneric = 0
 // prefix that is a multiple of 16 bytes and leaves the rest to the tables.
 const foldMin = 16
 
+// foldChunk bounds the bytes one assembly call takes (a few microseconds'
+// work), so that a long buffer does not hold off goroutine preemption.
+const foldChunk = 256 << 10
+
 // t10difWith is T10DIF with the implementation lvl.
 func t10difWith(lvl int, crc uint16, p []byte) uint16 {
-	if lvl != levelGeneric && len(p) >= foldMin {
-		n := len(p) &^ 15
-		crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
-		p = p[n:]
+	if lvl != levelGeneric {
+		for len(p) >= foldMin {
+			n := min(len(p), foldChunk) &^ 15
+			crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
+			p = p[n:]
+		}
 		if len(p) == 0 {
 			return crc
 		}

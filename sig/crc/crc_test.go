@@ -203,6 +203,7 @@ func TestCRC64HashCRC64(t *testing.T) {
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
+	long := buffer(rng, 4<<20+77, 0)
 	for _, tc := range []struct {
 		p   Params64
 		tab *crc64.Table
@@ -211,6 +212,12 @@ func TestCRC64HashCRC64(t *testing.T) {
 		for _, im := range impls() {
 			for n := 0; n < len(data); n += 1 + n/7 {
 				if got, want := checksumWith(c, im.level, data[:n]), crc64.Checksum(data[:n], tc.tab); got != want {
+					t.Fatalf("%s: %s: %d bytes: %#016x, want %#016x", im.name, tc.p.Name, n, got, want)
+				}
+			}
+			// Across assembly chunks.
+			for _, n := range []int{3*foldChunk - 16, 3*foldChunk + 5, 4<<20 + 77} {
+				if got, want := checksumWith(c, im.level, long[:n]), crc64.Checksum(long[:n], tc.tab); got != want {
 					t.Fatalf("%s: %s: %d bytes: %#016x, want %#016x", im.name, tc.p.Name, n, got, want)
 				}
 			}
@@ -246,7 +253,8 @@ func TestIPChecksum(t *testing.T) {
 }
 
 // lengths are the buffer lengths the deterministic tests sweep: all up to
-// 1100 and the neighbourhoods of the fold step sizes beyond.
+// 1100, the neighbourhoods of the fold step sizes beyond, and a few that
+// take more than one assembly call.
 func lengths() []int {
 	var ns []int
 	for n := 0; n <= 1100; n++ {
@@ -257,7 +265,8 @@ func lengths() []int {
 			ns = append(ns, m+d)
 		}
 	}
-	return ns
+	// Across the assembly's chunks.
+	return append(ns, foldChunk-16, foldChunk, foldChunk+17, 2*foldChunk+3)
 }
 
 // buffer returns n random bytes starting off bytes into a new allocation.

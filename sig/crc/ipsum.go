@@ -19,13 +19,16 @@ func ipChecksumWith(vec bool, p []byte) uint16 {
 	// 1071, section 2(B)): sum little-endian 64-bit words with end-around
 	// carry, fold to 16 bits, and swap the two bytes at the end.
 	var s, c uint64
-	if vec && len(p) >= 128 {
+	if vec {
 		// An integer sum of 16-bit words is congruent to their ones'
 		// complement sum modulo 0xFFFF, and 2^64-1 is a multiple of
-		// 0xFFFF, so it starts the 64-bit ones' complement sum as is.
-		n := len(p) &^ 127
-		s = sum16(p[:n])
-		p = p[n:]
+		// 0xFFFF, so it adds into the 64-bit ones' complement sum as is.
+		// Chunks bound the time in assembly (see foldChunk).
+		for len(p) >= 128 {
+			n := min(len(p), foldChunk) &^ 127
+			s, c = bits.Add64(s, sum16(p[:n]), c)
+			p = p[n:]
+		}
 	}
 	for len(p) >= 32 {
 		s, c = bits.Add64(s, binary.LittleEndian.Uint64(p), c)
