@@ -133,9 +133,9 @@ func (c *CRC64) unfinish(crc uint64) uint64 {
 // order: the slicing tables and, where the architecture folds with
 // carry-less multiplication, the fold constants.
 type kernel64 struct {
-	refl bool
+	keys foldKeys // first: the allocation (of its size class) is 64-byte aligned
 	tab  [8][256]uint64
-	keys foldKeys
+	refl bool
 }
 
 type kernelKey struct {

@@ -366,6 +366,57 @@ func TestAllocs(t *testing.T) {
 	_ = sink
 }
 
+// clmul returns the 128-bit carry-less product of a and b as hi, lo.
+func clmul(a, b uint64) (hi, lo uint64) {
+	for i := range 64 {
+		if b>>i&1 != 0 {
+			lo ^= a << i
+			if i > 0 {
+				hi ^= a >> (64 - i)
+			}
+		}
+	}
+	return hi, lo
+}
+
+// mulmod returns a·b mod P, P = x^64 + poly.
+func mulmod(a, b, poly uint64) uint64 {
+	hi, lo := clmul(a, b)
+	for i := 63; i >= 0; i-- { // reduce x^(64+i) terms from the top
+		if hi>>i&1 != 0 {
+			hi ^= 1 << i
+			phi, plo := clmul(poly, 1<<i)
+			hi ^= phi
+			lo ^= plo
+		}
+	}
+	return lo
+}
+
+// TestKeys checks the fold and Barrett constants against their
+// definitions: x^(a+b) = x^a·x^b mod P, and mu = floor(x^128 / P), that
+// is x^128 - (x^64 + mu)·P has degree below 64.
+func TestKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 50 {
+		poly := rng.Uint64()
+		a, b := rng.IntN(3000), rng.IntN(3000)
+		if got, want := xpowmod(a+b, poly), mulmod(xpowmod(a, poly), xpowmod(b, poly), poly); got != want {
+			t.Fatalf("poly %#x: x^%d = %#x, want x^%d·x^%d = %#x", poly, a+b, got, a, b, want)
+		}
+		mu := barrettMu(poly)
+		// (x^64 + mu)·(x^64 + poly) = x^128 + (mu + poly)·x^64 + mu·poly
+		hi, lo := clmul(mu, poly)
+		hi ^= mu ^ poly
+		if hi != 0 {
+			t.Fatalf("poly %#x: mu %#x: x^128 - (x^64+mu)·P = %#x·x^64 + %#x", poly, mu, hi, lo)
+		}
+	}
+	if got := xpowmod(64, 0x1B); got != 0x1B {
+		t.Errorf("x^64 mod (x^64 + 0x1B) = %#x", got)
+	}
+}
+
 func TestKernelShared(t *testing.T) {
 	a, b := NewCRC64(CRC64XZ), NewCRC64(CRC64ECMA182)
 	if a.k == b.k {
