@@ -357,6 +357,7 @@ func TestAllocs(t *testing.T) {
 	for name, f := range map[string]func(){
 		"T10DIF":     func() { sink += uint64(T10DIF(0, p)) },
 		"CRC64":      func() { sink += c.Update(c.Checksum0(), p) },
+		"Checksum":   func() { sink += c.Checksum(p[:100]) },
 		"IPChecksum": func() { sink += uint64(IPChecksum(p)) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
