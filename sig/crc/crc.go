@@ -16,7 +16,7 @@
 //     or more; PCLMULQDQ in XMM registers below that.
 //   - amd64 with PCLMULQDQ, SSSE3 and SSE4.1: folding in XMM registers, 64
 //     bytes a step.
-//   - arm64 with PMULL: folding in NEON registers, 64 bytes a step.
+//   - arm64 with PMULL: folding in NEON registers, 128 bytes a step.
 //   - Otherwise, and for buffers shorter than 16 bytes and the last bytes
 //     of a buffer beyond a multiple of 16: slicing-by-8 tables.
 //

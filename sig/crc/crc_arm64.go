@@ -4,7 +4,7 @@ package crc
 
 import "golang.org/x/sys/cpu"
 
-// levelPMULL is the arm64 implementation: PMULL on NEON registers, 64
+// levelPMULL is the arm64 implementation: PMULL on NEON registers, 128
 // bytes a step.
 const levelPMULL = 1
 

@@ -6,7 +6,7 @@
 // See keys.go for the algorithm and crc_amd64.s for the same steps on
 // amd64. Registers: R0 the foldKeys, R2 the next data byte, R3 the bytes
 // left, R5 the reflected flag, V8 the byte shuffle that puts each 16-byte
-// lane in polynomial order, V31 zero, V0-V3 the accumulators.
+// lane in polynomial order, V31 zero, V0-V7 the accumulators.
 
 // FOLD sets a to a·x^d + b, d the distance of the constant pair in k; t is
 // scratch.
@@ -29,10 +29,10 @@ TEXT ·fold(SB), NOSPLIT, $0-56
 
 	// The register is xored into the first 64 message bits: the high
 	// doubleword of the first lane MSB-first, the low one reflected.
-	VEOR V4.B16, V4.B16, V4.B16
-	VMOV R1, V4.D[0]
+	VEOR V10.B16, V10.B16, V10.B16
+	VMOV R1, V10.D[0]
 	CBNZ R5, short
-	VEXT $8, V4.B16, V31.B16, V4.B16
+	VEXT $8, V10.B16, V31.B16, V10.B16
 
 short:
 	CMP $64, R3
@@ -41,19 +41,74 @@ short:
 	// Fewer than 64 bytes: one accumulator.
 	VLD1.P 16(R2), [V3.B16]
 	VTBL   V8.B16, [V3.B16], V3.B16
-	VEOR   V4.B16, V3.B16, V3.B16
+	VEOR   V10.B16, V3.B16, V3.B16
 	SUB    $16, R3
 	ADD    $foldKeys_k128, R0, R4
 	VLD1   (R4), [V9.D2]
 	B      loop16
 
 load:
+	CMP $128, R3
+	BLO load4
+
+	// Eight accumulators, 128 bytes a step, while 128 bytes are left.
+	VLD1.P 64(R2), [V0.B16, V1.B16, V2.B16, V3.B16]
+	VLD1.P 64(R2), [V4.B16, V5.B16, V6.B16, V7.B16]
+	VTBL   V8.B16, [V0.B16], V0.B16
+	VTBL   V8.B16, [V1.B16], V1.B16
+	VTBL   V8.B16, [V2.B16], V2.B16
+	VTBL   V8.B16, [V3.B16], V3.B16
+	VTBL   V8.B16, [V4.B16], V4.B16
+	VTBL   V8.B16, [V5.B16], V5.B16
+	VTBL   V8.B16, [V6.B16], V6.B16
+	VTBL   V8.B16, [V7.B16], V7.B16
+	VEOR   V10.B16, V0.B16, V0.B16
+	SUB    $128, R3
+	ADD    $foldKeys_k1024, R0, R4
+	VLD1   (R4), [V9.D2]
+
+loop8:
+	CMP    $128, R3
+	BLO    end8
+	VLD1.P 64(R2), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1.P 64(R2), [V20.B16, V21.B16, V22.B16, V23.B16]
+	VTBL   V8.B16, [V16.B16], V16.B16
+	VTBL   V8.B16, [V17.B16], V17.B16
+	VTBL   V8.B16, [V18.B16], V18.B16
+	VTBL   V8.B16, [V19.B16], V19.B16
+	VTBL   V8.B16, [V20.B16], V20.B16
+	VTBL   V8.B16, [V21.B16], V21.B16
+	VTBL   V8.B16, [V22.B16], V22.B16
+	VTBL   V8.B16, [V23.B16], V23.B16
+	FOLD(V9, V0, V16, V24)
+	FOLD(V9, V1, V17, V25)
+	FOLD(V9, V2, V18, V26)
+	FOLD(V9, V3, V19, V27)
+	FOLD(V9, V4, V20, V28)
+	FOLD(V9, V5, V21, V29)
+	FOLD(V9, V6, V22, V30)
+	FOLD(V9, V7, V23, V11)
+	SUB    $128, R3
+	B      loop8
+
+end8:
+	// V0-V3 = V0-V3·x^512 + V4-V7: four accumulators.
+	ADD  $foldKeys_k512, R0, R4
+	VLD1 (R4), [V9.D2]
+	FOLD(V9, V0, V4, V24)
+	FOLD(V9, V1, V5, V25)
+	FOLD(V9, V2, V6, V26)
+	FOLD(V9, V3, V7, V27)
+	B    loop
+
+load4:
+	// Four accumulators, 64 bytes a step.
 	VLD1.P 64(R2), [V0.B16, V1.B16, V2.B16, V3.B16]
 	VTBL   V8.B16, [V0.B16], V0.B16
 	VTBL   V8.B16, [V1.B16], V1.B16
 	VTBL   V8.B16, [V2.B16], V2.B16
 	VTBL   V8.B16, [V3.B16], V3.B16
-	VEOR   V4.B16, V0.B16, V0.B16
+	VEOR   V10.B16, V0.B16, V0.B16
 	SUB    $64, R3
 	ADD    $foldKeys_k512, R0, R4
 	VLD1   (R4), [V9.D2]

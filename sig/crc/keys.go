@@ -33,7 +33,7 @@ import "math/bits"
 type foldKeys struct {
 	k2048 [2]uint64 // 4 ZMM accumulators, 256 bytes a step
 	k1536 [2]uint64 // 4 ZMM -> 1 ZMM
-	k1024 [2]uint64
+	k1024 [2]uint64 // 8 NEON accumulators (arm64), 128 bytes a step
 	k512  [2]uint64 // 4 XMM accumulators (64 bytes a step); 1 ZMM
 	k384  [2]uint64 // 4 lanes -> 1: k384, k256, k128 and a zero pair are
 	k256  [2]uint64 // one ZMM row
