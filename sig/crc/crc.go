@@ -195,6 +195,12 @@ func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
 // levelGeneric is the pure-Go implementation, available everywhere.
 const levelGeneric = 0
 
+// impl names an implementation level.
+type impl struct {
+	level int
+	name  string
+}
+
 // foldMin is the shortest buffer the assembly takes; it folds the longest
 // prefix that is a multiple of 16 bytes and leaves the rest to the tables.
 const foldMin = 16

@@ -29,25 +29,13 @@ var archLevel = func() int {
 
 // archLevels lists the implementations this machine can run besides the
 // tables, best last, with their names.
-var archLevels = func() []struct {
-	level int
-	name  string
-} {
-	var l []struct {
-		level int
-		name  string
-	}
+var archLevels = func() []impl {
+	var l []impl
 	if hasCLMUL {
-		l = append(l, struct {
-			level int
-			name  string
-		}{levelCLMUL, "pclmul"})
+		l = append(l, impl{levelCLMUL, "pclmul"})
 	}
 	if hasAVX512 {
-		l = append(l, struct {
-			level int
-			name  string
-		}{levelAVX512, "avx512"})
+		l = append(l, impl{levelAVX512, "avx512"})
 	}
 	return l
 }()

@@ -20,19 +20,10 @@ var archLevel = func() int {
 
 // archLevels lists the implementations this machine can run besides the
 // tables, best last, with their names.
-var archLevels = func() []struct {
-	level int
-	name  string
-} {
-	var l []struct {
-		level int
-		name  string
-	}
+var archLevels = func() []impl {
+	var l []impl
 	if hasPMULL {
-		l = append(l, struct {
-			level int
-			name  string
-		}{levelPMULL, "pmull"})
+		l = append(l, impl{levelPMULL, "pmull"})
 	}
 	return l
 }()

@@ -7,10 +7,7 @@ const archLevel = levelGeneric
 
 // archLevels lists the implementations this machine can run besides the
 // tables, best last, with their names.
-var archLevels = []struct {
-	level int
-	name  string
-}{}
+var archLevels []impl
 
 // fold is the assembly entry point; without assembly no level calls it.
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {

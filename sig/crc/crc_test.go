@@ -75,20 +75,9 @@ func refIPChecksum(p []byte) uint16 {
 	return ^uint16(sum)
 }
 
-// impl is one implementation of the CRCs: the tables, or one of the
-// architecture's.
-type impl struct {
-	level int
-	name  string
-}
-
 // impls are the implementations this machine runs: the tables always.
 func impls() []impl {
-	all := []impl{{levelGeneric, "tables"}}
-	for _, l := range archLevels {
-		all = append(all, impl{l.level, l.name})
-	}
-	return all
+	return append([]impl{{levelGeneric, "tables"}}, archLevels...)
 }
 
 var catalogue = []Params64{CRC64ECMA182, CRC64XZ, CRC64GoISO, CRC64WE, CRC64NVMe, CRC64Redis, CRC64MS}
