@@ -18,7 +18,7 @@
 //     bytes a step.
 //   - arm64 with PMULL: folding in NEON registers, 128 bytes a step.
 //   - Otherwise, and for buffers shorter than 16 bytes and the last bytes
-//     of a buffer beyond a multiple of 16: slicing-by-8 tables.
+//     of a buffer beyond a multiple of 16: slicing-by-16 tables.
 //
 // The fold and Barrett constants of a CRC-64 are derived from its
 // polynomial in NewCRC64 (with its tables, shared between CRC64 values of
@@ -134,7 +134,7 @@ func (c *CRC64) unfinish(crc uint64) uint64 {
 // carry-less multiplication, the fold constants.
 type kernel64 struct {
 	keys foldKeys // first: the allocation (of its size class) is 64-byte aligned
-	tab  [8][256]uint64
+	tab  [16][256]uint64
 	refl bool
 }
 
@@ -169,7 +169,7 @@ func kernelFor(poly uint64, refl bool) *kernel64 {
 	return k
 }
 
-// maxKernels bounds the kernels kept for sharing (about 17 KiB each);
+// maxKernels bounds the kernels kept for sharing (about 33 KiB each);
 // beyond it each NewCRC64 builds its own.
 const maxKernels = 64
 
