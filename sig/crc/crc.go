@@ -26,9 +26,9 @@
 // not, takes the fast path; CRC-16/T10-DIF runs as a CRC-64 with its
 // polynomial times x^48.
 //
-// IPChecksum adds 16-bit words in AVX2 registers on amd64 with AVX2, for
-// the longest prefix that is a multiple of 128 bytes when there are at
-// least 128; it adds 64-bit words with end-around carry in plain Go
+// IPChecksum adds 16-bit words in vector registers, AVX2 on amd64 with
+// AVX2 and NEON on arm64, over the longest prefix that is a multiple of
+// 128 bytes; it adds 64-bit words with end-around carry in plain Go
 // everywhere else and for the rest.
 //
 // The package imports the standard library and golang.org/x/sys/cpu only.

@@ -339,6 +339,27 @@ func TestIPChecksumLong(t *testing.T) {
 	}
 }
 
+// TestSum16 checks the vector sum against integer sums, up to the most it
+// takes (1 MiB) with every word at its maximum, where its 32-bit lanes
+// come nearest to overflowing.
+func TestSum16(t *testing.T) {
+	if !hasSum16 {
+		t.Skip("no vector sum on this architecture")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{0, 128, 256, 1024, 4096 + 128, 1 << 20} {
+		for _, p := range [][]byte{bytes.Repeat([]byte{0xff}, n), buffer(rng, n, 0)} {
+			var want uint64
+			for i := 0; i < n; i += 2 {
+				want += uint64(p[i]) | uint64(p[i+1])<<8
+			}
+			if got := sum16(p); got != want {
+				t.Errorf("%d bytes: %#x, want %#x", n, got, want)
+			}
+		}
+	}
+}
+
 func TestAllocs(t *testing.T) {
 	p := make([]byte, 4096)
 	c := NewCRC64(CRC64XZ)

@@ -23,9 +23,10 @@ func ipChecksumWith(vec bool, p []byte) uint16 {
 		// An integer sum of 16-bit words is congruent to their ones'
 		// complement sum modulo 0xFFFF, and 2^64-1 is a multiple of
 		// 0xFFFF, so it adds into the 64-bit ones' complement sum as is.
-		// Chunks bound the time in assembly (see foldChunk).
+		// Chunks bound the time in assembly (see foldChunk) and keep
+		// within what sum16 takes.
 		for len(p) >= 128 {
-			n := min(len(p), foldChunk) &^ 127
+			n := min(len(p), sumChunk) &^ 127
 			s, c = bits.Add64(s, sum16(p[:n]), c)
 			p = p[n:]
 		}
@@ -55,3 +56,8 @@ func ipChecksumWith(vec bool, p []byte) uint16 {
 	s = s>>16 + s&0xffff
 	return ^bits.ReverseBytes16(uint16(s))
 }
+
+// sumChunk is the most sum16 takes at once (it takes up to 1 MiB).
+const sumChunk = foldChunk
+
+const _ uint = 1<<20 - sumChunk // sumChunk <= 1 MiB

@@ -5,30 +5,23 @@
 // func sum16AVX2(p []byte) uint64
 //
 // sum16AVX2 returns the integer sum of the little-endian 16-bit words of
-// p; len(p) is a multiple of 128. Each 32-bit lane of Y0-Y3 adds the low
-// and the high word of its dword, at most 2·0xFFFF a step, so a run of
-// up to 16384 steps cannot overflow; after each run the lanes are added
-// into the 64-bit lanes of Y8.
+// p; len(p) is a multiple of 128 and at most 1 MiB. Each 32-bit lane of
+// Y0-Y3 adds the low and the high word of its dword a step, at most
+// 2·0xFFFF, so 8192 steps cannot overflow it; at the end the lanes are
+// widened to 64 bits and added.
 TEXT ·sum16AVX2(SB), NOSPLIT, $0-32
 	MOVQ     p_base+0(FP), SI
 	MOVQ     p_len+8(FP), CX
 	SHRQ     $7, CX
-	VPXOR    Y8, Y8, Y8
 	VPCMPEQD Y15, Y15, Y15
 	VPSRLD   $16, Y15, Y14 // 0000FFFF in each dword
 	VPSRLQ   $32, Y15, Y15 // 00000000FFFFFFFF in each qword
-
-run:
-	TESTQ CX, CX
-	JZ    done
-	MOVQ  $16384, DX
-	CMPQ  CX, DX
-	CMOVQLT CX, DX
-	SUBQ  DX, CX
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
+	VPXOR    Y0, Y0, Y0
+	VPXOR    Y1, Y1, Y1
+	VPXOR    Y2, Y2, Y2
+	VPXOR    Y3, Y3, Y3
+	TESTQ    CX, CX
+	JZ       widen
 
 step:
 	VMOVDQU 0(SI), Y4
@@ -52,34 +45,31 @@ step:
 	VPADDD  Y11, Y2, Y2
 	VPADDD  Y12, Y3, Y3
 	ADDQ    $128, SI
-	DECQ    DX
+	DECQ    CX
 	JNZ     step
 
-	// Widen: add the low and high dword of each qword of Y0-Y3 to Y8.
-	VPSRLQ $32, Y0, Y4
-	VPSRLQ $32, Y1, Y5
-	VPSRLQ $32, Y2, Y6
-	VPSRLQ $32, Y3, Y7
-	VPAND  Y15, Y0, Y0
-	VPAND  Y15, Y1, Y1
-	VPAND  Y15, Y2, Y2
-	VPAND  Y15, Y3, Y3
-	VPADDQ Y4, Y0, Y0
-	VPADDQ Y5, Y1, Y1
-	VPADDQ Y6, Y2, Y2
-	VPADDQ Y7, Y3, Y3
-	VPADDQ Y1, Y0, Y0
-	VPADDQ Y3, Y2, Y2
-	VPADDQ Y0, Y8, Y8
-	VPADDQ Y2, Y8, Y8
-	JMP    run
-
-done:
-	VEXTRACTI128 $1, Y8, X9
-	VPADDQ       X9, X8, X8
-	VPSHUFD      $0x4e, X8, X9
-	VPADDQ       X9, X8, X8
-	VMOVQ        X8, AX
+widen:
+	// Add the low and the high dword of each qword, then everything.
+	VPSRLQ       $32, Y0, Y4
+	VPSRLQ       $32, Y1, Y5
+	VPSRLQ       $32, Y2, Y6
+	VPSRLQ       $32, Y3, Y7
+	VPAND        Y15, Y0, Y0
+	VPAND        Y15, Y1, Y1
+	VPAND        Y15, Y2, Y2
+	VPAND        Y15, Y3, Y3
+	VPADDQ       Y4, Y0, Y0
+	VPADDQ       Y5, Y1, Y1
+	VPADDQ       Y6, Y2, Y2
+	VPADDQ       Y7, Y3, Y3
+	VPADDQ       Y1, Y0, Y0
+	VPADDQ       Y3, Y2, Y2
+	VPADDQ       Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDQ       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDQ       X1, X0, X0
+	VMOVQ        X0, AX
 	VZEROUPPER
 	MOVQ         AX, ret+24(FP)
 	RET
