@@ -1,0 +1,341 @@
+//go:build amd64
+
+#include "textflag.h"
+#include "go_asm.h"
+
+// See keys.go for the algorithm. Registers: AX the foldKeys, SI the next
+// data byte, CX the bytes left, X8 (Z8) the byte shuffle that puts each
+// 16-byte lane in polynomial order (a byte reversal MSB-first, the
+// identity reflected), X0-X3 (Z0-Z3) the accumulators.
+
+// T_MSB sets X4 to T = Xh·(x^128 mod P) + Xl·x^64 for the remainder X in
+// X3 (MSB-first: Xh is the high qword).
+#define T_MSB \
+	MOVQ      foldKeys_final(AX), X9; \
+	MOVO      X3, X4; \
+	PCLMULQDQ $0x01, X9, X4; \
+	PSLLDQ    $8, X3; \
+	PXOR      X3, X4
+
+// T_LSB is T_MSB for bit-reversed values: Xh is the low qword, and so is
+// Th in the result.
+#define T_LSB \
+	MOVQ      foldKeys_final(AX), X9; \
+	MOVO      X3, X4; \
+	PCLMULQDQ $0x00, X9, X4; \
+	PSRLDQ    $8, X3; \
+	PXOR      X3, X4
+
+// BARRETT_MSB leaves T mod P in R8 for T in X4: q = Th + floor(Th·mu /
+// x^64), T mod P = Tl + (q·poly mod x^64), each value used in the qword
+// where the step before left it.
+#define BARRETT_MSB \
+	MOVOU     foldKeys_final(AX), X9; \
+	MOVQ      foldKeys_poly(AX), X6; \
+	MOVO      X4, X5; \
+	PCLMULQDQ $0x11, X9, X5; \
+	PXOR      X4, X5; \
+	PCLMULQDQ $0x01, X6, X5; \
+	PXOR      X4, X5; \
+	MOVQ      X5, R8
+
+// BARRETT_LSB is BARRETT_MSB for bit-reversed values: products come out
+// one bit up, so floor(Th·mu / x^64) is read one bit down and q·poly mod
+// x^64 one bit up (a 128-bit shift left by one).
+#define BARRETT_LSB \
+	MOVOU     foldKeys_final(AX), X9; \
+	MOVQ      foldKeys_poly(AX), X6; \
+	MOVO      X4, X5; \
+	PCLMULQDQ $0x10, X9, X5; \
+	PSLLQ     $1, X5; \
+	PXOR      X4, X5; \
+	PCLMULQDQ $0x00, X6, X5; \
+	MOVO      X5, X7; \
+	PSLLQ     $1, X5; \
+	PSRLQ     $63, X7; \
+	PSLLDQ    $8, X7; \
+	PXOR      X7, X5; \
+	PXOR      X4, X5; \
+	PEXTRQ    $1, X5, R8
+
+// FOLD_XMM and FOLD_ZMM set a to a·x^d + b lane by lane, d the distance
+// of the constant pairs in k; t is scratch.
+#define FOLD_XMM(k, a, b, t) \
+	MOVO      a, t; \
+	PCLMULQDQ $0x00, k, a; \
+	PCLMULQDQ $0x11, k, t; \
+	PXOR      t, a; \
+	PXOR      b, a
+
+#define FOLD_ZMM(k, a, b, t) \
+	VPCLMULQDQ $0x00, k, a, t; \
+	VPCLMULQDQ $0x11, k, a, a; \
+	VPTERNLOGQ $0x96, b, t, a
+
+// func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+TEXT ·fold(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), AX
+	MOVQ reg+16(FP), BX
+	MOVQ p_base+24(FP), SI
+	MOVQ p_len+32(FP), CX
+	CMPQ lvl+8(FP), $const_levelAVX512
+	JNE  xmm
+	CMPQ CX, $256
+	JAE  zmm
+
+xmm:
+	// Four XMM accumulators, 64 bytes a step (one below 64 bytes). The
+	// register is xored into the first 64 message bits: the high qword of
+	// the first lane MSB-first, the low qword reflected.
+	MOVOU foldKeys_shuf(AX), X8
+	MOVQ  BX, X4
+	CMPQ  foldKeys_refl(AX), $0
+	JNE   xmmShort
+	PSLLDQ $8, X4
+
+xmmShort:
+	CMPQ  CX, $64
+	JAE   xmmLoad
+
+	// Fewer than 64 bytes: one accumulator.
+	MOVOU  0(SI), X3
+	PSHUFB X8, X3
+	PXOR   X4, X3
+	ADDQ   $16, SI
+	SUBQ   $16, CX
+	MOVOU  foldKeys_k128(AX), X9
+	JMP    loop16
+
+xmmLoad:
+	MOVOU  0(SI), X0
+	MOVOU  16(SI), X1
+	MOVOU  32(SI), X2
+	MOVOU  48(SI), X3
+	PSHUFB X8, X0
+	PSHUFB X8, X1
+	PSHUFB X8, X2
+	PSHUFB X8, X3
+	PXOR   X4, X0
+	ADDQ   $64, SI
+	SUBQ   $64, CX
+	MOVOU  foldKeys_k512(AX), X9
+
+xmmLoop:
+	CMPQ   CX, $64
+	JB     xmmEnd
+	MOVOU  0(SI), X10
+	MOVOU  16(SI), X11
+	MOVOU  32(SI), X12
+	MOVOU  48(SI), X13
+	PSHUFB X8, X10
+	PSHUFB X8, X11
+	PSHUFB X8, X12
+	PSHUFB X8, X13
+	FOLD_XMM(X9, X0, X10, X4)
+	FOLD_XMM(X9, X1, X11, X5)
+	FOLD_XMM(X9, X2, X12, X6)
+	FOLD_XMM(X9, X3, X13, X7)
+	ADDQ   $64, SI
+	SUBQ   $64, CX
+	JMP    xmmLoop
+
+xmmEnd:
+	TESTQ CX, CX
+	JNZ   xmmFold4
+
+	// The data ended with the accumulators: T is the sum of each moved
+	// to the end and 64 bits on (the last row of fin).
+	MOVOU     (foldKeys_fin+192)(AX), X9
+	MOVOU     (foldKeys_fin+208)(AX), X10
+	MOVOU     (foldKeys_fin+224)(AX), X11
+	MOVOU     (foldKeys_fin+240)(AX), X12
+	MOVO      X0, X4
+	MOVO      X1, X5
+	MOVO      X2, X6
+	MOVO      X3, X7
+	PCLMULQDQ $0x00, X9, X0
+	PCLMULQDQ $0x11, X9, X4
+	PCLMULQDQ $0x00, X10, X1
+	PCLMULQDQ $0x11, X10, X5
+	PCLMULQDQ $0x00, X11, X2
+	PCLMULQDQ $0x11, X11, X6
+	PCLMULQDQ $0x00, X12, X3
+	PCLMULQDQ $0x11, X12, X7
+	PXOR      X0, X4
+	PXOR      X1, X5
+	PXOR      X2, X6
+	PXOR      X3, X7
+	PXOR      X5, X4
+	PXOR      X7, X6
+	PXOR      X6, X4
+	JMP       barrett
+
+xmmFold4:
+	// X3 += X0·x^384 + X1·x^256 + X2·x^128
+	MOVOU     foldKeys_k384(AX), X9
+	MOVOU     foldKeys_k256(AX), X10
+	MOVOU     foldKeys_k128(AX), X11
+	MOVO      X0, X4
+	MOVO      X1, X5
+	MOVO      X2, X6
+	PCLMULQDQ $0x00, X9, X0
+	PCLMULQDQ $0x11, X9, X4
+	PCLMULQDQ $0x00, X10, X1
+	PCLMULQDQ $0x11, X10, X5
+	PCLMULQDQ $0x00, X11, X2
+	PCLMULQDQ $0x11, X11, X6
+	PXOR      X0, X4
+	PXOR      X1, X5
+	PXOR      X2, X6
+	PXOR      X4, X3
+	PXOR      X6, X5
+	PXOR      X5, X3
+	MOVO      X11, X9
+	JMP       loop16
+
+zmm:
+	// Four ZMM accumulators, 256 bytes a step.
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
+	VMOVQ           BX, X4
+	CMPQ            foldKeys_refl(AX), $0
+	JNE             zmmLoad
+	VPSLLDQ         $8, X4, X4
+
+zmmLoad:
+	VMOVDQU64       0(SI), Z0
+	VMOVDQU64       64(SI), Z1
+	VMOVDQU64       128(SI), Z2
+	VMOVDQU64       192(SI), Z3
+	VPSHUFB         Z8, Z0, Z0
+	VPSHUFB         Z8, Z1, Z1
+	VPSHUFB         Z8, Z2, Z2
+	VPSHUFB         Z8, Z3, Z3
+	VPXORQ          Z4, Z0, Z0
+	ADDQ            $256, SI
+	SUBQ            $256, CX
+	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
+
+zmmLoop:
+	CMPQ      CX, $256
+	JB        zmmEnd
+	VMOVDQU64 0(SI), Z10
+	VMOVDQU64 64(SI), Z11
+	VMOVDQU64 128(SI), Z12
+	VMOVDQU64 192(SI), Z13
+	VPSHUFB   Z8, Z10, Z10
+	VPSHUFB   Z8, Z11, Z11
+	VPSHUFB   Z8, Z12, Z12
+	VPSHUFB   Z8, Z13, Z13
+	FOLD_ZMM(Z9, Z0, Z10, Z4)
+	FOLD_ZMM(Z9, Z1, Z11, Z5)
+	FOLD_ZMM(Z9, Z2, Z12, Z6)
+	FOLD_ZMM(Z9, Z3, Z13, Z7)
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	JMP       zmmLoop
+
+zmmEnd:
+	TESTQ CX, CX
+	JNZ   zmmFold4
+
+	// The data ended with the accumulators: every lane moves to the end
+	// and 64 bits on in one step (fin), and T is the sum of the lanes.
+	VMOVDQU64  foldKeys_fin(AX), Z9
+	VMOVDQU64  (foldKeys_fin+64)(AX), Z10
+	VMOVDQU64  (foldKeys_fin+128)(AX), Z11
+	VMOVDQU64  (foldKeys_fin+192)(AX), Z12
+	VPCLMULQDQ $0x00, Z9, Z0, Z4
+	VPCLMULQDQ $0x11, Z9, Z0, Z0
+	VPCLMULQDQ $0x00, Z10, Z1, Z5
+	VPCLMULQDQ $0x11, Z10, Z1, Z1
+	VPCLMULQDQ $0x00, Z11, Z2, Z6
+	VPCLMULQDQ $0x11, Z11, Z2, Z2
+	VPCLMULQDQ $0x00, Z12, Z3, Z7
+	VPCLMULQDQ $0x11, Z12, Z3, Z3
+	VPTERNLOGQ $0x96, Z4, Z5, Z0
+	VPTERNLOGQ $0x96, Z6, Z7, Z1
+	VPTERNLOGQ $0x96, Z2, Z3, Z0
+	VPXORQ     Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPXORQ     Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPXOR      X1, X0, X4
+	VZEROUPPER
+	JMP        barrett
+
+zmmFold4:
+	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane
+	VBROADCASTI32X4 foldKeys_k1536(AX), Z9
+	VBROADCASTI32X4 foldKeys_k1024(AX), Z10
+	VBROADCASTI32X4 foldKeys_k512(AX), Z11
+	VPCLMULQDQ      $0x00, Z9, Z0, Z4
+	VPCLMULQDQ      $0x11, Z9, Z0, Z0
+	VPCLMULQDQ      $0x00, Z10, Z1, Z5
+	VPCLMULQDQ      $0x11, Z10, Z1, Z1
+	VPCLMULQDQ      $0x00, Z11, Z2, Z6
+	VPCLMULQDQ      $0x11, Z11, Z2, Z2
+	VPTERNLOGQ      $0x96, Z4, Z0, Z3
+	VPTERNLOGQ      $0x96, Z5, Z1, Z6
+	VPTERNLOGQ      $0x96, Z6, Z2, Z3
+
+zmmLoop64:
+	CMPQ      CX, $64
+	JB        zmmLanes
+	VMOVDQU64 0(SI), Z10
+	VPSHUFB   Z8, Z10, Z10
+	FOLD_ZMM(Z11, Z3, Z10, Z4)
+	ADDQ      $64, SI
+	SUBQ      $64, CX
+	JMP       zmmLoop64
+
+zmmLanes:
+	// X3 = L0·x^384 + L1·x^256 + L2·x^128 + L3 for the lanes L0-L3 of
+	// Z3; the fourth constant pair of the row is zero.
+	VMOVDQU64     foldKeys_k384(AX), Z9
+	VPCLMULQDQ    $0x00, Z9, Z3, Z4
+	VPCLMULQDQ    $0x11, Z9, Z3, Z5
+	VEXTRACTI32X4 $3, Z3, X6
+	VPTERNLOGQ    $0x96, Z6, Z5, Z4
+	VEXTRACTI64X4 $1, Z4, Y5
+	VPXORQ        Y5, Y4, Y4
+	VEXTRACTI128  $1, Y4, X5
+	VPXOR         X5, X4, X3
+	VZEROUPPER
+	MOVOU         foldKeys_k128(AX), X9
+
+loop16:
+	// One accumulator, 16 bytes a step; X9 holds k128.
+	CMPQ      CX, $16
+	JB        reduce
+	MOVOU     0(SI), X10
+	PSHUFB    X8, X10
+	FOLD_XMM(X9, X3, X10, X4)
+	ADDQ      $16, SI
+	SUBQ      $16, CX
+	JMP       loop16
+
+reduce:
+	CMPQ foldKeys_refl(AX), $0
+	JNE  reduceLSB
+	T_MSB
+	BARRETT_MSB
+	MOVQ R8, ret+48(FP)
+	RET
+
+reduceLSB:
+	T_LSB
+	BARRETT_LSB
+	MOVQ R8, ret+48(FP)
+	RET
+
+barrett:
+	CMPQ foldKeys_refl(AX), $0
+	JNE  barrettLSB
+	BARRETT_MSB
+	MOVQ R8, ret+48(FP)
+	RET
+
+barrettLSB:
+	BARRETT_LSB
+	MOVQ R8, ret+48(FP)
+	RET
