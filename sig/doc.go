@@ -27,8 +27,8 @@
 // parameter (WithCRC64), Candidates lists the unverified guesses and
 // MatchCRC64 is what a hardware test uses to settle them.
 //
-// sig imports only the standard library and sig/crc, and makes no system
-// calls. Users use it to prepare and check protection information, the
+// sig imports the standard library and sig/crc (whose assembly is chosen
+// with golang.org/x/sys/cpu), and makes no system calls. Users use it to prepare and check protection information, the
 // software device model uses it, and it is the reference hardware results
 // are compared with.
 package sig
