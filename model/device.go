@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"unsafe"
 
@@ -571,34 +572,24 @@ func (h *hca) purge(uid uint16) {
 			h.releaseQP(n, q)
 		}
 	}
-	for n, o := range h.mkeys {
-		if o.uid == uid {
-			delete(h.mkeys, n)
-		}
-	}
-	for n, o := range h.psvs {
-		if o.uid == uid {
-			delete(h.psvs, n)
-		}
-	}
-	for n, o := range h.cqs {
-		if o.uid == uid {
-			delete(h.cqs, n)
-		}
-	}
-	for n, o := range h.pds {
-		if o.uid == uid {
-			delete(h.pds, n)
-		}
-	}
-	for n, o := range h.umems {
-		if o.uid == uid {
-			delete(h.umems, n)
-		}
-	}
-	for n, o := range h.uars {
-		if o == uid {
-			delete(h.uars, n)
-		}
-	}
+	dropUID(h.mkeys, uid)
+	dropUID(h.psvs, uid)
+	dropUID(h.cqs, uid)
+	dropUID(h.pds, uid)
+	dropUID(h.umems, uid)
+	maps.DeleteFunc(h.uars, func(_ uint32, owner uint16) bool { return owner == uid })
+}
+
+// owned is a firmware object with its creator's uid.
+type owned interface{ owner() uint16 }
+
+func (o *pdObj) owner() uint16   { return o.uid }
+func (o *mkeyObj) owner() uint16 { return o.uid }
+func (o *psvObj) owner() uint16  { return o.uid }
+func (o *cqObj) owner() uint16   { return o.uid }
+func (o *umemObj) owner() uint16 { return o.uid }
+
+// dropUID deletes uid's objects from a table.
+func dropUID[V owned](m map[uint32]V, uid uint16) {
+	maps.DeleteFunc(m, func(_ uint32, o V) bool { return o.owner() == uid })
 }
