@@ -52,6 +52,8 @@ const (
 	kindUAR
 )
 
+var uobjKindNames = [...]string{kindDevxObj: "a DEVX object", kindUMem: "a UMEM", kindUAR: "a UAR"}
+
 // uobj is one handle of the context, like a uverbs uobject.
 type uobj struct {
 	kind uobjKind
@@ -306,6 +308,19 @@ func (d *Device) lookup(call string, h seam.Handle) (*uobj, error) {
 	return o, nil
 }
 
+// lookupKind is lookup for a method whose handle attribute takes one
+// object type: EINVAL for a handle of another type.
+func (d *Device) lookupKind(call string, h seam.Handle, k uobjKind) (*uobj, error) {
+	o, err := d.lookup(call, h)
+	if err != nil {
+		return nil, err
+	}
+	if o.kind != k {
+		return nil, kerr(call, unix.EINVAL, "the handle is not "+uobjKindNames[k])
+	}
+	return o, nil
+}
+
 // objCmd applies the rules of the query and modify methods.
 func (d *Device) objCmd(call string, h seam.Handle, in []byte, outLen int, allowed func([]byte) bool, rule string) error {
 	if err := d.enter(call); err != nil {
@@ -360,12 +375,9 @@ func (d *Device) ObjDestroy(h seam.Handle) error {
 	if err := d.enter(call); err != nil {
 		return err
 	}
-	o, err := d.lookup(call, h)
+	o, err := d.lookupKind(call, h, kindDevxObj)
 	if err != nil {
 		return err
-	}
-	if o.kind != kindDevxObj {
-		return kerr(call, unix.EINVAL, "the handle is not a DEVX object")
 	}
 	out := make([]byte, hdrLen)
 	if st, syn := d.h.exec(d.uid, o.destroy, out); st != prm.MLX5_CMD_STAT_OK {
@@ -418,12 +430,9 @@ func (d *Device) UMemDereg(h seam.Handle) error {
 	if err := d.enter(call); err != nil {
 		return err
 	}
-	o, err := d.lookup(call, h)
+	o, err := d.lookupKind(call, h, kindUMem)
 	if err != nil {
 		return err
-	}
-	if o.kind != kindUMem {
-		return kerr(call, unix.EINVAL, "the handle is not a UMEM")
 	}
 	if d.h.umems[o.umemID].refs > 0 {
 		return &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR), Rule: "DESTROY_UMEM: a QP still uses the UMEM"}
@@ -466,12 +475,9 @@ func (d *Device) UARFree(h seam.Handle) error {
 	if err := d.enter(call); err != nil {
 		return err
 	}
-	o, err := d.lookup(call, h)
+	o, err := d.lookupKind(call, h, kindUAR)
 	if err != nil {
 		return err
-	}
-	if o.kind != kindUAR {
-		return kerr(call, unix.EINVAL, "the handle is not a UAR")
 	}
 	delete(d.h.uars, o.uar.PageID)
 	delete(d.handles, h)
