@@ -45,9 +45,17 @@ func run(include, out string) error {
 	return os.WriteFile(out, src, 0o644)
 }
 
-// FindInclude returns the include directory of the newest installed
+// FindInclude returns the kernel include directory to read: the one
+// $MLX5GO_KERNEL_INCLUDE names (scripts/test fetches the headers of the
+// kernel the lab boots there), else that of the newest installed
 // linux-headers-*-common package.
 func FindInclude() (string, error) {
+	if d := os.Getenv("MLX5GO_KERNEL_INCLUDE"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "linux/mlx5/mlx5_ifc.h")); err != nil {
+			return "", fmt.Errorf("MLX5GO_KERNEL_INCLUDE=%s: %w", d, err)
+		}
+		return d, nil
+	}
 	dirs, _ := filepath.Glob("/usr/src/linux-headers-*-common/include")
 	var found []string
 	for _, d := range dirs {
