@@ -13,19 +13,6 @@ import (
 // MatchCRC64 and docs/SIG.md), the engine's CRC-64 is a parameter and
 // every parameter set below is unverified.
 
-// crc64NVMe is CRC-64/NVME, the Rocksoft CRC-64 of NVMe's 64-bit guard
-// (NVM Command Set 1.0, 5.3.1.2; Linux crc64_rocksoft), as the CRC
-// catalogue gives it.
-var crc64NVMe = crc.Params64{
-	Name:   "CRC-64/NVME",
-	Poly:   0xAD93D23594C93659,
-	Init:   ^uint64(0),
-	RefIn:  true,
-	RefOut: true,
-	XorOut: ^uint64(0),
-	Check:  0xAE8B14860A799888,
-}
-
 // Candidate is one guess at CRC64_XP10's parameters.
 type Candidate struct {
 	crc.Params64
@@ -46,7 +33,7 @@ var Candidates = candidates()
 
 func candidates() []Candidate {
 	var list []Candidate
-	for _, p := range []crc.Params64{crc.CRC64ECMA182, crc.CRC64WE, crc.CRC64XZ, crc.CRC64GoISO, crc64NVMe} {
+	for _, p := range []crc.Params64{crc.CRC64ECMA182, crc.CRC64WE, crc.CRC64XZ, crc.CRC64GoISO, crc.CRC64NVMe} {
 		list = append(list, Candidate{Params64: p})
 		g := p
 		g.Init = ^p.Init

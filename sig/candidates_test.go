@@ -43,13 +43,13 @@ func TestMatchCRC64Engine(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	data := randomBytes(r, 512)
 	for _, seed := range []uint64{0, ^uint64(0)} {
-		e := mustEngine(t, &BlockAttr{Mem: crcDomain(CRCTypeCRC64XP10, seed, BlockSize512)}, WithCRC64(crc64NVMe))
+		e := mustEngine(t, &BlockAttr{Mem: crcDomain(CRCTypeCRC64XP10, seed, BlockSize512)}, WithCRC64(crc.CRC64NVMe))
 		buf := interleave(data, 512, 8)
 		if err := e.Generate(DomainMemory, buf); err != nil {
 			t.Fatal(err)
 		}
 		got := MatchCRC64(data, [8]byte(buf[512:]))
-		if len(got) != 1 || got[0].Candidate.Poly != crc64NVMe.Poly || got[0].Candidate.Init != seed || got[0].Order != BigEndian {
+		if len(got) != 1 || got[0].Candidate.Poly != crc.CRC64NVMe.Poly || got[0].Candidate.Init != seed || got[0].Order != BigEndian {
 			t.Errorf("seed %#x: matches %v", seed, got)
 		}
 	}

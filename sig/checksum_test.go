@@ -55,7 +55,7 @@ func TestKnownAnswers(t *testing.T) {
 		t.Errorf("T10-DIF tuple %#016x, want 0xd0dba5a501020304", got)
 	}
 	// The CRC-64 catalogue, each with the seed equal to its initial value.
-	for _, p := range []crc.Params64{crc.CRC64ECMA182, crc.CRC64WE, crc.CRC64XZ, crc.CRC64GoISO, crc64NVMe} {
+	for _, p := range []crc.Params64{crc.CRC64ECMA182, crc.CRC64WE, crc.CRC64XZ, crc.CRC64GoISO, crc.CRC64NVMe} {
 		if got := signature(t, crcDomain(CRCTypeCRC64XP10, p.Init, 0), checkInput, WithCRC64(p)); got != p.Check {
 			t.Errorf("%s: %#016x, want %#016x", p.Name, got, p.Check)
 		}
