@@ -1,0 +1,327 @@
+package wqe
+
+import (
+	"errors"
+
+	"github.com/mlx5go/mlx5go/sig"
+)
+
+// SendFlags are the work request flags (enum ibv_send_flags) that an
+// mkey configure work request honours.
+type SendFlags uint32
+
+// Values of enum ibv_send_flags.
+const (
+	SendFence     SendFlags = 1 << 0 // IBV_SEND_FENCE
+	SendSignaled  SendFlags = 1 << 1 // IBV_SEND_SIGNALED
+	SendSolicited SendFlags = 1 << 2 // IBV_SEND_SOLICITED
+	SendInline    SendFlags = 1 << 3 // IBV_SEND_INLINE: required (the UMR's translations are inline)
+)
+
+// BSFState is what the UMRs posted so far did to a signature mkey's BSF;
+// it decides whether a UMR without a signature block touches bsf_en. The
+// send queue keeps it per mkey.
+type BSFState uint8
+
+const (
+	// BSFInit: no UMR has configured the mkey yet.
+	BSFInit BSFState = iota
+	// BSFSet: the last UMR that touched the BSF set a signature block.
+	BSFSet
+	// BSFReset: the last UMR that touched the BSF reset it
+	// (MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR).
+	BSFReset
+)
+
+// Errors of BuildMkeyConfigure. libmlx5 fails the same inputs at
+// ibv_wr_complete: ErrNotInline with EOPNOTSUPP, ErrTooManyEntries with
+// ENOMEM, the others with EINVAL.
+var (
+	ErrNotInline      = errors.New("wqe: mkey configure needs SendInline")
+	ErrTooManyEntries = errors.New("wqe: layout has more entries than the mkey allows")
+	ErrLayout         = errors.New("wqe: bad mkey layout")
+	ErrNotSigMkey     = errors.New("wqe: signature block on an mkey without block signature support")
+	ErrResetWithSig   = errors.New("wqe: signature block and RESET_SIG_ATTR in one work request")
+	ErrRing           = errors.New("wqe: ring is not a power-of-two number of WQEBBs large enough for the WQEs")
+	ErrQPN            = errors.New("wqe: QPN wider than 24 bits")
+)
+
+// MkeyConfigure is one mlx5dv_wr_mkey_configure work request with its
+// setters (mlx5dv_wr_set_mkey_access_flags, _layout_list or
+// _layout_interleaved, _sig_block), plus the per-QP and per-mkey state
+// libmlx5 keeps and the WQE depends on.
+type MkeyConfigure struct {
+	QPN        uint32    // the send queue's QP number
+	Mkey       uint32    // the mkey's lkey (the UMR ctrl's imm)
+	Flags      SendFlags // the work request's send flags
+	SmallFence bool      // the QP's previous WQE asked for a small fence (libmlx5's fm_cache)
+
+	SetAccess bool   // mlx5dv_wr_set_mkey_access_flags was called
+	Access    Access // its access flags
+
+	// At most one layout: List (mlx5dv_wr_set_mkey_layout_list) or
+	// Interleaved with RepeatCount (mlx5dv_wr_set_mkey_layout_interleaved).
+	List        []KLM
+	Interleaved []RepeatEntry
+	RepeatCount uint32
+	// MaxEntries is the mkey's max_entries (mlx5dv_mkey_init_attr); a
+	// layout with more entries fails. 0 means no limit.
+	MaxEntries int
+
+	// Sig is the signature block (mlx5dv_wr_set_mkey_sig_block), nil for
+	// none; MemPSV and WirePSV are the mkey's PSV indexes.
+	Sig             *sig.BlockAttr
+	MemPSV, WirePSV uint32
+	SigMkey         bool     // created with MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE
+	BSF             BSFState // the mkey's BSF state before this UMR
+	ResetSig        bool     // MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR
+	UpdateSigErr    bool     // first UMR of the mkey, or first after a signature error
+	SigErrs         uint32   // signature errors mlx5dv_mkey_check has reported on the mkey
+}
+
+// Result says what BuildMkeyConfigure wrote.
+type Result struct {
+	WQEBBs   int    // WQEBBs used: the producer counter advances by this
+	UMRDS    uint8  // ds of the UMR WQE
+	PSVDS    uint8  // ds of each SET_PSV WQE (0 without signature)
+	PSVs     int    // SET_PSV WQEs after the UMR (one per signature domain)
+	Doorbell uint64 // the first 8 bytes of the last WQE, big-endian: the doorbell write
+}
+
+// Ring is a send queue buffer: a power-of-two number of 64-byte WQEBBs.
+// WQEs are written at the producer counter modulo the ring size and
+// continue at the start of the ring when they cross its end.
+type Ring []byte
+
+func (r Ring) wqebbs() int { return len(r) / WQEBB }
+
+func (r Ring) valid() bool {
+	n := r.wqebbs()
+	return n > 0 && n&(n-1) == 0 && len(r) == n*WQEBB
+}
+
+// Slot returns the WQEBB of producer counter pi (its index modulo the
+// ring size). r must be valid.
+func (r Ring) Slot(pi uint16) []byte {
+	i := int(pi) & (r.wqebbs() - 1)
+	return r[i*WQEBB : (i+1)*WQEBB : (i+1)*WQEBB]
+}
+
+// octowords rounds n 16-byte entries up to whole WQEBBs, in octowords.
+func octowords(n int) int { return (n + 3) &^ 3 }
+
+// layout checks c's layout and returns its octowords and the mkey length.
+func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
+	switch {
+	case c.List != nil && c.Interleaved != nil:
+		return 0, 0, ErrLayout
+	case c.List != nil:
+		if c.MaxEntries > 0 && len(c.List) > c.MaxEntries {
+			return 0, 0, ErrTooManyEntries
+		}
+		for _, k := range c.List {
+			length += uint64(k.ByteCount)
+		}
+		return octowords(len(c.List)), length, nil
+	case c.Interleaved != nil:
+		if len(c.Interleaved) == 0 || len(c.Interleaved) > 0xffff || c.RepeatCount == 0 {
+			return 0, 0, ErrLayout
+		}
+		if c.MaxEntries > 0 && len(c.Interleaved) > c.MaxEntries {
+			return 0, 0, ErrTooManyEntries
+		}
+		var block uint64
+		for _, e := range c.Interleaved {
+			if e.ByteCount > 0xffff || uint64(e.ByteCount)+uint64(e.Skip) > 0xffff {
+				return 0, 0, ErrLayout
+			}
+			block += uint64(e.ByteCount)
+		}
+		if block > 0xffffffff {
+			return 0, 0, ErrLayout
+		}
+		return octowords(1 + len(c.Interleaved)), block * uint64(c.RepeatCount), nil
+	}
+	return 0, 0, nil
+}
+
+// BuildMkeyConfigure writes the WQEs of c into r at producer counter pi:
+// the UMR WQE (ctrl, UMR ctrl, mkey context, translations, BSF), then one
+// SET_PSV WQE per signature domain (memory first). It checks everything
+// before writing, so on error r is unchanged. It does not ring the
+// doorbell or advance any counter.
+func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
+	var res Result
+	if c.Flags&SendInline == 0 {
+		return res, ErrNotInline
+	}
+	if c.QPN > 0xffffff {
+		return res, ErrQPN
+	}
+	klmOct, length, err := c.layout()
+	if err != nil {
+		return res, err
+	}
+	var bsfOct int
+	if c.Sig != nil {
+		if !c.SigMkey {
+			return res, ErrNotSigMkey
+		}
+		if c.ResetSig {
+			return res, ErrResetWithSig
+		}
+		if err := c.Sig.Validate(); err != nil {
+			return res, err
+		}
+		if (c.Sig.Mem != nil && c.MemPSV > 0xffffff) || (c.Sig.Wire != nil && c.WirePSV > 0xffffff) {
+			return res, ErrPSV
+		}
+		bsfOct = BSFSegSize / 16
+		if c.Sig.Mem != nil {
+			res.PSVs++
+		}
+		if c.Sig.Wire != nil {
+			res.PSVs++
+		}
+	}
+	ds := 1 + 3 + 4 + klmOct + bsfOct // ctrl, UMR ctrl, mkey context, translations, BSF
+	if ds > 0x3f {
+		return res, ErrTooManyEntries
+	}
+	umrBBs := (ds*16 + WQEBB - 1) / WQEBB
+	res.UMRDS = uint8(ds)
+	res.WQEBBs = umrBBs + res.PSVs
+	if !r.valid() || res.WQEBBs > r.wqebbs() {
+		return Result{}, ErrRing
+	}
+
+	// The UMR WQE.
+	fm := c.Flags.fence(c.SmallFence)
+	if res.PSVs == 0 && c.Flags&SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	bb := r.Slot(pi)
+	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: c.QPN, DS: uint8(ds), FmCeSe: fm, Imm: c.Mkey})
+	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{
+		Flags:        UMRFlagInline,
+		KLMOctowords: uint16(klmOct),
+		BSFOctowords: uint16(bsfOct),
+		MkeyMask:     c.mkeyMask(),
+	})
+	_ = PutMkc(r.Slot(pi+1), &Mkc{
+		Access:              c.Access,
+		QPN:                 0xffffff,
+		Mkey70:              uint8(c.Mkey),
+		BSFEnable:           c.Sig != nil,
+		ExpectedSigErrCount: uint8(b2u(c.SigMkey && c.UpdateSigErr && (c.SigErrs+1)&1 != 0)),
+		Len:                 length,
+	})
+	next := pi + 2
+	if klmOct > 0 {
+		c.putTranslations(r, next, klmOct)
+		next += uint16(klmOct / 4)
+	}
+	if c.Sig != nil {
+		_ = PutBSF(r.Slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		next++
+	}
+	res.Doorbell = be.Uint64(r.Slot(pi))
+
+	// One SET_PSV per domain, memory first; the work request's completion
+	// moves to the last one.
+	for i, d := range c.domains() {
+		if d == nil {
+			continue
+		}
+		psv := c.MemPSV
+		if i == 1 {
+			psv = c.WirePSV
+		}
+		fm := c.Flags.fence(true)
+		if next == pi+uint16(res.WQEBBs)-1 && c.Flags&SendSignaled != 0 {
+			fm |= CtrlCQUpdate
+		}
+		bb := r.Slot(next)
+		_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeSetPSV, WQEIndex: next, QPN: c.QPN, DS: 2, FmCeSe: fm})
+		_ = PutSetPSV(bb[CtrlSegSize:], SetPSV{PSVIndex: psv, TransientSignature: d.TransientSignature()})
+		clear(bb[CtrlSegSize+SetPSVSegSize:])
+		res.PSVDS = 2
+		res.Doorbell = be.Uint64(bb)
+		next++
+	}
+	return res, nil
+}
+
+// domains returns the signature domains, memory first.
+func (c *MkeyConfigure) domains() [2]*sig.Domain {
+	if c.Sig == nil {
+		return [2]*sig.Domain{}
+	}
+	return [2]*sig.Domain{c.Sig.Mem, c.Sig.Wire}
+}
+
+// fence returns the fence and solicited bits of a WQE of the request:
+// the full fence with SendFence, else the small fence when asked.
+func (f SendFlags) fence(small bool) uint8 {
+	var fm uint8
+	switch {
+	case f&SendFence != 0:
+		fm = CtrlFence
+	case small:
+		fm = CtrlSmallFence
+	}
+	if f&SendSolicited != 0 {
+		fm |= CtrlSolicited
+	}
+	return fm
+}
+
+// mkeyMask is the UMR's mkey_mask: the mkey and free bits always, the
+// access bits with SetAccess, the length with a layout, and on a signature
+// mkey bsf_en (when the BSF changes or is not known to be set) and the
+// signature error counter (UpdateSigErr).
+func (c *MkeyConfigure) mkeyMask() MkeyMask {
+	m := MkeyMaskFree | MkeyMaskMkey
+	if c.SetAccess {
+		m |= mkeyMaskAccessAll
+	}
+	if c.List != nil || c.Interleaved != nil {
+		m |= MkeyMaskLen
+	}
+	if c.SigMkey {
+		if c.Sig != nil || c.ResetSig || c.BSF != BSFSet {
+			m |= MkeyMaskBSFEnable
+		}
+		if c.UpdateSigErr {
+			m |= MkeyMaskSigErr
+		}
+	}
+	return m
+}
+
+// putTranslations writes the layout's KLMs or repeat block from WQEBB pi
+// on, padded with zeros to klmOct octowords.
+func (c *MkeyConfigure) putTranslations(r Ring, pi uint16, klmOct int) {
+	entry := func(i int) []byte { return r.Slot(pi + uint16(i/4))[(i%4)*16:] }
+	n := 0
+	if c.List != nil {
+		for _, k := range c.List {
+			_ = PutKLM(entry(n), k)
+			n++
+		}
+	} else {
+		var block uint32
+		for _, e := range c.Interleaved {
+			block += e.ByteCount
+		}
+		_ = PutRepeatBlockHeader(entry(0), block, c.RepeatCount, uint16(len(c.Interleaved)))
+		n++
+		for _, e := range c.Interleaved {
+			_ = PutRepeatEntry(entry(n), e)
+			n++
+		}
+	}
+	for ; n < klmOct; n++ {
+		clear(entry(n)[:16])
+	}
+}
