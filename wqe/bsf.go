@@ -81,6 +81,12 @@ func PutBSF(b []byte, a *sig.BlockAttr, memPSV, wirePSV uint32) error {
 	if (a.Mem != nil && memPSV > 0xffffff) || (a.Wire != nil && wirePSV > 0xffffff) {
 		return ErrPSV
 	}
+	putBSF(b, a, memPSV, wirePSV)
+	return nil
+}
+
+// putBSF is PutBSF for a checked a and b.
+func putBSF(b []byte, a *sig.BlockAttr, memPSV, wirePSV uint32) {
 	b = b[:BSFSegSize]
 	clear(b)
 	b[0] = bsfSizeInline
@@ -101,7 +107,6 @@ func PutBSF(b []byte, a *sig.BlockAttr, memPSV, wirePSV uint32) error {
 		be.PutUint32(b[8:], bfsPSV(a.Wire, wirePSV)) // w_bfs_psv
 		putBSFInline(b[32:48], a.Wire)
 	}
-	return nil
 }
 
 // bfsPSV is a domain's bfs_psv word: the block format selector in the top

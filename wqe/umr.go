@@ -222,7 +222,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		_ = PutBSF(r.Slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		putBSF(r.Slot(next), c.Sig, c.MemPSV, c.WirePSV)
 		next++
 	}
 	res.Doorbell = be.Uint64(r.Slot(pi))

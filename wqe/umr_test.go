@@ -1,0 +1,131 @@
+package wqe
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mlx5go/mlx5go/sig"
+)
+
+// sample is the oracle README's sample case: both domains T10-DIF, one SGE.
+func sample() *MkeyConfigure {
+	return &MkeyConfigure{
+		QPN: 0x1a2, Mkey: 0x00207300, Flags: SendInline | SendSignaled,
+		SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead | AccessRemoteWrite,
+		List:       []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}},
+		MaxEntries: 4,
+		Sig: &sig.BlockAttr{
+			Mem:       &sig.Domain{Type: sig.SigTypeT10DIF, T10DIF: &sig.T10DIF{AppTag: 0x1234, RefTag: 0x5678}, BlockSize: sig.BlockSize512},
+			Wire:      &sig.Domain{Type: sig.SigTypeT10DIF, T10DIF: &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}, BlockSize: sig.BlockSize520},
+			CheckMask: 0xff,
+		},
+		MemPSV: 0x3e1, WirePSV: 0x3e2, SigMkey: true, UpdateSigErr: true,
+	}
+}
+
+func TestBuildSample(t *testing.T) {
+	r := make(Ring, 8*WQEBB)
+	res, err := BuildMkeyConfigure(r, 0, sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{WQEBBs: 6, UMRDS: 16, PSVDS: 2, PSVs: 2, Doorbell: 0x000005200001a202}
+	if res != want {
+		t.Errorf("got %+v, want %+v", res, want)
+	}
+}
+
+// TestBuildErrors checks that bad inputs fail with the documented error
+// and leave the ring untouched.
+func TestBuildErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(c *MkeyConfigure, r *Ring)
+		want error
+	}{
+		{"no inline", func(c *MkeyConfigure, _ *Ring) { c.Flags = SendSignaled }, ErrNotInline},
+		{"too many sges", func(c *MkeyConfigure, _ *Ring) { c.List = make([]KLM, 5) }, ErrTooManyEntries},
+		{"both layouts", func(c *MkeyConfigure, _ *Ring) { c.Interleaved = []RepeatEntry{{ByteCount: 1}}; c.RepeatCount = 1 }, ErrLayout},
+		{"repeat 0", func(c *MkeyConfigure, _ *Ring) { c.List = nil; c.Interleaved = []RepeatEntry{{ByteCount: 1}} }, ErrLayout},
+		{"stride", func(c *MkeyConfigure, _ *Ring) {
+			c.List = nil
+			c.Interleaved = []RepeatEntry{{ByteCount: 0xffff, Skip: 1}}
+			c.RepeatCount = 1
+		}, ErrLayout},
+		{"plain mkey", func(c *MkeyConfigure, _ *Ring) { c.SigMkey = false }, ErrNotSigMkey},
+		{"reset with sig", func(c *MkeyConfigure, _ *Ring) { c.ResetSig = true }, ErrResetWithSig},
+		{"bad attr", func(c *MkeyConfigure, _ *Ring) { c.Sig.Mem.T10DIF.Seed = 0x1234 }, sig.ErrT10DIFSeed},
+		{"no domain", func(c *MkeyConfigure, _ *Ring) { c.Sig.Mem, c.Sig.Wire = nil, nil }, sig.ErrNoDomain},
+		{"psv", func(c *MkeyConfigure, _ *Ring) { c.WirePSV = 1 << 24 }, ErrPSV},
+		{"qpn", func(c *MkeyConfigure, _ *Ring) { c.QPN = 1 << 24 }, ErrQPN},
+		{"ring small", func(_ *MkeyConfigure, r *Ring) { *r = (*r)[:4*WQEBB] }, ErrRing},
+		{"ring not pow2", func(_ *MkeyConfigure, r *Ring) { *r = (*r)[:12*WQEBB] }, ErrRing},
+		{"ring ragged", func(_ *MkeyConfigure, r *Ring) { *r = (*r)[:8*WQEBB+1] }, ErrRing},
+		{"too many for ds", func(c *MkeyConfigure, _ *Ring) { c.MaxEntries = 0; c.List = make([]KLM, 60) }, ErrTooManyEntries},
+	}
+	for _, tc := range cases {
+		c := sample()
+		r := make(Ring, 16*WQEBB+1)[:8*WQEBB]
+		tc.mod(c, &r)
+		_, err := BuildMkeyConfigure(r, 3, c)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
+		}
+		for _, b := range r[:cap(r)] {
+			if b != 0 {
+				t.Errorf("%s: ring written", tc.name)
+				break
+			}
+		}
+	}
+}
+
+func TestSegmentsShort(t *testing.T) {
+	b := make([]byte, 15)
+	a := sample().Sig
+	for name, err := range map[string]error{
+		"ctrl":    PutCtrl(b, &Ctrl{}),
+		"umrctrl": PutUMRCtrl(b, &UMRCtrl{}),
+		"mkc":     PutMkc(b, &Mkc{}),
+		"klm":     PutKLM(b, KLM{}),
+		"repeat":  PutRepeatBlockHeader(b, 0, 0, 0),
+		"entry":   PutRepeatEntry(b, RepeatEntry{}),
+		"bsf":     PutBSF(b, a, 1, 2),
+		"psv":     PutSetPSV(b, SetPSV{}),
+	} {
+		if !errors.Is(err, ErrShort) {
+			t.Errorf("%s: %v, want ErrShort", name, err)
+		}
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	r := make(Ring, 1024*WQEBB)
+	c := sample()
+	pi := uint16(1020)
+	if n := testing.AllocsPerRun(100, func() {
+		res, err := BuildMkeyConfigure(r, pi, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pi += uint16(res.WQEBBs)
+	}); n != 0 {
+		t.Errorf("%v allocs per build", n)
+	}
+}
+
+// BenchmarkBuildMkeyConfigure is the oracle's umr_sig_t10dif_both_list1
+// bench: UMR (4 WQEBBs) + 2 SET_PSV, T10-DIF in both domains, one SGE.
+func BenchmarkBuildMkeyConfigure(b *testing.B) {
+	r := make(Ring, 1024*WQEBB)
+	c := sample()
+	var pi uint16
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := BuildMkeyConfigure(r, pi, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pi += uint16(res.WQEBBs)
+	}
+}
