@@ -266,6 +266,15 @@ func sameStructure(mem, wire *Domain) (Mask, bool) {
 	return copyMask, true
 }
 
+// SameBlockStructure reports whether a's domains have the same block
+// structure (libmlx5's "same block structure", the BSF's SBS bit): both
+// present, with the same signature type and block size and, for CRC, the
+// same CRC type.
+func (a *BlockAttr) SameBlockStructure() bool {
+	_, same := sameStructure(a.Mem, a.Wire)
+	return same
+}
+
 // EffectiveCopyMask returns the copy mask a device applies for a:
 // CopyMask with BlockAttrCopyMask, otherwise the mask libmlx5 computes (for
 // T10-DIF the guard when guard type and seed agree, the application tag

@@ -58,16 +58,6 @@ const (
 // index does not fit in 24 bits.
 var ErrPSV = errors.New("wqe: bad PSV index")
 
-// sameBlockStructure is libmlx5's "same block structure" of two domains
-// (both set, same signature type and block size, same CRC type). It is the
-// same rule as the sig package's (unexported) sameStructure.
-func sameBlockStructure(mem, wire *sig.Domain) bool {
-	if mem == nil || wire == nil || mem.Type != wire.Type || mem.BlockSize != wire.BlockSize {
-		return false
-	}
-	return mem.Type != sig.SigTypeCRC || mem.CRC.Type == wire.CRC.Type
-}
-
 // PutBSF writes the BSF of a into b[:64]: memPSV and wirePSV are the PSV
 // indexes of the memory and wire domains (ignored for an absent domain).
 // a must be valid (sig.BlockAttr.Validate).
@@ -91,7 +81,7 @@ func putBSF(b []byte, a *sig.BlockAttr, memPSV, wirePSV uint32) {
 	clear(b)
 	b[0] = bsfSizeInline
 	b[1] = uint8(a.CheckMask) // check_byte_mask
-	if sameBlockStructure(a.Mem, a.Wire) {
+	if a.SameBlockStructure() {
 		b[0] |= bsfSameBlockStruct
 		b[2] = uint8(a.EffectiveCopyMask()) // copy_byte_mask
 	} else if a.Wire != nil {
