@@ -93,6 +93,10 @@ func (f Field) get(b []byte) uint64 {
 		lo := Field{Off: end - 32, Width: 32}
 		return hi.get(b)<<32 | lo.get(b)
 	}
+	if int(first)+8 <= len(b) {
+		// One big-endian load of the 8 bytes from the field's first.
+		return binary.BigEndian.Uint64(b[first:]) >> (8*(first+8) - end) & mask(f.Width)
+	}
 	var v uint64
 	for _, c := range b[first : last+1] {
 		v = v<<8 | uint64(c)
@@ -135,6 +139,13 @@ func (f Field) set(b []byte, v uint64) {
 	if last-first >= 8 {
 		Field{Off: f.Off, Width: f.Width - 32}.set(b, v>>32)
 		Field{Off: end - 32, Width: 32}.set(b, v&mask(32))
+		return
+	}
+	if int(first)+8 <= len(b) {
+		// One big-endian read-modify-write of the 8 bytes from first.
+		shift := 8*(first+8) - end
+		w := binary.BigEndian.Uint64(b[first:])
+		binary.BigEndian.PutUint64(b[first:], w&^(mask(f.Width)<<shift)|v<<shift)
 		return
 	}
 	shift := 8*(last+1) - end

@@ -5,6 +5,7 @@
 //
 // It is a pure encoder: no syscalls, no allocation on its hot path. It
 // imports only the standard library, prm (the mkey context layout) and sig
-// (the block signature configuration the BSF and SET_PSV encode). Its output is checked byte for
-// byte against what rdma-core's libmlx5 writes (../shared/oracle vectors).
+// (the block signature configuration the BSF and SET_PSV encode). Its
+// output is checked byte for byte against what rdma-core's libmlx5 writes
+// (../shared/oracle vectors).
 package wqe
