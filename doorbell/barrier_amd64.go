@@ -13,7 +13,8 @@ import "sync/atomic"
 // compiler barrier, and a full fence for the CPU. Stores to write-back
 // memory are not reordered with each other (TSO) nor with locked
 // instructions, and a locked instruction drains the write-combining
-// buffers (Intel SDM vol. 3, 9.2.2 and 13.3.1; rdma-core itself relies on
+// buffers (Intel SDM vol. 3, "Memory Ordering in P6 and More Recent Processor
+// Families" and "Write Combining Buffer"; rdma-core itself relies on
 // the lock of its spinlock to order WC stores on x86). So publish covers
 // udma_to_device_barrier and mmio_wc_start, and wcFlush, an XCHG on the
 // poster's own word right after the UAR stores, covers mmio_flush_writes:

@@ -42,9 +42,6 @@ const (
 	// copies are made of whole WQEBBs.
 	WQEBB = 64
 
-	// counterMask: the device's WQE counters are 16 bits wide; the
-	// doorbell record carries the counter in the low half of its word.
-	counterMask = 0xffff
 	// ciMask: the CQ consumer index in the record is 24 bits wide.
 	ciMask = 0xffffff
 )
