@@ -258,3 +258,28 @@ func LayoutOf(name string) (*Layout, bool) {
 func Layouts() []*Layout {
 	return append([]*Layout(nil), layouts[:]...)
 }
+
+// Word32 is a field of at most 32 bits that lies inside one big-endian
+// 32-bit word of its struct: the word's index, and the field's shift and
+// mask within it. Hot paths (WQE segments) compose a struct in words with it
+// instead of calling Set per field.
+type Word32 struct {
+	Index uint16
+	Shift uint8
+	Mask  uint32
+}
+
+// Word32 returns f's word form; ok is false for a field that crosses a
+// word boundary or is wider than 32 bits.
+func (f Field) Word32() (w Word32, ok bool) {
+	if f.Width == 0 || f.Width > 32 || f.Off/32 != (f.Off+f.Width-1)/32 {
+		return Word32{}, false
+	}
+	return Word32{Index: uint16(f.Off / 32), Shift: uint8(32 - (f.Off%32 + f.Width)), Mask: uint32(mask(f.Width))}, true
+}
+
+// Put ORs v (its low bits, as the field's width keeps them) into the word
+// of words the field lies in. The caller starts from zeroed words.
+func (w Word32) Put(words []uint32, v uint32) {
+	words[w.Index] |= (v & w.Mask) << w.Shift
+}

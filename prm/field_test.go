@@ -2,6 +2,7 @@ package prm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -277,5 +278,31 @@ func TestZeroAllocs(t *testing.T) {
 		_ = f.Get(buf) + Rts2rtsQpIn.Qpn.Get(buf)
 	}); n != 0 {
 		t.Errorf("%v allocations", n)
+	}
+}
+
+// A field's word form sets the same bits as Set.
+func TestWord32MatchesSet(t *testing.T) {
+	for _, l := range Layouts() {
+		for _, f := range l.Fields {
+			w, ok := f.Word32()
+			if !ok {
+				continue
+			}
+			words := make([]uint32, (l.Size+3)/4)
+			w.Put(words, 0xffffffff)
+			got := make([]byte, len(words)*4)
+			for i, v := range words {
+				binary.BigEndian.PutUint32(got[4*i:], v)
+			}
+			want := make([]byte, len(got))
+			f.Set(want, ^uint64(0))
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s.%s: word form sets %x, Set %x", l.Name, f.Name, got, want)
+			}
+		}
+	}
+	if _, ok := (Field{Off: 30, Width: 4}).Word32(); ok {
+		t.Error("a field across a word boundary has a word form")
 	}
 }

@@ -1,6 +1,10 @@
 package wqe
 
-import "github.com/mlx5go/mlx5go/prm"
+import (
+	"encoding/binary"
+
+	"github.com/mlx5go/mlx5go/prm"
+)
 
 // Access are the access flags of an mkey (enum ibv_access_flags, as
 // mlx5dv_wr_set_mkey_access_flags takes them).
@@ -40,27 +44,50 @@ func b2u(v bool) uint64 {
 	return 0
 }
 
-// PutMkc writes m into b[:64]; every other bit is zeroed.
+// mkcWords are the word forms of the mkc fields PutMkc writes, taken from
+// prm's table (TestMkcWords checks that each field has one).
+var mkcWords = struct {
+	free, a, rw, rr, lw, qpn, mkey70, bsfEn, expectedSigerrCount, pd, bsfOctwordSize, translationsOctwordSize, logPageSize prm.Word32
+}{
+	free: word(prm.Mkc.Free), a: word(prm.Mkc.A), rw: word(prm.Mkc.Rw), rr: word(prm.Mkc.Rr), lw: word(prm.Mkc.Lw),
+	qpn: word(prm.Mkc.Qpn), mkey70: word(prm.Mkc.Mkey70), bsfEn: word(prm.Mkc.BsfEn),
+	expectedSigerrCount: word(prm.Mkc.ExpectedSigerrCount), pd: word(prm.Mkc.Pd),
+	bsfOctwordSize: word(prm.Mkc.BsfOctwordSize), translationsOctwordSize: word(prm.Mkc.TranslationsOctwordSize),
+	logPageSize: word(prm.Mkc.LogPageSize),
+}
+
+func word(f prm.Field) prm.Word32 {
+	w, _ := f.Word32()
+	return w
+}
+
+// PutMkc writes m into b[:64]; every other bit is zeroed. The fields are
+// composed in sixteen 32-bit words, then stored big-endian.
 func PutMkc(b []byte, m *Mkc) error {
 	if len(b) < MkcSegSize {
 		return ErrShort
 	}
+	var w [MkcSegSize / 4]uint32
+	f := &mkcWords
+	f.free.Put(w[:], uint32(b2u(m.Free)))
+	f.a.Put(w[:], uint32(b2u(m.Access&AccessRemoteAtomic != 0)))
+	f.rw.Put(w[:], uint32(b2u(m.Access&AccessRemoteWrite != 0)))
+	f.rr.Put(w[:], uint32(b2u(m.Access&AccessRemoteRead != 0)))
+	f.lw.Put(w[:], uint32(b2u(m.Access&AccessLocalWrite != 0)))
+	f.qpn.Put(w[:], m.QPN)
+	f.mkey70.Put(w[:], uint32(m.Mkey70))
+	f.bsfEn.Put(w[:], uint32(b2u(m.BSFEnable)))
+	f.expectedSigerrCount.Put(w[:], uint32(m.ExpectedSigErrCount))
+	f.pd.Put(w[:], m.PD)
+	f.bsfOctwordSize.Put(w[:], m.BSFOctwordSize)
+	f.translationsOctwordSize.Put(w[:], m.TranslationsOctword)
+	f.logPageSize.Put(w[:], uint32(m.LogPageSize))
 	b = b[:MkcSegSize]
-	clear(b)
-	prm.Mkc.Free.Set(b, b2u(m.Free))
-	prm.Mkc.A.Set(b, b2u(m.Access&AccessRemoteAtomic != 0))
-	prm.Mkc.Rw.Set(b, b2u(m.Access&AccessRemoteWrite != 0))
-	prm.Mkc.Rr.Set(b, b2u(m.Access&AccessRemoteRead != 0))
-	prm.Mkc.Lw.Set(b, b2u(m.Access&AccessLocalWrite != 0))
-	prm.Mkc.Qpn.Set(b, uint64(m.QPN))
-	prm.Mkc.Mkey70.Set(b, uint64(m.Mkey70))
-	prm.Mkc.BsfEn.Set(b, b2u(m.BSFEnable))
-	prm.Mkc.ExpectedSigerrCount.Set(b, uint64(m.ExpectedSigErrCount))
-	prm.Mkc.Pd.Set(b, uint64(m.PD))
-	prm.Mkc.StartAddr.Set(b, m.StartAddr)
-	prm.Mkc.Len.Set(b, m.Len)
-	prm.Mkc.BsfOctwordSize.Set(b, uint64(m.BSFOctwordSize))
-	prm.Mkc.TranslationsOctwordSize.Set(b, uint64(m.TranslationsOctword))
-	prm.Mkc.LogPageSize.Set(b, uint64(m.LogPageSize))
+	for i, v := range w {
+		binary.BigEndian.PutUint32(b[4*i:], v)
+	}
+	// start_addr and len are 64-bit, word-aligned fields.
+	binary.BigEndian.PutUint64(b[prm.Mkc.StartAddr.Off/8:], m.StartAddr)
+	binary.BigEndian.PutUint64(b[prm.Mkc.Len.Off/8:], m.Len)
 	return nil
 }
