@@ -1,69 +1,37 @@
-package sig
+package sig_test
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
-	"strconv"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
+	. "github.com/mlx5go/mlx5go/sig"
 )
 
 // Records of testdata/umr_sig_attrs.jsonl and testdata/mkey_check.jsonl
 // (see testdata/README.md), as far as these tests read them.
 
-type vecDomain struct {
-	SigType uint32 `json:"sig_type_value"`
-	Dif     *struct {
-		BGType uint32 `json:"bg_type_value"`
-		BG     uint16 `json:"bg"`
-		App    uint16 `json:"app_tag"`
-		Ref    uint32 `json:"ref_tag"`
-		Flags  uint16 `json:"flags"`
-	} `json:"dif"`
-	CRC *struct {
-		Type uint32 `json:"type_value"`
-		Seed string `json:"seed"`
-	} `json:"crc"`
-	BlockSize uint32 `json:"block_size_value"`
-	CompMask  uint64 `json:"comp_mask"`
-}
-
-type vecAttr struct {
-	Mem       *vecDomain `json:"mem"`
-	Wire      *vecDomain `json:"wire"`
-	Flags     uint32     `json:"flags"`
-	CheckMask uint8      `json:"check_mask"`
-	CopyMask  uint8      `json:"copy_mask"`
-	CompMask  uint64     `json:"comp_mask"`
-}
-
 func hexU64(t *testing.T, s string) uint64 {
 	t.Helper()
-	v, err := strconv.ParseUint(s, 0, 64)
+	v, err := sigattr.Num(s)
 	if err != nil {
-		t.Fatalf("bad hex %q: %v", s, err)
+		t.Fatal(err)
 	}
 	return v
 }
 
-func (v *vecDomain) domain(t *testing.T) *Domain {
-	if v == nil {
-		return nil
+// attrOf converts a recorded attribute.
+func attrOf(t *testing.T, v *sigattr.Attr) *BlockAttr {
+	t.Helper()
+	a, err := v.BlockAttr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	d := &Domain{Type: SigType(v.SigType), BlockSize: BlockSize(v.BlockSize), CompMask: v.CompMask}
-	if v.Dif != nil {
-		d.T10DIF = &T10DIF{Guard: T10DIFGuard(v.Dif.BGType), Seed: v.Dif.BG, AppTag: v.Dif.App, RefTag: v.Dif.Ref, Flags: T10DIFFlags(v.Dif.Flags)}
-	}
-	if v.CRC != nil {
-		d.CRC = &CRC{Type: CRCType(v.CRC.Type), Seed: hexU64(t, v.CRC.Seed)}
-	}
-	return d
-}
-
-func (v *vecAttr) attr(t *testing.T) *BlockAttr {
-	return &BlockAttr{Mem: v.Mem.domain(t), Wire: v.Wire.domain(t), Flags: BlockAttrFlags(v.Flags),
-		CheckMask: Mask(v.CheckMask), CopyMask: Mask(v.CopyMask), CompMask: v.CompMask}
+	return a
 }
 
 func readJSONL(t *testing.T, path string, each func(line []byte)) {
@@ -105,16 +73,16 @@ func TestOracleUMRSig(t *testing.T) {
 	var checked, bsfs int
 	readJSONL(t, "testdata/umr_sig_attrs.jsonl", func(line []byte) {
 		var rec struct {
-			Case       string   `json:"case"`
-			Attr       vecAttr  `json:"sig_block_attr"`
-			WRComplete int      `json:"wr_complete"`
-			BSF        string   `json:"bsf_basic"`
-			PSV        []string `json:"psv_transient_signatures"`
+			Case       string       `json:"case"`
+			Attr       sigattr.Attr `json:"sig_block_attr"`
+			WRComplete int          `json:"wr_complete"`
+			BSF        string       `json:"bsf_basic"`
+			PSV        []string     `json:"psv_transient_signatures"`
 		}
 		if err := json.Unmarshal(line, &rec); err != nil {
 			t.Fatal(err)
 		}
-		a := rec.Attr.attr(t)
+		a := attrOf(t, &rec.Attr)
 		err := a.Validate()
 		if want, ok := attrErrors[rec.Case]; ok {
 			if rec.WRComplete != 22 {
@@ -140,9 +108,9 @@ func TestOracleUMRSig(t *testing.T) {
 			if Mask(b[1]) != a.CheckMask {
 				t.Errorf("%s: BSF check_byte_mask %#x, attr %#x", rec.Case, b[1], a.CheckMask)
 			}
-			_, same := sameStructure(a.Mem, a.Wire)
+			same := a.SameBlockStructure()
 			if gotSBS := b[0]&(1<<4) != 0; gotSBS != same {
-				t.Errorf("%s: BSF same-block-structure bit %v, sameStructure %v", rec.Case, gotSBS, same)
+				t.Errorf("%s: BSF same-block-structure bit %v, SameBlockStructure %v", rec.Case, gotSBS, same)
 			}
 			switch {
 			case same:
@@ -181,13 +149,9 @@ func TestOracleUMRSig(t *testing.T) {
 
 func mustHex(t *testing.T, s string) []byte {
 	t.Helper()
-	b := make([]byte, len(s)/2)
-	for i := range b {
-		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[i] = byte(v)
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return b
 }
@@ -200,7 +164,7 @@ func TestOracleMkeyCheck(t *testing.T) {
 		var rec struct {
 			Case  string `json:"case"`
 			Input struct {
-				Attr vecAttr `json:"sig_block_attr"`
+				Attr sigattr.Attr `json:"sig_block_attr"`
 				CQE  *struct {
 					ExpTS    string `json:"expected_trans_sig"`
 					ActTS    string `json:"actual_trans_sig"`
@@ -240,7 +204,7 @@ func TestOracleMkeyCheck(t *testing.T) {
 			Domain:           c.Domain,
 			Offset:           hexU64(t, c.Offset),
 		}
-		a := rec.Input.Attr.attr(t)
+		a := attrOf(t, &rec.Input.Attr)
 		got, err := DecodeSigErrCQE(cqe, a)
 		want := rec.Result.Check
 		if want.Ret != 0 {

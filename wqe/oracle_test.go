@@ -6,42 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 	"github.com/mlx5go/mlx5go/sig"
 )
 
 // Records of testdata/umr_sig.jsonl and the umr_sig records of
 // testdata/wrap.jsonl (see testdata/README.md), as far as the tests read
 // them.
-
-type vecDomain struct {
-	SigType uint32 `json:"sig_type_value"`
-	Dif     *struct {
-		BGType uint32 `json:"bg_type_value"`
-		BG     uint16 `json:"bg"`
-		App    uint16 `json:"app_tag"`
-		Ref    uint32 `json:"ref_tag"`
-		Flags  uint16 `json:"flags"`
-	} `json:"dif"`
-	CRC *struct {
-		Type uint32 `json:"type_value"`
-		Seed string `json:"seed"`
-	} `json:"crc"`
-	BlockSize uint32 `json:"block_size_value"`
-	CompMask  uint64 `json:"comp_mask"`
-}
-
-type vecAttr struct {
-	Mem       *vecDomain `json:"mem"`
-	Wire      *vecDomain `json:"wire"`
-	Flags     uint32     `json:"flags"`
-	CheckMask uint8      `json:"check_mask"`
-	CopyMask  uint8      `json:"copy_mask"`
-	CompMask  uint64     `json:"comp_mask"`
-}
 
 type vecSetter struct {
 	Op          string   `json:"op"`
@@ -54,7 +28,7 @@ type vecSetter struct {
 		Skip  uint32 `json:"bytes_skip"`
 		Lkey  string `json:"lkey"`
 	} `json:"data"`
-	Attr *vecAttr `json:"sig_block_attr"`
+	Attr *sigattr.Attr `json:"sig_block_attr"`
 }
 
 type vecSGE struct {
@@ -119,25 +93,11 @@ type vecRecord struct {
 
 func num(t *testing.T, s string) uint64 {
 	t.Helper()
-	v, err := strconv.ParseUint(s, 0, 64)
+	v, err := sigattr.Num(s)
 	if err != nil {
-		t.Fatalf("bad number %q: %v", s, err)
+		t.Fatal(err)
 	}
 	return v
-}
-
-func (v *vecDomain) domain(t *testing.T) *sig.Domain {
-	if v == nil {
-		return nil
-	}
-	d := &sig.Domain{Type: sig.SigType(v.SigType), BlockSize: sig.BlockSize(v.BlockSize), CompMask: v.CompMask}
-	if v.Dif != nil {
-		d.T10DIF = &sig.T10DIF{Guard: sig.T10DIFGuard(v.Dif.BGType), Seed: v.Dif.BG, AppTag: v.Dif.App, RefTag: v.Dif.Ref, Flags: sig.T10DIFFlags(v.Dif.Flags)}
-	}
-	if v.CRC != nil {
-		d.CRC = &sig.CRC{Type: sig.CRCType(v.CRC.Type), Seed: num(t, v.CRC.Seed)}
-	}
-	return d
 }
 
 // mkeyState is what the oracle's libmlx5 remembered about an mkey between
@@ -206,9 +166,11 @@ func config(t *testing.T, r *vecRecord, st *mkeyState) (c MkeyConfigure, ok bool
 				c.Interleaved = append(c.Interleaved, RepeatEntry{Addr: num(t, d.Addr), ByteCount: d.Count, Skip: d.Skip, Mkey: uint32(num(t, d.Lkey))})
 			}
 		case "wr_set_mkey_sig_block":
-			a := s.Attr
-			c.Sig = &sig.BlockAttr{Mem: a.Mem.domain(t), Wire: a.Wire.domain(t), Flags: sig.BlockAttrFlags(a.Flags),
-				CheckMask: sig.Mask(a.CheckMask), CopyMask: sig.Mask(a.CopyMask), CompMask: a.CompMask}
+			a, err := s.Attr.BlockAttr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Sig = a
 		default:
 			return c, false
 		}
