@@ -3,6 +3,7 @@ package mlx5
 import (
 	"context"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/pollfd"
@@ -15,6 +16,10 @@ import (
 // driver on a uverbs context.
 type kernelDevice struct {
 	ctx *uverbs.Context
+
+	mu  sync.Mutex
+	pds map[seam.Handle]*uverbs.PD
+	mrs map[seam.Handle]*uverbs.MR
 }
 
 var _ seam.Device = (*kernelDevice)(nil)
@@ -155,3 +160,65 @@ func (k *kernelDevice) MapUAR(u seam.UAR) ([]byte, error) {
 }
 
 func (k *kernelDevice) UnmapUAR(page []byte) error { return unix.Munmap(page) }
+
+func (k *kernelDevice) AllocPD() (seam.Handle, uint32, error) {
+	var resp Mlx5IbAllocPdResp
+	pd, err := k.ctx.AllocPD(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)))
+	if err != nil {
+		return 0, 0, err
+	}
+	h := seam.Handle(pd.Handle())
+	k.mu.Lock()
+	if k.pds == nil {
+		k.pds = map[seam.Handle]*uverbs.PD{}
+	}
+	k.pds[h] = pd
+	k.mu.Unlock()
+	return h, resp.Pdn, nil
+}
+
+func (k *kernelDevice) DeallocPD(h seam.Handle) error {
+	k.mu.Lock()
+	pd := k.pds[h]
+	delete(k.pds, h)
+	k.mu.Unlock()
+	if pd == nil {
+		return fmt.Errorf("dealloc pd: handle %d: %w", h, unix.ENOENT)
+	}
+	return pd.Close()
+}
+
+func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.MR, error) {
+	k.mu.Lock()
+	pd := k.pds[pdh]
+	k.mu.Unlock()
+	if pd == nil {
+		return seam.MR{}, fmt.Errorf("reg mr: pd handle %d: %w", pdh, unix.ENOENT)
+	}
+	if len(mem) == 0 {
+		return seam.MR{}, fmt.Errorf("reg mr: empty region: %w", unix.EINVAL)
+	}
+	mr, err := pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil)
+	if err != nil {
+		return seam.MR{}, err
+	}
+	h := seam.Handle(mr.Handle())
+	k.mu.Lock()
+	if k.mrs == nil {
+		k.mrs = map[seam.Handle]*uverbs.MR{}
+	}
+	k.mrs[h] = mr
+	k.mu.Unlock()
+	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}, nil
+}
+
+func (k *kernelDevice) DeregMR(h seam.Handle) error {
+	k.mu.Lock()
+	mr := k.mrs[h]
+	delete(k.mrs, h)
+	k.mu.Unlock()
+	if mr == nil {
+		return fmt.Errorf("dereg mr: handle %d: %w", h, unix.ENOENT)
+	}
+	return mr.Close()
+}

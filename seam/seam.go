@@ -24,6 +24,12 @@ type UAR struct {
 	MMapLength uint32
 }
 
+// MR is a registered memory region: the keys WQEs name it by.
+type MR struct {
+	Handle     Handle
+	LKey, RKey uint32
+}
+
 // AsyncCmdFD receives the completions of asynchronous DEVX commands.
 type AsyncCmdFD interface {
 	// Next waits for one completion and copies it into buf: an 8-byte
@@ -69,6 +75,16 @@ type Device interface {
 	UnmapUAR(page []byte) error
 	// QueryEQN returns the EQ number of a completion vector.
 	QueryEQN(vector uint32) (uint32, error)
+
+	// AllocPD allocates a verbs protection domain (ibv_alloc_pd) and
+	// returns its handle and the pdn PRM commands and WQEs refer to.
+	AllocPD() (Handle, uint32, error)
+	DeallocPD(h Handle) error
+	// RegMR registers mem in the protection domain pd (ibv_reg_mr, with
+	// the iova equal to mem's address). access is enum
+	// ib_uverbs_access_flags.
+	RegMR(pd Handle, mem []byte, access uint32) (MR, error)
+	DeregMR(h Handle) error
 
 	Close() error
 }
