@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/seam"
@@ -44,6 +45,10 @@ type Context struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	// mkeys are the context's mkeys by index, for SIG_ERR CQEs.
+	mkeys  atomic.Pointer[mkeyTable]
+	mkeyMu sync.Mutex
 }
 
 // Open opens the named mlx5 device (e.g. "mlx5_0") with a DEVX context.
@@ -137,6 +142,19 @@ func (c *Context) Close() error {
 	c.closed = true
 	return c.dev.Close()
 }
+
+// checkOpen fails once the context is closed; verbs calls need no DEVX.
+func (c *Context) checkOpen(op string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("mlx5: %s: %w", op, ErrClosed)
+	}
+	return nil
+}
+
+// addrOf is the address of mem's first byte, as the device names it.
+func addrOf(mem []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))) }
 
 func (c *Context) check(op string) error {
 	c.mu.Lock()

@@ -1,0 +1,25 @@
+package hwtest
+
+import (
+	"testing"
+
+	"github.com/mlx5go/mlx5go/hwtest/flows"
+)
+
+// TestHWCRC64XP10 settles CRC64_XP10's parameters (docs/SIG.md): the device
+// generates signatures over known blocks with each seed, and exactly one
+// candidate parameter set, in one byte order, must explain them all. The
+// result is logged; paste it into docs/SIG.md and make it sig's default.
+func TestHWCRC64XP10(t *testing.T) {
+	c := OpenDEVX(t)
+	for _, r := range flows.CRC64XP10(t, c) {
+		switch len(r.Matches) {
+		case 0:
+			t.Errorf("CRC64_XP10 is none of sig.Candidates: %v", r)
+		case 1:
+			t.Logf("settled: %v", r)
+		default:
+			t.Errorf("CRC64_XP10 not settled, several candidates explain every block: %v", r)
+		}
+	}
+}

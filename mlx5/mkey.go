@@ -1,0 +1,306 @@
+package mlx5
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
+)
+
+// MkeyOptions describe an indirect mkey (mlx5dv_create_mkey with
+// MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT): created free, then given a layout,
+// access rights and optionally a signature block by PostMkeyConfigure.
+type MkeyOptions struct {
+	// MaxEntries is the most layout entries a configure may give it
+	// (mlx5dv_mkey_init_attr.max_entries), 1 to 1024.
+	MaxEntries int
+	// BlockSignature adds block signature support
+	// (MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE): a BSF and one PSV per
+	// domain.
+	BlockSignature bool
+}
+
+// Mkey is an indirect mkey (struct mlx5dv_mkey).
+type Mkey struct {
+	c          *Context
+	pd         *PD
+	obj        *DevxObj
+	psv        [2]*DevxObj // memory, wire
+	psvIndex   [2]uint32
+	maxEntries int
+	sigMkey    bool
+	// LKey and RKey name the mkey in SGEs and remote accesses; they are
+	// the same key.
+	LKey, RKey uint32
+
+	// State of the send queue that configures it (the poster's).
+	bsf          wqe.BSFState
+	updateSigErr bool
+	// shape is what Check needs of the last signature block configured
+	// (sigShape), published by the poster without a lock.
+	shape atomic.Uint32
+	// sigErrs counts the signature errors the CQ reported.
+	sigErrs atomic.Uint32
+
+	// The signature error the CQ saw, for Check (the poller's and the
+	// checker's; errors only, off the hot path).
+	mu      sync.Mutex
+	pending *sigErrInfo
+	closed  bool
+}
+
+// sigShape packs, per domain, whether it has a signature, and whether it
+// is T10-DIF or CRC64_XP10: what decoding a SIG_ERR CQE depends on.
+type sigShape uint32
+
+const (
+	shapePresent sigShape = 1 << iota
+	shapeT10DIF
+	shapeCRC64
+	shapeBits = 3 // per domain; the wire domain's are shifted by this
+)
+
+func shapeOf(a *sig.BlockAttr) sigShape {
+	if a == nil {
+		return 0
+	}
+	one := func(d *sig.Domain) sigShape {
+		switch {
+		case d == nil:
+			return 0
+		case d.Type == sig.SigTypeT10DIF:
+			return shapePresent | shapeT10DIF
+		case d.CRC != nil && d.CRC.Type == sig.CRCTypeCRC64XP10:
+			return shapePresent | shapeCRC64
+		}
+		return shapePresent
+	}
+	return one(a.Mem) | one(a.Wire)<<shapeBits
+}
+
+func (s sigShape) domain(d sig.SigDomain) sigShape {
+	if d == sig.DomainWire {
+		return s >> shapeBits & (1<<shapeBits - 1)
+	}
+	return s & (1<<shapeBits - 1)
+}
+
+// sigErrInfo is what a SIG_ERR CQE said, decoded only when Check asks, as
+// libmlx5 does, against the signature block the mkey had when the CQE
+// arrived.
+type sigErrInfo struct {
+	cqe   sig.SigErrCQE
+	shape sigShape
+}
+
+// mkeyTranslationAlign: a KLM mkey's translation area is counted in
+// octowords and libmlx5 sizes it for max_entries rounded up to 4.
+const mkeyTranslationAlign = 4
+
+// Access mode of an indirect mkey (MLX5_MKC_ACCESS_MODE_KLMS).
+const mkcAccessKLMs = 2
+
+// CreateMkey creates an indirect mkey in the PD (mlx5dv_create_mkey): for
+// a signature mkey, first a PSV for each domain (CREATE_PSV), then the
+// mkey (CREATE_MKEY), free, with UMR enabled, local read, KLM access mode,
+// and the BSF enabled; the same commands libmlx5 sends.
+func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
+	const op = "create mkey"
+	if err := p.c.check(op); err != nil {
+		return nil, err
+	}
+	if o.MaxEntries < 1 || o.MaxEntries > 1024 {
+		return nil, fmt.Errorf("mlx5: %s: max entries %d (1 to 1024): %w", op, o.MaxEntries, unix.EINVAL)
+	}
+	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, updateSigErr: true}
+	if err := m.create(); err != nil {
+		m.release()
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	p.c.addMkey(m)
+	return m, nil
+}
+
+func (m *Mkey) create() error {
+	if m.sigMkey {
+		for i := range m.psv {
+			in := mailbox(prm.CreatePsvIn.Layout().Size, prm.MLX5_CMD_OP_CREATE_PSV)
+			prm.CreatePsvIn.NumPsv.Set(in, 1)
+			prm.CreatePsvIn.Pd.Set(in, uint64(m.pd.pdn))
+			out := make([]byte, prm.CreatePsvOut.Layout().Size)
+			obj, err := m.c.CreateObj(in, out)
+			if err != nil {
+				return err
+			}
+			m.psv[i] = obj
+			m.psvIndex[i] = uint32(prm.CreatePsvOut.Psv0Index.Get(out))
+		}
+	}
+	in := mailbox(prm.CreateMkeyIn.Layout().Size, prm.MLX5_CMD_OP_CREATE_MKEY)
+	mkc := prm.CreateMkeyIn.MemoryKeyMkeyEntry
+	set := func(f prm.Field, v uint64) { f.At(mkc).Set(in, v) }
+	set(prm.Mkc.Free, 1)
+	set(prm.Mkc.UmrEn, 1)
+	set(prm.Mkc.Lr, 1)
+	set(prm.Mkc.AccessMode10, mkcAccessKLMs)
+	set(prm.Mkc.Qpn, 0xffffff)
+	set(prm.Mkc.Pd, uint64(m.pd.pdn))
+	set(prm.Mkc.TranslationsOctwordSize, uint64((m.maxEntries+mkeyTranslationAlign-1)&^(mkeyTranslationAlign-1)))
+	if m.sigMkey {
+		set(prm.Mkc.BsfEn, 1)
+		set(prm.Mkc.BsfOctwordSize, wqe.BSFSegSize/16)
+	}
+	out := make([]byte, prm.CreateMkeyOut.Layout().Size)
+	obj, err := m.c.CreateObj(in, out)
+	if err != nil {
+		return err
+	}
+	m.obj = obj
+	key := uint32(prm.CreateMkeyOut.MkeyIndex.Get(out))<<8 | uint32(prm.Mkc.Mkey70.At(mkc).Get(in))
+	m.LKey, m.RKey = key, key
+	return nil
+}
+
+// release destroys what create made: the mkey, then the PSVs.
+func (m *Mkey) release() error {
+	var first error
+	for _, o := range []*DevxObj{m.obj, m.psv[0], m.psv[1]} {
+		if o == nil {
+			continue
+		}
+		if err := o.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close destroys the mkey and its PSVs. Closing twice is safe.
+func (m *Mkey) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.c.removeMkey(m)
+	if err := m.release(); err != nil {
+		return fmt.Errorf("mlx5: destroy mkey %#x: %w", m.LKey, err)
+	}
+	return nil
+}
+
+// SigMkey reports whether the mkey has block signature support.
+func (m *Mkey) SigMkey() bool { return m.sigMkey }
+
+// PSVs returns the PSV indexes of the memory and wire domains (0 without
+// block signature).
+func (m *Mkey) PSVs() (mem, wire uint32) { return m.psvIndex[0], m.psvIndex[1] }
+
+// Check returns the signature error the device reported on the mkey since
+// the last Check, and forgets it (mlx5dv_mkey_check): the zero MkeyErr when
+// there was none. The error arrives with the CQ poll that reads its SIG_ERR
+// CQE: poll the QP's CQ first. The result is decoded with the signature
+// block the mkey had when it was last configured; a report that does not
+// fit it (an unknown syndrome, a domain without a signature, a
+// transaction signature) is an error wrapping EINVAL, and is forgotten too.
+func (m *Mkey) Check() (sig.MkeyErr, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.sigMkey {
+		return sig.MkeyErr{}, fmt.Errorf("mlx5: mkey check %#x: the mkey has no block signature: %w", m.LKey, unix.EINVAL)
+	}
+	e := m.pending
+	if e == nil {
+		return sig.MkeyErr{}, nil
+	}
+	m.pending = nil
+	me, err := e.decode()
+	if err != nil {
+		return sig.MkeyErr{}, fmt.Errorf("mlx5: mkey check %#x: %w", m.LKey, err)
+	}
+	return me, nil
+}
+
+// decode turns the CQE's report into mlx5dv_mkey_check's answer
+// (sig.DecodeSigErrCQE), with a signature block of the shape the mkey had.
+func (e *sigErrInfo) decode() (sig.MkeyErr, error) {
+	var attr sig.BlockAttr
+	attr.Mem = e.shape.domain(sig.DomainMemory).attr()
+	attr.Wire = e.shape.domain(sig.DomainWire).attr()
+	me, err := sig.DecodeSigErrCQE(e.cqe, &attr)
+	if err != nil {
+		return sig.MkeyErr{}, fmt.Errorf("%w (%w)", err, unix.EINVAL)
+	}
+	return me, nil
+}
+
+// attr is a domain of the shape: enough of it for decoding.
+func (s sigShape) attr() *sig.Domain {
+	switch {
+	case s&shapePresent == 0:
+		return nil
+	case s&shapeT10DIF != 0:
+		return &sig.Domain{Type: sig.SigTypeT10DIF, T10DIF: &sig.T10DIF{}}
+	case s&shapeCRC64 != 0:
+		return &sig.Domain{Type: sig.SigTypeCRC, CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10}}
+	}
+	return &sig.Domain{Type: sig.SigTypeCRC, CRC: &sig.CRC{Type: sig.CRCTypeCRC32}}
+}
+
+// recordSigErr keeps a SIG_ERR CQE's report for Check and makes the next
+// configure of the mkey clear the error in the device.
+func (m *Mkey) recordSigErr(c sig.SigErrCQE) {
+	e := sigErrInfo{cqe: c, shape: sigShape(m.shape.Load())}
+	m.mu.Lock()
+	m.pending = &e
+	m.mu.Unlock()
+	m.sigErrs.Add(1)
+}
+
+// mkeys finds an mkey by its index (the key without its low byte), for
+// the SIG_ERR CQEs that name it; replaced whole on change, so the poller
+// reads it without a lock.
+type mkeyTable = map[uint32]*Mkey
+
+func (c *Context) addMkey(m *Mkey) {
+	c.mkeyMu.Lock()
+	defer c.mkeyMu.Unlock()
+	old := c.mkeys.Load()
+	t := make(mkeyTable, 1)
+	if old != nil {
+		for k, v := range *old {
+			t[k] = v
+		}
+	}
+	t[m.LKey>>8] = m
+	c.mkeys.Store(&t)
+}
+
+func (c *Context) removeMkey(m *Mkey) {
+	c.mkeyMu.Lock()
+	defer c.mkeyMu.Unlock()
+	old := c.mkeys.Load()
+	if old == nil || (*old)[m.LKey>>8] != m {
+		return
+	}
+	t := make(mkeyTable, len(*old))
+	for k, v := range *old {
+		if v != m {
+			t[k] = v
+		}
+	}
+	c.mkeys.Store(&t)
+}
+
+func (c *Context) mkeyByIndex(index uint32) *Mkey {
+	t := c.mkeys.Load()
+	if t == nil {
+		return nil
+	}
+	return (*t)[index]
+}

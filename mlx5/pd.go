@@ -1,0 +1,104 @@
+package mlx5
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/uverbs"
+)
+
+// PD is a protection domain (ibv_alloc_pd). QPs, memory regions and
+// mkeys in the same PD may use each other.
+type PD struct {
+	c      *Context
+	handle seam.Handle
+	pdn    uint32
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// AllocPD allocates a protection domain.
+func (c *Context) AllocPD() (*PD, error) {
+	const op = "alloc pd"
+	if err := c.checkOpen(op); err != nil {
+		return nil, err
+	}
+	h, pdn, err := c.dev.AllocPD()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	return &PD{c: c, handle: h, pdn: pdn}, nil
+}
+
+// PDN is the protection domain number PRM commands and WQEs refer to.
+func (p *PD) PDN() uint32 { return p.pdn }
+
+// Close deallocates the PD; everything in it must be closed first.
+// Closing twice is safe.
+func (p *PD) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.c.closedNow() {
+		p.closed = true
+		return nil
+	}
+	if err := p.c.dev.DeallocPD(p.handle); err != nil {
+		return fmt.Errorf("mlx5: dealloc pd: %w", err)
+	}
+	p.closed = true
+	return nil
+}
+
+// MR is a registered memory region (ibv_reg_mr) whose device address is
+// its virtual address.
+type MR struct {
+	c      *Context
+	handle seam.Handle
+	// LKey and RKey name the region in local and remote accesses.
+	LKey, RKey uint32
+	// Addr is the address of the first byte, as SGEs and remote
+	// addresses name it.
+	Addr uint64
+	// Len is the region's length in bytes.
+	Len uint64
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// RegMR registers mem, which must be outside the Go heap (a Buffer), with
+// the given access rights.
+func (p *PD) RegMR(mem []byte, access uverbs.AccessFlags) (*MR, error) {
+	const op = "reg mr"
+	if err := p.c.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("mlx5: %s: empty region", op)
+	}
+	if access&(uverbs.AccessRemoteWrite|uverbs.AccessRemoteAtomic) != 0 && access&uverbs.AccessLocalWrite == 0 {
+		return nil, fmt.Errorf("mlx5: %s: remote write or atomic access needs local write (IB spec 10.6.3.1)", op)
+	}
+	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+	}
+	return &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem))}, nil
+}
+
+// Close deregisters the region. Closing twice is safe.
+func (m *MR) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.c.closedNow() {
+		m.closed = true
+		return nil
+	}
+	if err := m.c.dev.DeregMR(m.handle); err != nil {
+		return fmt.Errorf("mlx5: dereg mr: %w", err)
+	}
+	m.closed = true
+	return nil
+}
