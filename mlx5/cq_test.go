@@ -156,7 +156,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 
 // testCQ is a CQ of n CQEs in Go memory (no device), consumer index ci,
 // initialised as CreateCQ does.
-func testCQ(t *testing.T, c *Context, n int, ci uint32) *CQ {
+func testCQ(t testing.TB, c *Context, n int, ci uint32) *CQ {
 	t.Helper()
 	b, err := AllocBuffer(n*cqeSize + 4096)
 	if err != nil {

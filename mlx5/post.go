@@ -65,7 +65,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		return err
 	}
 	s := wqe.Send{QPN: qp.qpn, Opcode: uint8(wr.Opcode), Flags: wr.Flags, Imm: wr.Imm,
-		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, SmallFence: qp.fmCache}
+		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE}
 	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, &s)
 	if err != nil {
 		return fmt.Errorf("mlx5: post send: %w", err)

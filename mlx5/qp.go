@@ -56,13 +56,14 @@ type QP struct {
 
 // sendQueue is the send side's ring and per-WQEBB bookkeeping.
 type sendQueue struct {
-	ring  wqe.Ring
-	pi    uint16 // producer counter, in WQEBBs
-	tail  atomic.Uint32
-	wrID  []uint64
-	op    []WCOpcode
-	next  []uint16 // producer counter after the WQE that starts here
-	maxWR int      // WQEBBs a work request may take
+	ring   wqe.Ring
+	pi     uint16 // producer counter, in WQEBBs
+	tail   atomic.Uint32
+	wrID   []uint64
+	op     []WCOpcode
+	next   []uint16 // producer counter after the WQE that starts here
+	maxWR  int      // WQEBBs a work request may take
+	maxSGE int      // SGEs a send work request may have
 }
 
 type recvQueue struct {
@@ -126,7 +127,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		return nil, fmt.Errorf("mlx5: %s: %d send WRs of %d WQEBBs exceed the 32768-WQEBB send queue", op, o.MaxSendWR, perWR)
 	}
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ}
-	qp.sq.maxWR = perWR
+	qp.sq.maxWR, qp.sq.maxSGE = perWR, max(o.MaxSendSGE, 1)
 	if err := qp.create(&o, sqBBs); err != nil {
 		qp.res.close()
 		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
