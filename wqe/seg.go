@@ -8,10 +8,19 @@ import (
 // WQEBB is the size of a send queue basic block (MLX5_SEND_WQE_BB).
 const WQEBB = 64
 
-// Opcodes of the control segment (enum in mlx5dv.h).
+// Opcodes of the control segment (MLX5_OPCODE_* in mlx5dv.h).
 const (
-	OpcodeSetPSV uint8 = 0x20 // MLX5_OPCODE_SET_PSV
-	OpcodeUMR    uint8 = 0x25 // MLX5_OPCODE_UMR
+	OpcodeNOP          uint8 = 0x00 // MLX5_OPCODE_NOP
+	OpcodeSendInval    uint8 = 0x01 // MLX5_OPCODE_SEND_INVAL: send with invalidate
+	OpcodeRDMAWrite    uint8 = 0x08 // MLX5_OPCODE_RDMA_WRITE
+	OpcodeRDMAWriteImm uint8 = 0x09 // MLX5_OPCODE_RDMA_WRITE_IMM
+	OpcodeSend         uint8 = 0x0a // MLX5_OPCODE_SEND
+	OpcodeSendImm      uint8 = 0x0b // MLX5_OPCODE_SEND_IMM
+	OpcodeRDMARead     uint8 = 0x10 // MLX5_OPCODE_RDMA_READ
+	OpcodeAtomicCS     uint8 = 0x11 // MLX5_OPCODE_ATOMIC_CS: compare and swap
+	OpcodeAtomicFA     uint8 = 0x12 // MLX5_OPCODE_ATOMIC_FA: fetch and add
+	OpcodeSetPSV       uint8 = 0x20 // MLX5_OPCODE_SET_PSV
+	OpcodeUMR          uint8 = 0x25 // MLX5_OPCODE_UMR (also LOCAL_INV)
 )
 
 // Bits of the control segment's fm_ce_se byte (mlx5dv.h).
@@ -24,12 +33,17 @@ const (
 
 // Segment sizes in bytes.
 const (
-	CtrlSegSize    = 16 // struct mlx5_wqe_ctrl_seg
-	UMRCtrlSegSize = 48 // struct mlx5_wqe_umr_ctrl_seg
-	MkcSegSize     = 64 // struct mlx5_wqe_mkey_context_seg (= PRM mkc)
-	KLMSegSize     = 16 // struct mlx5_wqe_umr_klm_seg
-	BSFSegSize     = 64 // BSF: basic, extended, wire and memory inline parts
-	SetPSVSegSize  = 16 // SET_PSV segment
+	CtrlSegSize     = 16 // struct mlx5_wqe_ctrl_seg
+	DataSegSize     = 16 // struct mlx5_wqe_data_seg
+	RaddrSegSize    = 16 // struct mlx5_wqe_raddr_seg
+	AtomicSegSize   = 16 // struct mlx5_wqe_atomic_seg
+	DatagramSegSize = 48 // struct mlx5_wqe_datagram_seg (the address vector, struct mlx5_wqe_av)
+	InlineHdrSize   = 4  // struct mlx5_wqe_inline_seg without its data: byte_count
+	UMRCtrlSegSize  = 48 // struct mlx5_wqe_umr_ctrl_seg
+	MkcSegSize      = 64 // struct mlx5_wqe_mkey_context_seg (= PRM mkc)
+	KLMSegSize      = 16 // struct mlx5_wqe_umr_klm_seg
+	BSFSegSize      = 64 // BSF: basic, extended, wire and memory inline parts
+	SetPSVSegSize   = 16 // SET_PSV segment
 )
 
 // ErrShort is returned when a buffer cannot hold the segment or WQE.
