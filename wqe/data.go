@@ -41,15 +41,43 @@ type SGE struct {
 	LKey   uint32
 }
 
+// Byte offsets in the data-path segments (checked against the kernel's
+// BTF by TestLabBTFWQE, except the atomic segment's, which the kernel's
+// modules do not use).
+const (
+	dataOffByteCount   = 0  // mlx5_wqe_data_seg.byte_count
+	dataOffLKey        = 4  // mlx5_wqe_data_seg.lkey
+	dataOffAddr        = 8  // mlx5_wqe_data_seg.addr
+	raddrOffRaddr      = 0  // mlx5_wqe_raddr_seg.raddr
+	raddrOffRKey       = 8  // mlx5_wqe_raddr_seg.rkey
+	raddrOffReserved   = 12 // mlx5_wqe_raddr_seg.reserved
+	atomicOffSwapAdd   = 0  // mlx5_wqe_atomic_seg.swap_add
+	atomicOffCompare   = 8  // mlx5_wqe_atomic_seg.compare
+	inlineOffByteCount = 0  // mlx5_wqe_inline_seg.byte_count
+	inlineOffData      = 4  // mlx5_wqe_inline_seg.data
+	avOffQKey          = 0  // mlx5_wqe_av.key.qkey.qkey (kernel: mlx5_av)
+	avOffQKeyReserved  = 4  // mlx5_wqe_av.key.qkey.reserved
+	avOffDQPDCT        = 8  // dqp_dct
+	avOffStatRateSL    = 12 // stat_rate_sl
+	avOffFlMlid        = 13 // fl_mlid
+	avOffRLID          = 14 // rlid
+	avOffReserved0     = 16 // reserved0
+	avOffRMAC          = 20 // rmac
+	avOffTClass        = 26 // tclass
+	avOffHopLimit      = 27 // hop_limit
+	avOffGRHGidFl      = 28 // grh_gid_fl
+	avOffRGID          = 32 // rgid
+)
+
 // PutData writes the data segment of s into b[:16] (struct
 // mlx5_wqe_data_seg: byte_count, lkey, addr).
 func PutData(b []byte, s SGE) error {
 	if len(b) < DataSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[0:], s.Length)
-	be.PutUint32(b[4:], s.LKey)
-	be.PutUint64(b[8:], s.Addr)
+	be.PutUint32(b[dataOffByteCount:], s.Length)
+	be.PutUint32(b[dataOffLKey:], s.LKey)
+	be.PutUint64(b[dataOffAddr:], s.Addr)
 	return nil
 }
 
@@ -59,9 +87,9 @@ func PutRaddr(b []byte, raddr uint64, rkey uint32) error {
 	if len(b) < RaddrSegSize {
 		return ErrShort
 	}
-	be.PutUint64(b[0:], raddr)
-	be.PutUint32(b[8:], rkey)
-	be.PutUint32(b[12:], 0)
+	be.PutUint64(b[raddrOffRaddr:], raddr)
+	be.PutUint32(b[raddrOffRKey:], rkey)
+	be.PutUint32(b[raddrOffReserved:], 0)
 	return nil
 }
 
@@ -73,8 +101,8 @@ func PutAtomic(b []byte, swapAdd, compare uint64) error {
 	if len(b) < AtomicSegSize {
 		return ErrShort
 	}
-	be.PutUint64(b[0:], swapAdd)
-	be.PutUint64(b[8:], compare)
+	be.PutUint64(b[atomicOffSwapAdd:], swapAdd)
+	be.PutUint64(b[atomicOffCompare:], compare)
 	return nil
 }
 
@@ -96,8 +124,8 @@ func PutInline(b []byte, data ...[]byte) (int, error) {
 	if len(b) < size {
 		return 0, ErrShort
 	}
-	be.PutUint32(b, uint32(n)|InlineSeg)
-	off := InlineHdrSize
+	be.PutUint32(b[inlineOffByteCount:], uint32(n)|InlineSeg)
+	off := inlineOffData
 	for _, d := range data {
 		off += copy(b[off:], d)
 	}
@@ -182,18 +210,18 @@ func PutDatagram(b []byte, u *UD) error {
 		return ErrShort
 	}
 	b = b[:DatagramSegSize]
-	be.PutUint32(b[0:], u.QKey)
-	be.PutUint32(b[4:], 0)
-	be.PutUint32(b[8:], u.RemoteQPN&0xffffff|ExtendedUDAV)
-	b[12] = u.AV.StatRateSL
-	b[13] = u.AV.FlMlid
-	be.PutUint16(b[14:], u.AV.RLID)
-	clear(b[16:20])
-	copy(b[20:26], u.AV.RMAC[:])
-	b[26] = u.AV.TClass
-	b[27] = u.AV.HopLimit
-	be.PutUint32(b[28:], u.AV.GRHGidFl)
-	copy(b[32:48], u.AV.RGID[:])
+	be.PutUint32(b[avOffQKey:], u.QKey)
+	be.PutUint32(b[avOffQKeyReserved:], 0)
+	be.PutUint32(b[avOffDQPDCT:], u.RemoteQPN&0xffffff|ExtendedUDAV)
+	b[avOffStatRateSL] = u.AV.StatRateSL
+	b[avOffFlMlid] = u.AV.FlMlid
+	be.PutUint16(b[avOffRLID:], u.AV.RLID)
+	clear(b[avOffReserved0:avOffRMAC])
+	copy(b[avOffRMAC:avOffTClass], u.AV.RMAC[:])
+	b[avOffTClass] = u.AV.TClass
+	b[avOffHopLimit] = u.AV.HopLimit
+	be.PutUint32(b[avOffGRHGidFl:], u.AV.GRHGidFl)
+	copy(b[avOffRGID:], u.AV.RGID[:])
 	return nil
 }
 
@@ -370,8 +398,8 @@ func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
 		off += AtomicSegSize
 	}
 	if l.inline > 0 {
-		be.PutUint32(r.at(pi, off), uint32(l.inline)|InlineSeg)
-		off += InlineHdrSize
+		be.PutUint32(r.at(pi, off+inlineOffByteCount), uint32(l.inline)|InlineSeg)
+		off += inlineOffData
 		for _, d := range s.Inline {
 			for len(d) > 0 {
 				n := copy(r.at(pi, off), d)

@@ -64,18 +64,28 @@ type Ctrl struct {
 	Imm       uint32 // imm: immediate data, invalidation key, or the UMR's mkey
 }
 
+// Byte offsets in struct mlx5_wqe_ctrl_seg (checked against the kernel's
+// BTF by TestLabBTFWQE).
+const (
+	ctrlOffOpmodIdxOpcode = 0  // opmod_idx_opcode
+	ctrlOffQPNDS          = 4  // qpn_ds
+	ctrlOffSignature      = 8  // signature
+	ctrlOffFmCeSe         = 11 // fm_ce_se
+	ctrlOffImm            = 12 // imm
+)
+
 // PutCtrl writes c into b[:16] (mlx5_wqe_ctrl_seg: opmod_idx_opcode,
 // qpn_ds, signature, dci_stream_channel_id (0), fm_ce_se, imm).
 func PutCtrl(b []byte, c *Ctrl) error {
 	if len(b) < CtrlSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[0:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
-	be.PutUint32(b[4:], c.QPN<<8|uint32(c.DS&0x3f))
-	b[8] = c.Signature
-	b[9], b[10] = 0, 0
-	b[11] = c.FmCeSe
-	be.PutUint32(b[12:], c.Imm)
+	be.PutUint32(b[ctrlOffOpmodIdxOpcode:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
+	be.PutUint32(b[ctrlOffQPNDS:], c.QPN<<8|uint32(c.DS&0x3f))
+	b[ctrlOffSignature] = c.Signature
+	b[ctrlOffSignature+1], b[ctrlOffSignature+2] = 0, 0
+	b[ctrlOffFmCeSe] = c.FmCeSe
+	be.PutUint32(b[ctrlOffImm:], c.Imm)
 	return nil
 }
 
@@ -115,16 +125,27 @@ type UMRCtrl struct {
 	MkeyMask     MkeyMask // mkey_mask
 }
 
+// Byte offsets in struct mlx5_wqe_umr_ctrl_seg (checked against the
+// kernel's BTF by TestLabBTFWQE).
+const (
+	umrOffFlags        = 0  // flags
+	umrOffKLMOctowords = 4  // klm_octowords (kernel: xlt_octowords)
+	umrOffBSFOctowords = 6  // bsf_octowords / translation_offset
+	umrOffMkeyMask     = 8  // mkey_mask
+	umrOffReserved     = 16 // the rest is reserved here
+)
+
 // PutUMRCtrl writes u into b[:48]; the 32 reserved bytes are zeroed.
 func PutUMRCtrl(b []byte, u *UMRCtrl) error {
 	if len(b) < UMRCtrlSegSize {
 		return ErrShort
 	}
-	b[0], b[1], b[2], b[3] = u.Flags, 0, 0, 0
-	be.PutUint16(b[4:], u.KLMOctowords)
-	be.PutUint16(b[6:], u.BSFOctowords)
-	be.PutUint64(b[8:], uint64(u.MkeyMask))
-	clear(b[16:UMRCtrlSegSize])
+	b[umrOffFlags] = u.Flags
+	clear(b[umrOffFlags+1 : umrOffKLMOctowords])
+	be.PutUint16(b[umrOffKLMOctowords:], u.KLMOctowords)
+	be.PutUint16(b[umrOffBSFOctowords:], u.BSFOctowords)
+	be.PutUint64(b[umrOffMkeyMask:], uint64(u.MkeyMask))
+	clear(b[umrOffReserved:UMRCtrlSegSize])
 	return nil
 }
 
