@@ -189,14 +189,15 @@ func (c *CQE) Decode(b []byte) error {
 	b = b[:CQESize]
 	op := b[cqeOffOpOwn]
 	sdq := be.Uint32(b[cqeOffSopDropQPN:])
-	*c = CQE{
-		Opcode:    op >> 4,
-		Format:    (op >> 2) & 3,
-		Owner:     op&cqeOwnerMask != 0,
-		Signature: b[cqeOffSignature],
-		QPN:       sdq & 0xffffff,
-		WQEOpcode: uint8(sdq >> 24),
-	}
+	c.Opcode = op >> 4
+	c.Format = (op >> 2) & 3
+	c.Owner = op&cqeOwnerMask != 0
+	c.Signature = b[cqeOffSignature]
+	c.QPN = sdq & 0xffffff
+	c.WQEOpcode = uint8(sdq >> 24)
+	c.Syndrome, c.VendorSyndrome = 0, 0
+	c.ByteCount, c.Imm, c.Timestamp, c.SLID, c.FlagsRQPN, c.MLPath = 0, 0, 0, 0, 0, 0
+	c.WQECounter, c.SrqnUIdx = 0, 0
 	switch c.Opcode {
 	case CQESigErr:
 		return nil

@@ -338,55 +338,66 @@ func (s *Send) layout() (l sendLayout, err error) {
 	return l, nil
 }
 
-// at returns the ring from byte off of the WQE that starts at producer
-// counter pi to the end of that byte's WQEBB: a WQE continues at the start
-// of the ring when it crosses the ring's end.
-func (r Ring) at(pi uint16, off int) []byte {
-	return r.Slot(pi + uint16(off/WQEBB))[off%WQEBB:]
-}
-
-// clearTo zeroes the WQE at pi from byte off to byte end, a WQEBB
-// boundary.
-func (r Ring) clearTo(pi uint16, off, end int) {
-	for off < end {
-		b := r.at(pi, off)
-		clear(b)
-		off += len(b)
-	}
-}
+// maxWQE is the largest WQE in bytes: MaxDS 16-byte units, rounded up to
+// whole WQEBBs.
+const maxWQE = (MaxDS*16 + WQEBB - 1) / WQEBB * WQEBB
 
 // BuildSend writes the WQE of s into r at producer counter pi: the ctrl
 // segment, the datagram segment (UD), the remote address segment (RDMA and
 // atomics), the atomic segment, then the data segments or the inline
-// segment. Every byte of the WQEBBs it uses is written (the tail of the
-// last one is zeroed). It checks s before writing, so on error r is
-// unchanged. It does not ring the doorbell or advance any counter.
+// segment. A WQE that crosses the ring's end continues at its start. Every
+// byte of the WQEBBs it uses is written (the tail of the last one is
+// zeroed). It checks s before writing, so on error r is unchanged. It does
+// not ring the doorbell or advance any counter.
 func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
 	l, err := s.layout()
 	if err != nil {
 		return Result{}, err
 	}
-	bbs := (l.ds*16 + WQEBB - 1) / WQEBB
-	if !r.valid() || bbs > r.wqebbs() {
+	size := (l.ds*16 + WQEBB - 1) &^ (WQEBB - 1)
+	if !r.valid() || size > len(r) {
 		return Result{}, ErrRing
 	}
+	var db uint64
+	if at := int(pi) & (r.wqebbs() - 1) * WQEBB; at+size <= len(r) {
+		db = s.encode(r[at:at+size:at+size], pi, &l)
+	} else {
+		db = s.encodeWrapped(r, at, size, pi, &l)
+	}
+	return Result{WQEBBs: size / WQEBB, DS: uint8(l.ds), Doorbell: db}, nil
+}
+
+// encodeWrapped encodes a WQE that crosses the ring's end: it builds it
+// aside, then copies it in two pieces.
+//
+//go:noinline
+func (s *Send) encodeWrapped(r Ring, at, size int, pi uint16, l *sendLayout) uint64 {
+	var tmp [maxWQE]byte
+	w := tmp[:size]
+	db := s.encode(w, pi, l)
+	copy(r, w[copy(r[at:], w):])
+	return db
+}
+
+// encode writes the WQE of s, laid out as l, into w (its whole WQEBBs) and
+// returns the doorbell word.
+func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	fm := s.Flags.fence(s.SmallFence)
 	if s.Flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	imm := s.Imm
-	if s.Opcode != OpcodeSendImm && s.Opcode != OpcodeRDMAWriteImm && s.Opcode != OpcodeSendInval {
-		imm = 0
+	var imm uint32
+	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
+		imm = s.Imm
 	}
-	ctrl := r.Slot(pi)
-	_ = PutCtrl(ctrl, &Ctrl{Opcode: s.Opcode, WQEIndex: pi, QPN: s.QPN, DS: uint8(l.ds), FmCeSe: fm, Imm: imm})
+	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
 	off := CtrlSegSize
 	if s.UD != nil {
-		_ = PutDatagram(r.at(pi, off), s.UD)
+		_ = PutDatagram(w[off:], s.UD)
 		off += DatagramSegSize
 	}
 	if l.remote {
-		_ = PutRaddr(r.at(pi, off), s.RemoteAddr, s.RKey)
+		_ = PutRaddr(w[off:], s.RemoteAddr, s.RKey)
 		off += RaddrSegSize
 	}
 	if l.atomic {
@@ -394,19 +405,18 @@ func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
 		if s.Opcode == OpcodeAtomicCS {
 			cmp = s.Compare
 		}
-		_ = PutAtomic(r.at(pi, off), s.SwapAdd, cmp)
+		_ = PutAtomic(w[off:], s.SwapAdd, cmp)
 		off += AtomicSegSize
 	}
 	if l.inline > 0 {
-		be.PutUint32(r.at(pi, off+inlineOffByteCount), uint32(l.inline)|InlineSeg)
+		be.PutUint32(w[off+inlineOffByteCount:], uint32(l.inline)|InlineSeg)
 		off += inlineOffData
 		for _, d := range s.Inline {
-			for len(d) > 0 {
-				n := copy(r.at(pi, off), d)
-				d = d[n:]
-				off += n
-			}
+			off += copy(w[off:], d)
 		}
+		end := (off + 15) &^ 15
+		clear(w[off:end])
+		off = end
 	} else {
 		for _, g := range s.SGL {
 			if g.Length == 0 {
@@ -415,12 +425,16 @@ func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
 			if l.atomic {
 				g.Length = atomicSize
 			}
-			_ = PutData(r.at(pi, off), g)
+			_ = PutData(w[off:], g)
 			off += DataSegSize
 		}
 	}
-	r.clearTo(pi, off, bbs*WQEBB)
-	return Result{WQEBBs: bbs, DS: uint8(l.ds), Doorbell: be.Uint64(ctrl)}, nil
+	// Zero the rest of the last WQEBB: at most three 16-byte units.
+	for ; off+16 <= len(w); off += 16 {
+		be.PutUint64(w[off:], 0)
+		be.PutUint64(w[off+8:], 0)
+	}
+	return db
 }
 
 // BuildNOP writes a NOP WQE into r at producer counter pi: a ctrl segment
