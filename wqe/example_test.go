@@ -8,15 +8,15 @@ import (
 )
 
 // Post a signaled RDMA write of one 4 KiB buffer on an RC send queue of 8
-// WQEBBs, then read its completion. The WQE is what libmlx5 writes for the
-// same work request (the oracle's rdma_write/sge1 cases); the doorbell
-// word goes to the UAR after the doorbell record is set to the new
-// producer counter.
+// WQEBBs, then read its completion. The WQE is the one libmlx5 writes for
+// the same work request (the oracle's wr_rdma_write_sge1 benchmark); the
+// doorbell word goes to the UAR after the doorbell record is set to the
+// new producer counter.
 func ExampleBuildSend() {
 	sq := make(wqe.Ring, 8*wqe.WQEBB)
 	var pi uint16 // the send queue's producer counter
 	res, err := wqe.BuildSend(sq, pi, &wqe.Send{
-		QPN:        0x1a3,
+		QPN:        0x1a2,
 		Opcode:     wqe.OpcodeRDMAWrite,
 		Flags:      wqe.SendSignaled,
 		RemoteAddr: 0x10000000,
@@ -39,7 +39,7 @@ func ExampleBuildSend() {
 	var ci uint32
 	fmt.Println("owned before the device wrote it:", wqe.CQEOwned(cq, ci, 2))
 	cqe := cq[:wqe.CQESize]
-	binary.BigEndian.PutUint32(cqe[56:], uint32(wqe.OpcodeRDMAWrite)<<24|0x1a3) // sop_drop_qpn
+	binary.BigEndian.PutUint32(cqe[56:], uint32(wqe.OpcodeRDMAWrite)<<24|0x1a2) // sop_drop_qpn
 	cqe[63] = wqe.CQEReq << 4                                                   // op_own, owner 0 on the first pass
 	if wqe.CQEOwned(cqe, ci, 2) {
 		var c wqe.CQE
@@ -48,8 +48,8 @@ func ExampleBuildSend() {
 		}
 	}
 	// Output:
-	// 00 00 00 08 00 01 a3 03 00 00 00 08 00 00 00 00 00 00 00 00 10 00 00 00 00 ab cd 01 00 00 00 00 00 00 10 00 00 20 01 00 00 00 7e 5a 00 00 00 00
-	// ds 3, 1 WQEBB, doorbell record 1, doorbell 0x000000080001a303
+	// 00 00 00 08 00 01 a2 03 00 00 00 08 00 00 00 00 00 00 00 00 10 00 00 00 00 ab cd 01 00 00 00 00 00 00 10 00 00 20 01 00 00 00 7e 5a 00 00 00 00
+	// ds 3, 1 WQEBB, doorbell record 1, doorbell 0x000000080001a203
 	// owned before the device wrote it: false
-	// opcode 0 qpn 0x1a3 wqe_counter 0 wqe opcode 0x8
+	// opcode 0 qpn 0x1a2 wqe_counter 0 wqe opcode 0x8
 }
