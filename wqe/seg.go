@@ -8,10 +8,19 @@ import (
 // WQEBB is the size of a send queue basic block (MLX5_SEND_WQE_BB).
 const WQEBB = 64
 
-// Opcodes of the control segment (enum in mlx5dv.h).
+// Opcodes of the control segment (MLX5_OPCODE_* in mlx5dv.h).
 const (
-	OpcodeSetPSV uint8 = 0x20 // MLX5_OPCODE_SET_PSV
-	OpcodeUMR    uint8 = 0x25 // MLX5_OPCODE_UMR
+	OpcodeNOP          uint8 = 0x00 // MLX5_OPCODE_NOP
+	OpcodeSendInval    uint8 = 0x01 // MLX5_OPCODE_SEND_INVAL: send with invalidate
+	OpcodeRDMAWrite    uint8 = 0x08 // MLX5_OPCODE_RDMA_WRITE
+	OpcodeRDMAWriteImm uint8 = 0x09 // MLX5_OPCODE_RDMA_WRITE_IMM
+	OpcodeSend         uint8 = 0x0a // MLX5_OPCODE_SEND
+	OpcodeSendImm      uint8 = 0x0b // MLX5_OPCODE_SEND_IMM
+	OpcodeRDMARead     uint8 = 0x10 // MLX5_OPCODE_RDMA_READ
+	OpcodeAtomicCS     uint8 = 0x11 // MLX5_OPCODE_ATOMIC_CS: compare and swap
+	OpcodeAtomicFA     uint8 = 0x12 // MLX5_OPCODE_ATOMIC_FA: fetch and add
+	OpcodeSetPSV       uint8 = 0x20 // MLX5_OPCODE_SET_PSV
+	OpcodeUMR          uint8 = 0x25 // MLX5_OPCODE_UMR (also LOCAL_INV)
 )
 
 // Bits of the control segment's fm_ce_se byte (mlx5dv.h).
@@ -24,12 +33,17 @@ const (
 
 // Segment sizes in bytes.
 const (
-	CtrlSegSize    = 16 // struct mlx5_wqe_ctrl_seg
-	UMRCtrlSegSize = 48 // struct mlx5_wqe_umr_ctrl_seg
-	MkcSegSize     = 64 // struct mlx5_wqe_mkey_context_seg (= PRM mkc)
-	KLMSegSize     = 16 // struct mlx5_wqe_umr_klm_seg
-	BSFSegSize     = 64 // BSF: basic, extended, wire and memory inline parts
-	SetPSVSegSize  = 16 // SET_PSV segment
+	CtrlSegSize     = 16 // struct mlx5_wqe_ctrl_seg
+	DataSegSize     = 16 // struct mlx5_wqe_data_seg
+	RaddrSegSize    = 16 // struct mlx5_wqe_raddr_seg
+	AtomicSegSize   = 16 // struct mlx5_wqe_atomic_seg
+	DatagramSegSize = 48 // struct mlx5_wqe_datagram_seg (the address vector, struct mlx5_wqe_av)
+	InlineHdrSize   = 4  // struct mlx5_wqe_inline_seg without its data: byte_count
+	UMRCtrlSegSize  = 48 // struct mlx5_wqe_umr_ctrl_seg
+	MkcSegSize      = 64 // struct mlx5_wqe_mkey_context_seg (= PRM mkc)
+	KLMSegSize      = 16 // struct mlx5_wqe_umr_klm_seg
+	BSFSegSize      = 64 // BSF: basic, extended, wire and memory inline parts
+	SetPSVSegSize   = 16 // SET_PSV segment
 )
 
 // ErrShort is returned when a buffer cannot hold the segment or WQE.
@@ -50,19 +64,39 @@ type Ctrl struct {
 	Imm       uint32 // imm: immediate data, invalidation key, or the UMR's mkey
 }
 
+// Byte offsets in struct mlx5_wqe_ctrl_seg (checked against the kernel's
+// BTF by TestLabBTFWQE).
+const (
+	ctrlOffOpmodIdxOpcode = 0  // opmod_idx_opcode
+	ctrlOffQPNDS          = 4  // qpn_ds
+	ctrlOffSignature      = 8  // signature
+	ctrlOffFmCeSe         = 11 // fm_ce_se
+	ctrlOffImm            = 12 // imm
+)
+
 // PutCtrl writes c into b[:16] (mlx5_wqe_ctrl_seg: opmod_idx_opcode,
 // qpn_ds, signature, dci_stream_channel_id (0), fm_ce_se, imm).
 func PutCtrl(b []byte, c *Ctrl) error {
 	if len(b) < CtrlSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[0:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
-	be.PutUint32(b[4:], c.QPN<<8|uint32(c.DS&0x3f))
-	b[8] = c.Signature
-	b[9], b[10] = 0, 0
-	b[11] = c.FmCeSe
-	be.PutUint32(b[12:], c.Imm)
+	be.PutUint32(b[ctrlOffOpmodIdxOpcode:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
+	be.PutUint32(b[ctrlOffQPNDS:], c.QPN<<8|uint32(c.DS&0x3f))
+	b[ctrlOffSignature] = c.Signature
+	b[ctrlOffSignature+1], b[ctrlOffSignature+2] = 0, 0
+	b[ctrlOffFmCeSe] = c.FmCeSe
+	be.PutUint32(b[ctrlOffImm:], c.Imm)
 	return nil
+}
+
+// putCtrl is PutCtrl for the data path (opmod and signature 0) in two
+// 64-bit stores; it returns the first 8 bytes, the doorbell word. b must
+// hold 16 bytes.
+func putCtrl(b []byte, opcode uint8, pi uint16, qpn uint32, ds, fm uint8, imm uint32) uint64 {
+	db := uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn)<<8 | uint64(ds&0x3f)
+	be.PutUint64(b[ctrlOffOpmodIdxOpcode:], db)
+	be.PutUint64(b[ctrlOffSignature:], uint64(fm)<<32|uint64(imm))
+	return db
 }
 
 // UMR control segment flags (MLX5_WQE_UMR_CTRL_FLAG_*).
@@ -101,16 +135,27 @@ type UMRCtrl struct {
 	MkeyMask     MkeyMask // mkey_mask
 }
 
+// Byte offsets in struct mlx5_wqe_umr_ctrl_seg (checked against the
+// kernel's BTF by TestLabBTFWQE).
+const (
+	umrOffFlags        = 0  // flags
+	umrOffKLMOctowords = 4  // klm_octowords (kernel: xlt_octowords)
+	umrOffBSFOctowords = 6  // bsf_octowords / translation_offset
+	umrOffMkeyMask     = 8  // mkey_mask
+	umrOffReserved     = 16 // the rest is reserved here
+)
+
 // PutUMRCtrl writes u into b[:48]; the 32 reserved bytes are zeroed.
 func PutUMRCtrl(b []byte, u *UMRCtrl) error {
 	if len(b) < UMRCtrlSegSize {
 		return ErrShort
 	}
-	b[0], b[1], b[2], b[3] = u.Flags, 0, 0, 0
-	be.PutUint16(b[4:], u.KLMOctowords)
-	be.PutUint16(b[6:], u.BSFOctowords)
-	be.PutUint64(b[8:], uint64(u.MkeyMask))
-	clear(b[16:UMRCtrlSegSize])
+	b[umrOffFlags] = u.Flags
+	clear(b[umrOffFlags+1 : umrOffKLMOctowords])
+	be.PutUint16(b[umrOffKLMOctowords:], u.KLMOctowords)
+	be.PutUint16(b[umrOffBSFOctowords:], u.BSFOctowords)
+	be.PutUint64(b[umrOffMkeyMask:], uint64(u.MkeyMask))
+	clear(b[umrOffReserved:UMRCtrlSegSize])
 	return nil
 }
 

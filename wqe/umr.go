@@ -6,16 +6,19 @@ import (
 	"github.com/mlx5go/mlx5go/sig"
 )
 
-// SendFlags are the work request flags (enum ibv_send_flags) that an
-// mkey configure work request honours.
+// SendFlags are the work request flags (enum ibv_send_flags) the
+// builders honour.
 type SendFlags uint32
 
 // Values of enum ibv_send_flags.
 const (
-	SendFence     SendFlags = 1 << 0 // IBV_SEND_FENCE
-	SendSignaled  SendFlags = 1 << 1 // IBV_SEND_SIGNALED
-	SendSolicited SendFlags = 1 << 2 // IBV_SEND_SOLICITED
-	SendInline    SendFlags = 1 << 3 // IBV_SEND_INLINE: required (the UMR's translations are inline)
+	SendFence     SendFlags = 1 << 0 // IBV_SEND_FENCE: fm_ce_se CtrlFence
+	SendSignaled  SendFlags = 1 << 1 // IBV_SEND_SIGNALED: fm_ce_se CtrlCQUpdate
+	SendSolicited SendFlags = 1 << 2 // IBV_SEND_SOLICITED: fm_ce_se CtrlSolicited
+	// IBV_SEND_INLINE: required by BuildMkeyConfigure (the UMR's
+	// translations are inline); BuildSend does not look at it, Send.Inline
+	// chooses inline data.
+	SendInline SendFlags = 1 << 3
 )
 
 // BSFState is what the UMRs posted so far did to a signature mkey's BSF;
@@ -79,13 +82,20 @@ type MkeyConfigure struct {
 	SigErrs         uint32   // signature errors mlx5dv_mkey_check has reported on the mkey
 }
 
-// Result says what BuildMkeyConfigure wrote.
+// Result says what a Build function wrote.
 type Result struct {
 	WQEBBs   int    // WQEBBs used: the producer counter advances by this
-	UMRDS    uint8  // ds of the UMR WQE
-	PSVDS    uint8  // ds of each SET_PSV WQE (0 without signature)
-	PSVs     int    // SET_PSV WQEs after the UMR (one per signature domain)
+	DS       uint8  // ds of the last WQE (its size in 16-byte units)
+	UMRDS    uint8  // BuildMkeyConfigure: ds of the UMR WQE
+	PSVDS    uint8  // BuildMkeyConfigure: ds of each SET_PSV WQE (0 without signature)
+	PSVs     int    // BuildMkeyConfigure: SET_PSV WQEs after the UMR (one per signature domain)
 	Doorbell uint64 // the first 8 bytes of the last WQE, big-endian: the doorbell write
+
+	// SmallFence says that the next WQE posted on the send queue must
+	// carry the small fence (its SmallFence input): libmlx5 arms its
+	// fm_cache after a UMR (mkey configure, SET_PSV, LOCAL_INV). Any WQE
+	// consumes it; IBV_SEND_FENCE replaces it.
+	SmallFence bool
 }
 
 // Ring is a send queue buffer: a power-of-two number of 64-byte WQEBBs.
@@ -190,6 +200,8 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 	}
 	umrBBs := (ds*16 + WQEBB - 1) / WQEBB
 	res.UMRDS = uint8(ds)
+	res.DS = res.UMRDS
+	res.SmallFence = true
 	res.WQEBBs = umrBBs + res.PSVs
 	if !r.valid() || res.WQEBBs > r.wqebbs() {
 		return Result{}, ErrRing
@@ -246,6 +258,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 		_ = PutSetPSV(bb[CtrlSegSize:], SetPSV{PSVIndex: psv, TransientSignature: d.TransientSignature()})
 		clear(bb[CtrlSegSize+SetPSVSegSize:])
 		res.PSVDS = 2
+		res.DS = 2
 		res.Doorbell = be.Uint64(bb)
 		next++
 	}

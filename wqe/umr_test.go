@@ -29,7 +29,7 @@ func TestBuildSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Result{WQEBBs: 6, UMRDS: 16, PSVDS: 2, PSVs: 2, Doorbell: 0x000005200001a202}
+	want := Result{WQEBBs: 6, DS: 2, UMRDS: 16, PSVDS: 2, PSVs: 2, Doorbell: 0x000005200001a202, SmallFence: true}
 	if res != want {
 		t.Errorf("got %+v, want %+v", res, want)
 	}

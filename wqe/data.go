@@ -1,0 +1,528 @@
+package wqe
+
+import "errors"
+
+// Constants of the data-path segments (mlx5dv.h).
+const (
+	// InlineSeg is or-ed into an inline segment's byte_count
+	// (MLX5_INLINE_SEG).
+	InlineSeg uint32 = 0x80000000
+	// InvalidLKey is the lkey of the segment that ends a receive WQE with
+	// fewer scatter entries than the queue allows (MLX5_INVALID_LKEY).
+	InvalidLKey uint32 = 0x100
+	// ExtendedUDAV is or-ed into a UD WQE's destination QPN
+	// (MLX5_EXTENDED_UD_AV): the address vector is the 48-byte form.
+	ExtendedUDAV uint32 = 0x80000000
+	// MaxDS is the largest WQE a control segment can describe, in
+	// 16-byte units (its ds field is 6 bits).
+	MaxDS = 0x3f
+	// atomicSize is the byte count of an atomic's data segment: the
+	// 8-byte operand the responder returns (MLX5_ATOMIC_SIZE).
+	atomicSize = 8
+)
+
+// Errors of BuildSend, BuildLocalInv and PutRecv. libmlx5 fails the same
+// work requests: ErrTooManySGEs and ErrInlineTooLong with ENOMEM on the
+// send queue (EINVAL on the receive queue), ErrOpcode with EINVAL.
+var (
+	ErrOpcode        = errors.New("wqe: opcode not supported by this work request or QP type")
+	ErrTooManySGEs   = errors.New("wqe: more scatter/gather entries than the queue allows")
+	ErrInlineTooLong = errors.New("wqe: inline data longer than the QP's max inline data")
+	ErrInline        = errors.New("wqe: inline data together with an SGL, or on an RDMA read or atomic")
+	ErrTooLarge      = errors.New("wqe: WQE larger than 63 16-byte units")
+	ErrRecvStride    = errors.New("wqe: receive WQE stride is not a positive multiple of 16 bytes")
+)
+
+// SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
+// the memory region with key LKey.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// Byte offsets in the data-path segments (checked against the kernel's
+// BTF by TestLabBTFWQE, except the atomic segment's, which the kernel's
+// modules do not use).
+const (
+	dataOffByteCount   = 0  // mlx5_wqe_data_seg.byte_count
+	dataOffLKey        = 4  // mlx5_wqe_data_seg.lkey
+	dataOffAddr        = 8  // mlx5_wqe_data_seg.addr
+	raddrOffRaddr      = 0  // mlx5_wqe_raddr_seg.raddr
+	raddrOffRKey       = 8  // mlx5_wqe_raddr_seg.rkey
+	raddrOffReserved   = 12 // mlx5_wqe_raddr_seg.reserved
+	atomicOffSwapAdd   = 0  // mlx5_wqe_atomic_seg.swap_add
+	atomicOffCompare   = 8  // mlx5_wqe_atomic_seg.compare
+	inlineOffByteCount = 0  // mlx5_wqe_inline_seg.byte_count
+	inlineOffData      = 4  // mlx5_wqe_inline_seg.data
+	avOffQKey          = 0  // mlx5_wqe_av.key.qkey.qkey (kernel: mlx5_av)
+	avOffQKeyReserved  = 4  // mlx5_wqe_av.key.qkey.reserved
+	avOffDQPDCT        = 8  // dqp_dct
+	avOffStatRateSL    = 12 // stat_rate_sl
+	avOffFlMlid        = 13 // fl_mlid
+	avOffRLID          = 14 // rlid
+	avOffReserved0     = 16 // reserved0
+	avOffRMAC          = 20 // rmac
+	avOffTClass        = 26 // tclass
+	avOffHopLimit      = 27 // hop_limit
+	avOffGRHGidFl      = 28 // grh_gid_fl
+	avOffRGID          = 32 // rgid
+)
+
+// PutData writes the data segment of s into b[:16] (struct
+// mlx5_wqe_data_seg: byte_count, lkey, addr).
+func PutData(b []byte, s SGE) error {
+	if len(b) < DataSegSize {
+		return ErrShort
+	}
+	be.PutUint32(b[dataOffByteCount:], s.Length)
+	be.PutUint32(b[dataOffLKey:], s.LKey)
+	be.PutUint64(b[dataOffAddr:], s.Addr)
+	return nil
+}
+
+// PutRaddr writes a remote address segment into b[:16] (struct
+// mlx5_wqe_raddr_seg: raddr, rkey, a zero reserved word).
+func PutRaddr(b []byte, raddr uint64, rkey uint32) error {
+	if len(b) < RaddrSegSize {
+		return ErrShort
+	}
+	be.PutUint64(b[raddrOffRaddr:], raddr)
+	be.PutUint32(b[raddrOffRKey:], rkey)
+	be.PutUint32(b[raddrOffReserved:], 0)
+	return nil
+}
+
+// PutAtomic writes an atomic segment into b[:16] (struct
+// mlx5_wqe_atomic_seg): swap_add is the swap value of a compare and swap
+// or the addend of a fetch and add, compare the compare value (0 for a
+// fetch and add).
+func PutAtomic(b []byte, swapAdd, compare uint64) error {
+	if len(b) < AtomicSegSize {
+		return ErrShort
+	}
+	be.PutUint64(b[atomicOffSwapAdd:], swapAdd)
+	be.PutUint64(b[atomicOffCompare:], compare)
+	return nil
+}
+
+// PutInline writes an inline segment (struct mlx5_wqe_inline_seg) into b:
+// byte_count = the total length | InlineSeg, then the bytes of data one
+// after the other, then zeros up to the next multiple of 16 bytes. It
+// returns the bytes used (a multiple of 16). With no bytes at all it
+// writes nothing and returns 0: libmlx5 leaves the segment out. BuildSend
+// writes the same segment across the ring's end.
+func PutInline(b []byte, data ...[]byte) (int, error) {
+	n := 0
+	for _, d := range data {
+		n += len(d)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	size := inlineSize(n)
+	if len(b) < size {
+		return 0, ErrShort
+	}
+	be.PutUint32(b[inlineOffByteCount:], uint32(n)|InlineSeg)
+	off := inlineOffData
+	for _, d := range data {
+		off += copy(b[off:], d)
+	}
+	clear(b[off:size])
+	return size, nil
+}
+
+// inlineSize is the size of an inline segment carrying n > 0 bytes.
+func inlineSize(n int) int { return (InlineHdrSize + n + 15) &^ 15 }
+
+// AV is the address vector of a UD work request (struct mlx5_wqe_av; the
+// kernel's struct mlx5_av), without the key and destination QPN, which
+// come with each work request.
+type AV struct {
+	StatRateSL uint8    // stat_rate_sl: static rate << 4 | SL (IB)
+	FlMlid     uint8    // fl_mlid: force loopback bit, source path bits
+	RLID       uint16   // rlid: destination LID (IB)
+	RMAC       [6]byte  // rmac: destination MAC (RoCE)
+	TClass     uint8    // tclass: GRH traffic class
+	HopLimit   uint8    // hop_limit: GRH hop limit
+	GRHGidFl   uint32   // grh_gid_fl: GRH present << 30 | SGID index << 20 | flow label
+	RGID       [16]byte // rgid: destination GID
+}
+
+// AHAttr is an address handle on an InfiniBand port (the fields of
+// struct ibv_ah_attr that libmlx5 copies into the address vector).
+type AHAttr struct {
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8 // enum ibv_rate
+	IsGlobal    bool  // with a GRH: the fields below
+	DGID        [16]byte
+	FlowLabel   uint32
+	SGIDIndex   uint8
+	HopLimit    uint8
+	TClass      uint8
+}
+
+// mlx5Rate is the mlx5 static rate code of each enum ibv_rate value, as
+// libmlx5 translates it; values past the table mean no limit (0).
+var mlx5Rate = [...]uint8{
+	0, 0, // IBV_RATE_MAX, (1: none)
+	7, 8, 9, 10, 11, 12, 13, 14, 15, // 2.5, 10, 30, 5, 20, 40, 60, 80, 120 Gb/s
+	11, 13, 15, 0, 9, 15, 0, 0, 9, 13, 0, 0, // 14, 56, 112, 168, 25, 100, 200, 300, 28, 50, 400, 600 Gb/s
+}
+
+// IBAV returns the address vector libmlx5 builds in ibv_create_ah for an
+// address handle on an InfiniBand port: no kernel command is involved.
+// (RoCE address vectors need the destination MAC from the kernel and are
+// not built here.)
+func IBAV(a *AHAttr) AV {
+	var av AV
+	var rate uint8
+	if int(a.StaticRate) < len(mlx5Rate) {
+		rate = mlx5Rate[a.StaticRate]
+	}
+	av.StatRateSL = rate<<4 | a.SL&0xf
+	av.FlMlid = a.SrcPathBits & 0x7f
+	av.RLID = a.DLID
+	if a.IsGlobal {
+		av.TClass = a.TClass
+		av.HopLimit = a.HopLimit
+		av.GRHGidFl = 1<<30 | uint32(a.SGIDIndex)<<20 | a.FlowLabel&0xfffff
+		av.RGID = a.DGID
+	}
+	return av
+}
+
+// UD is the destination of a UD work request (ibv_wr_set_ud_addr).
+type UD struct {
+	AV        AV     // the address handle's address vector
+	RemoteQPN uint32 // destination QP number, 24 bits
+	QKey      uint32 // Q_Key
+}
+
+// PutDatagram writes a datagram segment into b[:48] (struct
+// mlx5_wqe_datagram_seg): the Q_Key, a zero reserved word, the
+// destination QPN | ExtendedUDAV, then the address vector.
+func PutDatagram(b []byte, u *UD) error {
+	if len(b) < DatagramSegSize {
+		return ErrShort
+	}
+	b = b[:DatagramSegSize]
+	be.PutUint32(b[avOffQKey:], u.QKey)
+	be.PutUint32(b[avOffQKeyReserved:], 0)
+	be.PutUint32(b[avOffDQPDCT:], u.RemoteQPN&0xffffff|ExtendedUDAV)
+	b[avOffStatRateSL] = u.AV.StatRateSL
+	b[avOffFlMlid] = u.AV.FlMlid
+	be.PutUint16(b[avOffRLID:], u.AV.RLID)
+	clear(b[avOffReserved0:avOffRMAC])
+	copy(b[avOffRMAC:avOffTClass], u.AV.RMAC[:])
+	b[avOffTClass] = u.AV.TClass
+	b[avOffHopLimit] = u.AV.HopLimit
+	be.PutUint32(b[avOffGRHGidFl:], u.AV.GRHGidFl)
+	copy(b[avOffRGID:], u.AV.RGID[:])
+	return nil
+}
+
+// Send is one work request of a send queue (struct ibv_send_wr, or one
+// ibv_wr_* builder call with its setters) and the state of its QP that the
+// WQE depends on.
+type Send struct {
+	QPN    uint32    // the send queue's QP number, 24 bits
+	Opcode uint8     // OpcodeSend, OpcodeSendImm, OpcodeSendInval, OpcodeRDMAWrite(Imm), OpcodeRDMARead, OpcodeAtomicCS, OpcodeAtomicFA
+	Flags  SendFlags // SendFence, SendSignaled, SendSolicited; SendInline is not looked at
+	// SmallFence: the previous WQE armed the small fence (Result.SmallFence;
+	// libmlx5's fm_cache). Without SendFence this WQE then carries
+	// CtrlSmallFence.
+	SmallFence bool
+
+	// Imm is the ctrl segment's imm word: the immediate data of
+	// OpcodeSendImm and OpcodeRDMAWriteImm, or the rkey to invalidate of
+	// OpcodeSendInval. It is written big-endian: pass the value whose
+	// big-endian bytes go on the wire, as ibv_send_wr.imm_data holds them
+	// after htobe32 (libmlx5 copies imm_data unchanged).
+	Imm uint32
+
+	// RemoteAddr and RKey: the remote address segment of RDMA and atomic
+	// opcodes.
+	RemoteAddr uint64
+	RKey       uint32
+	// SwapAdd and Compare: the atomic segment. OpcodeAtomicCS swaps in
+	// SwapAdd if the remote value equals Compare; OpcodeAtomicFA adds
+	// SwapAdd (Compare is written as 0).
+	SwapAdd, Compare uint64
+
+	// SGL is the gather list (the scatter list of a read or atomic).
+	// Zero-length entries get no data segment, as in libmlx5; an atomic's
+	// data segments have byte count 8, as ibv_post_send writes them.
+	SGL []SGE
+	// Inline, when it holds any bytes, is copied into the WQE as one
+	// inline segment instead of a gather list (ibv_wr_set_inline_data(_list),
+	// or ibv_post_send with IBV_SEND_INLINE, which copies the SGEs' bytes:
+	// pass those bytes here). The builder takes the bytes as slices, never
+	// reads memory through SGE addresses. Inline and SGL are exclusive.
+	Inline [][]byte
+
+	// UD is the destination of a send on a UD QP, nil on RC.
+	UD *UD
+
+	// MaxSGE and MaxInline are the QP's send capabilities as the device
+	// granted them (max_send_sge, max_inline_data): a longer SGL fails with
+	// ErrTooManySGEs, more inline bytes with ErrInlineTooLong. Zero allows
+	// none.
+	MaxSGE    int
+	MaxInline int
+}
+
+// sendLayout is what a Send's WQE holds, worked out before writing.
+type sendLayout struct {
+	remote, atomic bool
+	inline         int // inline bytes (0: none, or a gather list)
+	ds             int
+}
+
+func (s *Send) layout() (l sendLayout, err error) {
+	if s.QPN > 0xffffff || (s.UD != nil && s.UD.RemoteQPN > 0xffffff) {
+		return l, ErrQPN
+	}
+	switch s.Opcode {
+	case OpcodeSend, OpcodeSendImm:
+	case OpcodeSendInval, OpcodeRDMAWrite, OpcodeRDMAWriteImm:
+		l.remote = s.Opcode != OpcodeSendInval
+	case OpcodeRDMARead:
+		l.remote = true
+	case OpcodeAtomicCS, OpcodeAtomicFA:
+		l.remote, l.atomic = true, true
+	default:
+		return l, ErrOpcode
+	}
+	if s.UD != nil && s.Opcode != OpcodeSend && s.Opcode != OpcodeSendImm {
+		return l, ErrOpcode // a UD QP only sends
+	}
+	if len(s.SGL) > s.MaxSGE {
+		return l, ErrTooManySGEs
+	}
+	for _, d := range s.Inline {
+		l.inline += len(d)
+	}
+	l.ds = 1
+	if s.UD != nil {
+		l.ds += DatagramSegSize / 16
+	}
+	if l.remote {
+		l.ds++
+	}
+	if l.atomic {
+		l.ds++
+	}
+	switch {
+	case l.inline > 0:
+		if len(s.SGL) > 0 || s.Opcode == OpcodeRDMARead || l.atomic {
+			return l, ErrInline
+		}
+		if l.inline > s.MaxInline {
+			return l, ErrInlineTooLong
+		}
+		l.ds += inlineSize(l.inline) / 16
+	default:
+		for _, g := range s.SGL {
+			if g.Length != 0 {
+				l.ds++
+			}
+		}
+	}
+	if l.ds > MaxDS {
+		return l, ErrTooLarge
+	}
+	return l, nil
+}
+
+// maxWQE is the largest WQE in bytes: MaxDS 16-byte units, rounded up to
+// whole WQEBBs.
+const maxWQE = (MaxDS*16 + WQEBB - 1) / WQEBB * WQEBB
+
+// BuildSend writes the WQE of s into r at producer counter pi: the ctrl
+// segment, the datagram segment (UD), the remote address segment (RDMA and
+// atomics), the atomic segment, then the data segments or the inline
+// segment. A WQE that crosses the ring's end continues at its start. Every
+// byte of the WQEBBs it uses is written (the tail of the last one is
+// zeroed). It checks s before writing, so on error r is unchanged. It does
+// not ring the doorbell or advance any counter.
+func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
+	l, err := s.layout()
+	if err != nil {
+		return Result{}, err
+	}
+	size := (l.ds*16 + WQEBB - 1) &^ (WQEBB - 1)
+	if !r.valid() || size > len(r) {
+		return Result{}, ErrRing
+	}
+	var db uint64
+	if at := int(pi) & (r.wqebbs() - 1) * WQEBB; at+size <= len(r) {
+		db = s.encode(r[at:at+size:at+size], pi, &l)
+	} else {
+		db = s.encodeWrapped(r, at, size, pi, &l)
+	}
+	return Result{WQEBBs: size / WQEBB, DS: uint8(l.ds), Doorbell: db}, nil
+}
+
+// encodeWrapped encodes a WQE that crosses the ring's end: it builds it
+// aside, then copies it in two pieces.
+//
+//go:noinline
+func (s *Send) encodeWrapped(r Ring, at, size int, pi uint16, l *sendLayout) uint64 {
+	var tmp [maxWQE]byte
+	w := tmp[:size]
+	db := s.encode(w, pi, l)
+	copy(r, w[copy(r[at:], w):])
+	return db
+}
+
+// encode writes the WQE of s, laid out as l, into w (its whole WQEBBs) and
+// returns the doorbell word.
+func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
+	fm := s.Flags.fence(s.SmallFence)
+	if s.Flags&SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	var imm uint32
+	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
+		imm = s.Imm
+	}
+	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
+	off := CtrlSegSize
+	if s.UD != nil {
+		_ = PutDatagram(w[off:], s.UD)
+		off += DatagramSegSize
+	}
+	if l.remote {
+		_ = PutRaddr(w[off:], s.RemoteAddr, s.RKey)
+		off += RaddrSegSize
+	}
+	if l.atomic {
+		var cmp uint64
+		if s.Opcode == OpcodeAtomicCS {
+			cmp = s.Compare
+		}
+		_ = PutAtomic(w[off:], s.SwapAdd, cmp)
+		off += AtomicSegSize
+	}
+	if l.inline > 0 {
+		be.PutUint32(w[off+inlineOffByteCount:], uint32(l.inline)|InlineSeg)
+		off += inlineOffData
+		for _, d := range s.Inline {
+			off += copy(w[off:], d)
+		}
+		end := (off + 15) &^ 15
+		clear(w[off:end])
+		off = end
+	} else {
+		for _, g := range s.SGL {
+			if g.Length == 0 {
+				continue
+			}
+			if l.atomic {
+				g.Length = atomicSize
+			}
+			_ = PutData(w[off:], g)
+			off += DataSegSize
+		}
+	}
+	// Zero the rest of the last WQEBB: at most three 16-byte units.
+	for ; off+16 <= len(w); off += 16 {
+		be.PutUint64(w[off:], 0)
+		be.PutUint64(w[off+8:], 0)
+	}
+	return db
+}
+
+// BuildNOP writes a NOP WQE into r at producer counter pi: a ctrl segment
+// alone (ds 1), with the fence, CQ update and solicited bits of flags; the
+// rest of the WQEBB is zeroed.
+func BuildNOP(r Ring, pi uint16, qpn uint32, flags SendFlags) (Result, error) {
+	if qpn > 0xffffff {
+		return Result{}, ErrQPN
+	}
+	if !r.valid() {
+		return Result{}, ErrRing
+	}
+	fm := flags.fence(false)
+	if flags&SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	bb := r.Slot(pi)
+	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeNOP, WQEIndex: pi, QPN: qpn, DS: 1, FmCeSe: fm})
+	clear(bb[CtrlSegSize:])
+	return Result{WQEBBs: 1, DS: 1, Doorbell: be.Uint64(bb)}, nil
+}
+
+// LocalInv is a LOCAL_INV work request (ibv_wr_local_inv, or
+// IBV_WR_LOCAL_INV with ibv_post_send): it invalidates the memory key
+// RKey.
+type LocalInv struct {
+	QPN        uint32    // the send queue's QP number
+	RKey       uint32    // the key to invalidate (the ctrl segment's imm)
+	Flags      SendFlags // SendFence, SendSignaled, SendSolicited
+	SmallFence bool      // the previous WQE armed the small fence
+}
+
+// Local invalidation as libmlx5 posts it: a UMR that frees the mkey and
+// checks that it belongs to the QP.
+const (
+	localInvUMRFlags = UMRFlagInline | UMRFlagTranslationOffset | UMRFlagCheckQPN
+	localInvMask     = MkeyMaskFree | MkeyMaskMkey | MkeyMaskQPN
+	localInvDS       = (CtrlSegSize + UMRCtrlSegSize + MkcSegSize) / 16
+)
+
+// BuildLocalInv writes the WQE of l into r at producer counter pi. libmlx5
+// posts a local invalidation as a UMR WQE (opcode OpcodeUMR, imm = the
+// key, 2 WQEBBs): a UMR control segment with no translations and an mkey
+// context with the free bit set and qpn 0xffffff. The next WQE must carry
+// the small fence (Result.SmallFence).
+func BuildLocalInv(r Ring, pi uint16, l *LocalInv) (Result, error) {
+	if l.QPN > 0xffffff {
+		return Result{}, ErrQPN
+	}
+	bbs := localInvDS * 16 / WQEBB
+	if !r.valid() || bbs > r.wqebbs() {
+		return Result{}, ErrRing
+	}
+	fm := l.Flags.fence(l.SmallFence)
+	if l.Flags&SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	bb := r.Slot(pi)
+	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: l.QPN, DS: localInvDS, FmCeSe: fm, Imm: l.RKey})
+	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{Flags: localInvUMRFlags, MkeyMask: localInvMask})
+	_ = PutMkc(r.Slot(pi+1), &Mkc{Free: true, QPN: 0xffffff})
+	return Result{WQEBBs: bbs, DS: localInvDS, Doorbell: be.Uint64(bb), SmallFence: true}, nil
+}
+
+// PutRecv writes one receive WQE into wqe, whose length is the receive
+// queue's stride (a multiple of 16): a data segment per SGE of non-zero
+// length, then, when the WQE has room for more, a segment with byte count
+// 0 and lkey InvalidLKey that ends the list, as libmlx5 writes it; the
+// rest of the stride is zeroed. The queue takes stride/16 SGEs; a longer
+// sgl fails with ErrTooManySGEs and wqe is left unchanged.
+func PutRecv(wqe []byte, sgl []SGE) error {
+	if len(wqe) == 0 || len(wqe)%DataSegSize != 0 {
+		return ErrRecvStride
+	}
+	if len(sgl) > len(wqe)/DataSegSize {
+		return ErrTooManySGEs
+	}
+	off := 0
+	for _, g := range sgl {
+		if g.Length != 0 {
+			_ = PutData(wqe[off:], g)
+			off += DataSegSize
+		}
+	}
+	if off < len(wqe) {
+		_ = PutData(wqe[off:], SGE{LKey: InvalidLKey})
+		off += DataSegSize
+	}
+	clear(wqe[off:])
+	return nil
+}
