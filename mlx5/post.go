@@ -70,7 +70,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if err != nil {
 		return fmt.Errorf("mlx5: post send: %w", err)
 	}
-	qp.fmCache = false
+	qp.fmCache = res.SmallFence
 	qp.track(wr.WrID, wc, res.WQEBBs)
 	return qp.ring(qp.sq.pi-uint16(res.WQEBBs), res)
 }
@@ -100,7 +100,7 @@ func (qp *QP) ring(start uint16, res wqe.Result) error {
 		last = qp.sq.pi - 1
 	}
 	i := int(last) & (bbs - 1)
-	ds := int(ring[i*wqe.WQEBB+7] & 0x3f)
+	ds := int(res.DS)
 	n := (ds*16 + wqe.WQEBB - 1) / wqe.WQEBB
 	if qp.dbSQ.UseBlueFlame(1, ds) {
 		end := i + n
@@ -189,7 +189,7 @@ func (qp *QP) PostMkeyConfigure(wr *MkeyConfigureWR) error {
 		m.shape.Store(0)
 	}
 	m.updateSigErr = false
-	qp.fmCache = true
+	qp.fmCache = res.SmallFence
 	start := qp.sq.pi
 	qp.track(wr.WrID, WCUMR, res.WQEBBs)
 	return qp.ring(start, res)
