@@ -123,7 +123,7 @@ func (h *hca) runSQ(q *qpObj) {
 		switch q.state() {
 		case StateRTS:
 		case StateERR:
-			h.flushSQ(q)
+			h.flush(q)
 			return
 		default:
 			return
