@@ -133,7 +133,7 @@ func store32(b, v []byte) {
 
 // reqCQE is a requester completion of WQE w of q: the send opcode and the
 // WQE's counter, byte_cnt for RDMA READ.
-func (h *hca) reqCQE(q *qpObj, w *wqe, byteCnt uint32) {
+func (h *hca) reqCQE(q *qpObj, w *sendWQE, byteCnt uint32) {
 	var c cqe
 	c.put32(cqeSrqnUidx, uint32(prm.Qpc.UserIndex.Get(q.qpc)))
 	c.put32(cqeByteCnt, byteCnt)

@@ -366,8 +366,8 @@ func TestErrorsAndFlush(t *testing.T) {
 		checkCQE(t, "SEND to a QP in ERR", a.scq.next(), a.wantErr(reqErr, 0x15, tOpSend, idx, 0))
 		a, b = pair(t, r, qpOpts{})
 		c, _ := pair(t, r, qpOpts{})
-		b.modify(prm.MLX5_CMD_OP_2RST_QP, nil)
-		c.modify(prm.MLX5_CMD_OP_2RST_QP, nil)
+		b.reset()
+		c.reset()
 		connect(b, c, true) // b now points at c, c at b; a still at b
 		idx = a.post(twqe{opcode: tOpSend, inline: []byte("x")})
 		checkCQE(t, "SEND to a QP that does not point back", a.scq.next(), a.wantErr(reqErr, 0x15, tOpSend, idx, 0))

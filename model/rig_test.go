@@ -280,6 +280,15 @@ func (q *tqp) modify(op uint16, f func(in []byte, qpc prm.Field)) {
 	}
 }
 
+// reset moves the QP to RST and starts its queues over, as libmlx5 does
+// on a modify to RESET: the counters and doorbell record go to 0.
+func (q *tqp) reset() {
+	q.modify(prm.MLX5_CMD_OP_2RST_QP, nil)
+	q.sqPI, q.rqPI = 0, 0
+	q.setDBR(0, 0)
+	q.setDBR(1, 0)
+}
+
 // connect brings a and b to RTS, each the other's remote; with
 // remoteAccess the responder side allows RDMA READ and WRITE.
 func connect(a, b *tqp, remoteAccess bool) {

@@ -36,8 +36,8 @@ const (
 	maxWQEBytes  = 64 * 0x10 // ds is 6 bits: at most 63 octwords
 )
 
-// wqe is one send WQE as read from the ring.
-type wqe struct {
+// sendWQE is one send WQE as read from the ring.
+type sendWQE struct {
 	pos    uint16 // the hardware's counter where it starts
 	index  uint16 // the ctrl segment's wqe_index
 	opcode uint8
@@ -56,14 +56,14 @@ func dbrWord(dbr []byte, i int) uint32 { return load32(dbr[4*i : 4*i+4]) }
 // readWQE reads the WQE at the send queue's consumer counter, avail
 // WQEBBs of which the doorbell record covers; ok is false when it cannot
 // be read yet (a fault says why).
-func (h *hca) readWQE(q *qpObj, avail uint16) (*wqe, bool) {
+func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
 	n := q.sq.entries
 	slot := func(c uint16) []byte {
 		o := q.sq.off + int(c)&(n-1)*sendWQEBB
 		return q.wq[o : o+sendWQEBB]
 	}
 	first := slot(q.sqCI)
-	w := &wqe{pos: q.sqCI}
+	w := &sendWQE{pos: q.sqCI}
 	d0, d1 := binary.BigEndian.Uint32(first), binary.BigEndian.Uint32(first[4:])
 	w.opcode, w.index = uint8(d0), uint16(d0>>8)
 	w.qpn, w.ds = d1>>8, int(d1&0x3f)
@@ -169,7 +169,7 @@ func (h *hca) runSQ(q *qpObj) {
 }
 
 // execWQE runs one WQE.
-func (h *hca) execWQE(q *qpObj, w *wqe) result {
+func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 	switch w.opcode {
 	case opNOP:
 		return result{}
@@ -334,7 +334,7 @@ func (h *hca) respFail(r *qpObj, consumed bool, respSyndrome uint8, fail *wqeFai
 
 // send runs SEND, SEND_IMM and SEND_INVAL: the message goes into the
 // responder's next receive WQE.
-func (h *hca) send(q *qpObj, w *wqe) result {
+func (h *hca) send(q *qpObj, w *sendWQE) result {
 	sges, inline, f := dataSegs(w.b[ctrlSegSize:], true)
 	if f != nil {
 		return result{fail: f}
@@ -392,7 +392,7 @@ func (h *hca) invalidate(r *qpObj, key uint32) string {
 }
 
 // rdmaWrite runs RDMA_WRITE and RDMA_WRITE_IMM.
-func (h *hca) rdmaWrite(q *qpObj, w *wqe) result {
+func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 	if len(w.b) < ctrlSegSize+raddrSegSize {
 		return result{fail: qpOpErr("RDMA WRITE without a remote address segment")}
 	}
@@ -448,7 +448,7 @@ func inRangeKey(h *hca, key uint32, addr, n uint64) (uint64, *keyErr) {
 
 // rdmaRead runs RDMA_READ: the local data segments say how much to read
 // (their wire length) and where it goes.
-func (h *hca) rdmaRead(q *qpObj, w *wqe) result {
+func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	if len(w.b) < ctrlSegSize+raddrSegSize {
 		return result{fail: qpOpErr("RDMA READ without a remote address segment")}
 	}
@@ -583,7 +583,7 @@ var rnrTimer = [32]int64{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480
 
 // waitRNR handles an RNR NAK for WQE w: a wait until the responder's
 // timer runs out, or, with the retries used up, the error completion.
-func (h *hca) waitRNR(q *qpObj, w *wqe) {
+func (h *hca) waitRNR(q *qpObj, w *sendWQE) {
 	if q.rnr == nil {
 		left := int(prm.Qpc.RnrRetry.Get(q.qpc))
 		if left == 7 {

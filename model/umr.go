@@ -86,7 +86,7 @@ func protErr(format string, args ...any) *wqeFail {
 
 // execUMR runs a UMR WQE of QP q on the mkey its ctrl imm names. Every
 // check comes before any change, so a refused UMR changes nothing.
-func (h *hca) execUMR(q *qpObj, w *wqe) *wqeFail {
+func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 	b := w.b
 	if len(b) < 16+umrCtrlSegSize+umrMkcSegSize {
 		return qpOpErr("UMR: ds %d is shorter than ctrl, UMR ctrl and mkey context segments", w.ds)
@@ -181,7 +181,7 @@ func (h *hca) execUMR(q *qpObj, w *wqe) *wqeFail {
 
 // execSetPSV runs a SET_PSV WQE: the PSV, which must be in the QP's PD,
 // takes the transient signature.
-func (h *hca) execSetPSV(q *qpObj, w *wqe) *wqeFail {
+func (h *hca) execSetPSV(q *qpObj, w *sendWQE) *wqeFail {
 	if len(w.b) < 32 {
 		return qpOpErr("SET_PSV: ds %d, not 2", w.ds)
 	}
