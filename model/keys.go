@@ -325,6 +325,14 @@ func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEv
 	}
 	mem, ev := wire, (*sigEvent)(nil)
 	if mk.sigOn() {
+		// The range first: a transfer that cannot land checks nothing.
+		n, err := mk.sig.eng.OutputLen(sig.RX, len(wire))
+		if err != nil {
+			return nil, keyFail("key %#x: %d wire bytes: %v", key, len(wire), err)
+		}
+		if _, e := inRange(mk, key, addr, uint64(n)); e != nil {
+			return nil, e
+		}
 		if mem, ev, e = mk.transfer(key, sig.RX, wire, addr); e != nil {
 			return nil, e
 		}

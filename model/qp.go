@@ -283,6 +283,7 @@ func destroyQP(h *hca, c *fwCall) *fwErr {
 }
 
 func (h *hca) releaseQP(n uint32, q *qpObj) {
+	h.clearRNR(q)
 	h.pds[q.pdn].refs--
 	for _, cq := range q.cqs {
 		h.cqs[cq].refs--

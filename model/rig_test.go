@@ -343,15 +343,13 @@ type twqe struct {
 }
 
 // encode writes the WQE for the QP at producer counter pi and returns its
-// bytes (ds*16) .
+// bytes (ds*16).
 func (w twqe) encode(qpn uint32, pi uint16) []byte {
 	b := make([]byte, 16, 1024)
-	o := 16
 	if w.hasRaddr {
 		b = append(b, make([]byte, 16)...)
-		binary.BigEndian.PutUint64(b[o:], w.raddr)
-		binary.BigEndian.PutUint32(b[o+8:], w.rkey)
-		o += 16
+		binary.BigEndian.PutUint64(b[16:], w.raddr)
+		binary.BigEndian.PutUint32(b[24:], w.rkey)
 	}
 	if w.inline != nil {
 		seg := make([]byte, (4+len(w.inline)+15)&^15)

@@ -26,6 +26,12 @@ type tmkey struct {
 }
 
 func (r *rig) freeMkey(maxEntries int, signature bool) *tmkey {
+	return r.freeMkeyRinval(maxEntries, signature, false)
+}
+
+// freeMkeyRinval is freeMkey, with en_rinval (remote invalidation allowed)
+// if rinval.
+func (r *rig) freeMkeyRinval(maxEntries int, signature, rinval bool) *tmkey {
 	r.t.Helper()
 	in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
 	mkc := prm.CreateMkeyIn.MemoryKeyMkeyEntry
@@ -37,6 +43,9 @@ func (r *rig) freeMkey(maxEntries int, signature bool) *tmkey {
 	prm.Mkc.Mkey70.At(mkc).Set(in, 0x5c)
 	prm.Mkc.Pd.At(mkc).Set(in, uint64(r.pdn))
 	prm.Mkc.TranslationsOctwordSize.At(mkc).Set(in, uint64((maxEntries+3)&^3))
+	if rinval {
+		prm.Mkc.EnRinval.At(mkc).Set(in, 1)
+	}
 	m := &tmkey{sig: signature}
 	if signature {
 		prm.Mkc.BsfEn.At(mkc).Set(in, 1)
@@ -96,7 +105,7 @@ func (q *tqp) configure(m *tmkey, c wqe.MkeyConfigure) uint16 {
 
 func TestUMRKLM(t *testing.T) {
 	r := newRig(t, "cx6dx")
-	a, b := pair(t, r, qpOpts{})
+	_, b := pair(t, r, qpOpts{})
 	all := uint32(accessLocalWrite | accessRemoteRead | accessRemoteWrite)
 	m1, k1 := r.mr(4096, all)
 	m2, k2 := r.mr(4096, all)
@@ -108,7 +117,7 @@ func TestUMRKLM(t *testing.T) {
 	idx := b.post(twqe{opcode: tOpRDMAWrite, hasRaddr: true, raddr: 0, rkey: mk.key, sges: []tsge{{16, ks.LKey, addr(src)}}})
 	checkCQE(t, "RDMA WRITE to a free mkey", b.scq.next(), b.wantErr(13, 0x13, tOpRDMAWrite, idx, 0))
 
-	a, b = pair(t, r, qpOpts{})
+	a, b := pair(t, r, qpOpts{})
 	umr := a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{
 		{Addr: addr(m1[100:]), ByteCount: 1000, Mkey: k1.LKey},
 		{Addr: addr(m2), ByteCount: 3000, Mkey: k2.LKey},
@@ -169,6 +178,86 @@ func TestUMRKLM(t *testing.T) {
 	bad.List = []wqe.KLM{{Addr: addr(m1), ByteCount: 64, Mkey: k1.LKey}}
 	idx = a.configure(&tmkey{key: k1.LKey}, bad) // an MR's mkey: no umr_en
 	checkCQE(t, "UMR on an MR", a.scq.next(), a.wantErr(13, 0x04, 0x25, idx, 0))
+
+	// SEND_INVAL frees the responder's mkey if it allows remote
+	// invalidation; then the mkey is unusable.
+	a, b = pair(t, r, qpOpts{})
+	inv := r.freeMkeyRinval(1, false, true)
+	umr = a.configure(inv, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(m1), ByteCount: 64, Mkey: k1.LKey}}})
+	checkCQE(t, "UMR", a.scq.next(), a.wantReq(0x25, umr, 0, 0))
+	ri = b.recv(tsge{16, ks.LKey, addr(src)})
+	idx = a.post(twqe{opcode: 0x01, fm: tSignaled, imm: inv.key, inline: []byte("invalidate")})
+	checkCQE(t, "receive (SEND_INVAL)", b.rcq.next(), b.wantResp(4, ri, 10, inv.key, a.qpn, 0))
+	checkCQE(t, "SEND_INVAL", a.scq.next(), a.wantReq(0x01, idx, 0, 0))
+	idx = a.post(twqe{opcode: tOpRDMAWrite, hasRaddr: true, raddr: 0, rkey: inv.key, sges: []tsge{{16, ks.LKey, addr(src)}}})
+	checkCQE(t, "RDMA WRITE to an invalidated mkey", a.scq.next(), a.wantErr(13, 0x13, tOpRDMAWrite, idx, 0))
+	a, b = pair(t, r, qpOpts{})
+	ri = b.recv(tsge{16, ks.LKey, addr(src)})
+	idx = a.post(twqe{opcode: 0x01, imm: mk.key, inline: []byte("invalidate")})
+	checkCQE(t, "SEND_INVAL without en_rinval", a.scq.next(), a.wantErr(13, 0x12, 0x01, idx, 0))
+	checkCQE(t, "receive (SEND_INVAL without en_rinval)", b.rcq.next(), b.wantErr(14, 0x12, 0, ri, 0))
+	if f := r.d.Faults(); len(f) != 0 {
+		t.Errorf("faults: %q", f)
+	}
+}
+
+// TestSQWrap runs WQEs across the send queue's end and across the 16-bit
+// counter's wrap: an inline SEND split by the ring's end, and a UMR with
+// its SET_PSVs from counter 65534 (ring index 4094) on.
+func TestSQWrap(t *testing.T) {
+	r := newRig(t, "cx6dx")
+	a, b := pair(t, r, qpOpts{logSQ: 12})
+	all := uint32(accessLocalWrite | accessRemoteRead | accessRemoteWrite)
+	dst, kd := r.mr(8192, all)
+	advance := func(to int) {
+		for n := (to - int(a.sqPI)) & 0xffff; n > 0; {
+			k := min(n, 4096)
+			for i := range k {
+				w := twqe{opcode: tOpNOP}
+				if i == k-1 {
+					w.fm = tSignaled
+				}
+				a.put(w.encode(a.qpn, a.sqPI))
+			}
+			a.ring(a.sqPI - 1)
+			if c := a.scq.next(); c[63]>>4 != 0 {
+				t.Fatalf("NOP: %x", c)
+			}
+			n -= k
+		}
+	}
+	advance(4094)
+	msg := make([]byte, 200)
+	pattern(msg, 7)
+	ri := b.recv(tsge{200, kd.LKey, addr(dst)})
+	idx := a.post(twqe{opcode: tOpSend, fm: tSignaled, inline: msg})
+	if idx != 4094 || a.sqPI != 4098 {
+		t.Fatalf("the SEND is at %d..%d", idx, a.sqPI)
+	}
+	checkCQE(t, "receive across the ring's end", b.rcq.next(), b.wantResp(2, ri, 200, 0, a.qpn, 0))
+	checkCQE(t, "SEND across the ring's end", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
+	if !bytes.Equal(dst[:200], msg) {
+		t.Error("the inline data split by the ring's end arrived wrong")
+	}
+
+	advance(65534)
+	data, kdata := r.mr(4096, all)
+	pattern(data, 8)
+	attr := &sig.BlockAttr{Wire: t10dif(sig.BlockSize4096, 77), CheckMask: 0xff}
+	mk := r.freeMkey(1, true)
+	last := a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(data), ByteCount: 4096, Mkey: kdata.LKey}}, Sig: attr})
+	if last != 2 || a.sqPI != 3 { // UMR 65534..1, SET_PSV 2
+		t.Fatalf("the configure ends at %d, counter %d", last, a.sqPI)
+	}
+	checkCQE(t, "UMR across the counter's wrap", a.scq.next(), a.wantReq(0x20, 2, 0, 0))
+	idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{4096, mk.key, 0}}})
+	checkCQE(t, "RDMA WRITE through it", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+	eng, _ := sig.NewEngine(attr)
+	want := make([]byte, 4104)
+	eng.Transfer(sig.TX, want, data)
+	if !bytes.Equal(dst[:4104], want) {
+		t.Error("the signature mkey configured across the wrap inserts the wrong PI")
+	}
 	if f := r.d.Faults(); len(f) != 0 {
 		t.Errorf("faults: %q", f)
 	}
