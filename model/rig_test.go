@@ -26,7 +26,7 @@ type rig struct {
 	pdn  uint32
 	uar  seam.UAR
 	page []byte
-	bf   int // the next BlueFlame half's offset
+	bf   atomic.Uint32 // counts rings: the BlueFlame half alternates
 
 	misc     []byte // CQ rings and doorbell records, one UMEM
 	miscID   uint32
@@ -40,7 +40,7 @@ func newRig(t testing.TB, profile string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, d: d, bf: 0x800}
+	r := &rig{t: t, d: d}
 	t.Cleanup(func() {
 		d.Close()
 		if r.page != nil {
@@ -169,7 +169,16 @@ func (c *tcq) ready() []byte {
 // consumer counter goes into the CQ's doorbell record).
 func (c *tcq) next() []byte {
 	c.r.t.Helper()
-	deadline := time.Now().Add(c.timeout)
+	out, ok := c.wait(c.timeout)
+	if !ok {
+		c.r.t.Fatalf("CQ %#x: no CQE at %d after %v; faults %q, WQE errors %q", c.cqn, c.ci, c.timeout, c.r.d.Faults(), c.r.d.WQEErrors())
+	}
+	return out
+}
+
+// wait is next without the test's failure, for other goroutines.
+func (c *tcq) wait(timeout time.Duration) ([]byte, bool) {
+	deadline := time.Now().Add(timeout)
 	for {
 		if slot := c.ready(); slot != nil {
 			out := append([]byte(nil), slot...)
@@ -177,10 +186,10 @@ func (c *tcq) next() []byte {
 			var w [4]byte
 			binary.BigEndian.PutUint32(w[:], c.ci&0xffffff)
 			atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.dbr[0])), binary.NativeEndian.Uint32(w[:]))
-			return out
+			return out, true
 		}
 		if time.Now().After(deadline) {
-			c.r.t.Fatalf("CQ %#x: no CQE at %d after %v; faults %q, WQE errors %q", c.cqn, c.ci, c.timeout, c.r.d.Faults(), c.r.d.WQEErrors())
+			return nil, false
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -412,10 +421,11 @@ func (q *tqp) setDBR(word int, v uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.dbr[4*word])), binary.NativeEndian.Uint32(b[:]))
 }
 
-// ringRaw writes 8 doorbell bytes into a UAR page's next BlueFlame half.
+// ringRaw writes 8 doorbell bytes into a UAR page's next BlueFlame half
+// (0x800 and 0x900 in turn).
 func (r *rig) ringRaw(page, val []byte) {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&page[r.bf])), binary.NativeEndian.Uint64(val))
-	r.bf ^= 0x100
+	off := 0x800 + 0x100*(r.bf.Add(1)&1)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&page[off])), binary.NativeEndian.Uint64(val))
 }
 
 // recv posts a receive WQE: data segments, then the MLX5_INVALID_LKEY

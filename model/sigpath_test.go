@@ -358,7 +358,7 @@ func TestSignatureMkeys(t *testing.T) {
 	t.Run("strip", func(t *testing.T) {
 		// Memory T10-DIF, wire plain: the gather checks and strips the PI.
 		r := newRig(t, "cx6dx")
-		a, b := pair(t, r, qpOpts{drainSigerr: true})
+		a, _ := pair(t, r, qpOpts{drainSigerr: true})
 		mem, km := r.mr(8*520, all)
 		dst, kdst := r.mr(8192, all)
 		attr := &sig.BlockAttr{Mem: t10dif(sig.BlockSize512, 7), CheckMask: 0xff}
@@ -412,7 +412,6 @@ func TestSignatureMkeys(t *testing.T) {
 		if e := r.mkeyState(mk.key).sigErr; e != nil {
 			t.Errorf("after a UMR with SIG_ERR the mkey's error is %v", e)
 		}
-		_ = b
 	})
 	t.Run("responder", func(t *testing.T) {
 		// An RDMA WRITE into a signature rkey (wire T10-DIF, memory
@@ -447,5 +446,41 @@ func TestSignatureMkeys(t *testing.T) {
 			t.Error("the responder's memory does not hold the stripped data")
 		}
 		a.scq.none(time.Millisecond)
+	})
+	t.Run("read scatter", func(t *testing.T) {
+		// An RDMA READ of wire-format data into a local signature mkey
+		// (wire CRC32C, memory plain): the requester checks and strips
+		// as it scatters; a bad CRC is a SIG_ERR CQE on its send CQ, and
+		// without drain_sigerr the queue goes on.
+		r := newRig(t, "cx6dx")
+		a, _ := pair(t, r, qpOpts{})
+		attr := &sig.BlockAttr{Wire: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize512,
+			CRC: &sig.CRC{Type: sig.CRCTypeCRC32C, Seed: 0xffffffff}}, CheckMask: 0xf0}
+		eng, _ := sig.NewEngine(attr)
+		remote, kr := r.mr(4*516, all)
+		local, kl := r.mr(4*512, all)
+		for i := range 4 {
+			pattern(remote[516*i:516*i+512], uint64(30+i))
+		}
+		if err := eng.Generate(sig.DomainWire, remote); err != nil {
+			t.Fatal(err)
+		}
+		remote[3*516+513] ^= 1 // block 3's CRC
+		mk := r.freeMkey(1, true)
+		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(local), ByteCount: 4 * 512, Mkey: kl.LKey}}, Sig: attr})
+		a.scq.next()
+		want := make([]byte, 4*512)
+		wantErr, _ := eng.Transfer(sig.RX, want, remote)
+		if wantErr.Type != sig.MkeyErrBadGuard || wantErr.Offset != 3*516 {
+			t.Fatalf("the engine finds %v", wantErr)
+		}
+		idx := a.post(twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, raddr: addr(remote), rkey: kr.RKey, sges: []tsge{{4 * 512, mk.key, 0}}})
+		checkSigErr(t, a.scq.next(), mk.key, a.qpn, wantErr, attr.Wire, 0)
+		checkCQE(t, "RDMA READ into a signature lkey", a.scq.next(), a.wantReq(tOpRDMARead, idx, 4*516, 0))
+		if !bytes.Equal(local, want) {
+			t.Error("the local memory does not hold the stripped data")
+		}
+		idx = a.post(twqe{opcode: tOpNOP, fm: tSignaled})
+		checkCQE(t, "NOP after the signature error", a.scq.next(), a.wantReq(tOpNOP, idx, 0, 0))
 	})
 }
