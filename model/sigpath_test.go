@@ -484,3 +484,49 @@ func TestSignatureMkeys(t *testing.T) {
 		checkCQE(t, "NOP after the signature error", a.scq.next(), a.wantReq(tOpNOP, idx, 0, 0))
 	})
 }
+
+// FuzzWQE runs arbitrary bytes as the send queue of an RC QP in RTS (and
+// its peer's receive queue): the model may refuse them with error
+// completions, but must not panic, and must consume what it is given.
+func FuzzWQE(f *testing.F) {
+	nop := twqe{opcode: tOpNOP, fm: tSignaled}.encode(0, 0)
+	send := twqe{opcode: tOpSend, inline: []byte("seed")}.encode(0, 0)
+	write := twqe{opcode: tOpRDMAWrite, hasRaddr: true, sges: []tsge{{64, 0x10001, 0}}}.encode(0, 0)
+	umr := make([]byte, 256)
+	umr[3], umr[7], umr[16], umr[21], umr[23] = 0x25, 16, 0x80, 4, 4
+	for _, s := range [][]byte{nop, send, write, umr} {
+		f.Add(s, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, wqebbs uint8) {
+		h := newHCA(profiles["cx7"])
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		mem := make([]byte, 64*16+16*16+16)
+		pd, cq := uint32(firstPDN), uint32(firstCQN)
+		h.pds[pd] = &pdObj{uid: 1}
+		cqc := prm.Cqc.Layout().New()
+		prm.Cqc.LogCqSize.Set(cqc, 4)
+		h.cqs[cq] = &cqObj{uid: 1, cqc: cqc, buf: make([]byte, 64*16)}
+		qpc := prm.Qpc.Layout().New()
+		prm.Qpc.LogSqSize.Set(qpc, 4)
+		prm.Qpc.LogRqSize.Set(qpc, 4)
+		prm.Qpc.State.Set(qpc, StateRTS)
+		prm.Qpc.RemoteQpn.Set(qpc, firstQPN)
+		prm.Qpc.CqnSnd.Set(qpc, uint64(cq))
+		prm.Qpc.CqnRcv.Set(qpc, uint64(cq))
+		prm.Qpc.Rre.Set(qpc, 1)
+		prm.Qpc.Rwe.Set(qpc, 1)
+		q := &qpObj{uid: 1, qpn: firstQPN, qpc: qpc, pdn: pd, wq: mem[:64*16+16*16], dbr: mem[64*16+16*16:]}
+		q.rq, q.sq = wqGeometry(qpc)
+		h.qps[firstQPN] = q
+		copy(q.wq[q.sq.off:], b)
+		copy(q.wq, b) // the receive queue too
+		n := uint16(wqebbs%16) + 1
+		binary.BigEndian.PutUint32(q.dbr[4:], uint32(n))
+		binary.BigEndian.PutUint32(q.dbr[0:], uint32(wqebbs>>4))
+		h.runSQ(q)
+		if q.state() == StateRTS && q.rnr == nil && q.sqCI != n && len(h.faults) == 0 {
+			t.Errorf("the QP stopped at %d of %d WQEBBs with no reason", q.sqCI, n)
+		}
+	})
+}

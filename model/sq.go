@@ -170,6 +170,9 @@ func (h *hca) runSQ(q *qpObj) {
 
 // execWQE runs one WQE.
 func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
+	if w.ds == 0 {
+		return result{fail: qpOpErr("ds 0: not even a control segment")}
+	}
 	switch w.opcode {
 	case opNOP:
 		return result{}
