@@ -143,10 +143,11 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 	return q.state(), true
 }
 
-// InjectSigErr stands in for the data path until the model runs WQEs: a
-// signature error on QP qpn. A QP in RTS created or modified with
-// drain_sigerr moves to SQD, where SQD2RTS resumes it; without
-// drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
+// InjectSigErr sets the state a signature error on QP qpn leads to, without
+// traffic (the data path reaches it by running WQEs): a QP in RTS created
+// or modified with drain_sigerr moves to SQD, where SQD2RTS resumes it;
+// without drain_sigerr the QP stays in RTS (the error is only reported in
+// a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -163,8 +164,9 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 	return nil
 }
 
-// InjectSendError stands in for the data path: a send queue error on QP
-// qpn in RTS moves it to SQER, where SQERR2RTS resumes it.
+// InjectSendError sets the state a send queue error on QP qpn in RTS
+// leads to, without traffic: SQER, where SQERR2RTS resumes it. (The data
+// path's RC errors lead to ERR.)
 func (d *Device) InjectSendError(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -492,9 +494,10 @@ func (d *Device) UARFree(h seam.Handle) error {
 	return nil
 }
 
-// MapUAR maps the UAR page: anonymous memory outside the Go heap, where
-// the model will see doorbell and BlueFlame writes. As with the kernel's
-// mmap, the offset and length must be those UARAlloc returned.
+// MapUAR maps the UAR page: anonymous memory outside the Go heap, which
+// the context's doorbell goroutine watches for doorbell and BlueFlame
+// writes. As with the kernel's mmap, the offset and length must be those
+// UARAlloc returned.
 func (d *Device) MapUAR(u seam.UAR) ([]byte, error) {
 	const call = "mmap uar"
 	d.h.mu.Lock()

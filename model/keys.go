@@ -95,7 +95,7 @@ func parseRepeat(b []byte, n int) (*repeatBlock, bool) {
 		sum += uint32(ent.byteCount)
 		r.ents = append(r.ents, ent)
 	}
-	if sum != r.byteCount {
+	if sum != r.byteCount || sum == 0 {
 		return nil, false
 	}
 	return r, true

@@ -38,7 +38,6 @@ const (
 
 // sendWQE is one send WQE as read from the ring.
 type sendWQE struct {
-	pos    uint16 // the hardware's counter where it starts
 	index  uint16 // the ctrl segment's wqe_index
 	opcode uint8
 	qpn    uint32
@@ -63,7 +62,7 @@ func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
 		return q.wq[o : o+sendWQEBB]
 	}
 	first := slot(q.sqCI)
-	w := &sendWQE{pos: q.sqCI}
+	w := &sendWQE{}
 	d0, d1 := binary.BigEndian.Uint32(first), binary.BigEndian.Uint32(first[4:])
 	w.opcode, w.index = uint8(d0), uint16(d0>>8)
 	w.qpn, w.ds = d1>>8, int(d1&0x3f)
