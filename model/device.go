@@ -40,6 +40,10 @@ type Device struct {
 	seq     uint64
 	fds     map[*asyncFD]bool
 	maps    map[*byte][]byte
+	// uars are the UAR pages of the mappings, by mapping; the doorbell
+	// poller watches them while the context is open.
+	uars map[*byte]uint32
+	pl   *poller // nil when no page is watched
 }
 
 var _ seam.Device = (*Device)(nil)
@@ -50,9 +54,11 @@ const (
 	kindDevxObj uobjKind = iota
 	kindUMem
 	kindUAR
+	kindPD
+	kindMR
 )
 
-var uobjKindNames = [...]string{kindDevxObj: "a DEVX object", kindUMem: "a UMEM", kindUAR: "a UAR"}
+var uobjKindNames = [...]string{kindDevxObj: "a DEVX object", kindUMem: "a UMEM", kindUAR: "a UAR", kindPD: "a PD", kindMR: "an MR"}
 
 // uobj is one handle of the context, like a uverbs uobject.
 type uobj struct {
@@ -64,6 +70,8 @@ type uobj struct {
 	destroy []byte
 	umemID  uint32
 	uar     seam.UAR
+	pdn     uint32 // verbs PD
+	mkey    uint32 // verbs MR: its mkey index
 }
 
 // New makes a software ConnectX of the named profile (see Profiles) and
@@ -103,7 +111,7 @@ func (h *hca) open(opt Options) (*Device, error) {
 	}
 	h.uids[uid] = true
 	return &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
-		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}}, nil
+		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}, nil
 }
 
 // UID returns the DEVX uid the kernel gave the context; it writes it into
@@ -135,10 +143,11 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 	return q.state(), true
 }
 
-// InjectSigErr stands in for the data path until the model runs WQEs: a
-// signature error on QP qpn. A QP in RTS created or modified with
-// drain_sigerr moves to SQD, where SQD2RTS resumes it; without
-// drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
+// InjectSigErr sets the state a signature error on QP qpn leads to, without
+// traffic (the data path reaches it by running WQEs): a QP in RTS created
+// or modified with drain_sigerr moves to SQD, where SQD2RTS resumes it;
+// without drain_sigerr the QP stays in RTS (the error is only reported in
+// a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -155,8 +164,9 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 	return nil
 }
 
-// InjectSendError stands in for the data path: a send queue error on QP
-// qpn in RTS moves it to SQER, where SQERR2RTS resumes it.
+// InjectSendError sets the state a send queue error on QP qpn in RTS
+// leads to, without traffic: SQER, where SQERR2RTS resumes it. (The data
+// path's RC errors lead to ERR.)
 func (d *Device) InjectSendError(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -484,9 +494,10 @@ func (d *Device) UARFree(h seam.Handle) error {
 	return nil
 }
 
-// MapUAR maps the UAR page: anonymous memory outside the Go heap, where
-// the model will see doorbell and BlueFlame writes. As with the kernel's
-// mmap, the offset and length must be those UARAlloc returned.
+// MapUAR maps the UAR page: anonymous memory outside the Go heap, which
+// the context's doorbell goroutine watches for doorbell and BlueFlame
+// writes. As with the kernel's mmap, the offset and length must be those
+// UARAlloc returned.
 func (d *Device) MapUAR(u seam.UAR) ([]byte, error) {
 	const call = "mmap uar"
 	d.h.mu.Lock()
@@ -503,19 +514,28 @@ func (d *Device) MapUAR(u seam.UAR) ([]byte, error) {
 		return nil, fmt.Errorf("model: mmap uar: %w", err)
 	}
 	d.maps[unsafe.SliceData(b)] = b
+	d.uars[unsafe.SliceData(b)] = u.PageID
+	d.watch(b, u.PageID)
 	return b, nil
 }
 
-// UnmapUAR releases a mapping MapUAR made. Like munmap, it works after the
-// context is closed.
+// UnmapUAR releases a mapping MapUAR made; the doorbell poller stops
+// watching it first, and stops when it was the last. Like munmap, it works
+// after the context is closed.
 func (d *Device) UnmapUAR(page []byte) error {
 	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
 	b, ok := d.maps[unsafe.SliceData(page)]
 	if !ok || len(page) != len(b) {
+		d.h.mu.Unlock()
 		return kerr("munmap uar", unix.EINVAL, "not a UAR mapping of this context")
 	}
 	delete(d.maps, unsafe.SliceData(page))
+	delete(d.uars, unsafe.SliceData(page))
+	stopped := d.unwatch(b)
+	d.h.mu.Unlock()
+	if stopped != nil {
+		stopped.wait()
+	}
 	return unix.Munmap(b)
 }
 
@@ -539,11 +559,26 @@ func (d *Device) QueryEQN(vector uint32) (uint32, error) {
 // stay until UnmapUAR. Closing twice returns nil.
 func (d *Device) Close() error {
 	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
+	pl := d.close()
+	d.h.mu.Unlock()
+	if pl != nil {
+		pl.wait()
+	}
+	return nil
+}
+
+// close is Close under the HCA's lock; it returns the doorbell poller it
+// stopped, for the caller to wait for once the lock is released.
+func (d *Device) close() *poller {
 	if d.closed {
 		return nil
 	}
 	d.closed = true
+	pl := d.pl
+	if pl != nil {
+		d.pl = nil
+		pl.stop()
+	}
 	hs := make([]seam.Handle, 0, len(d.handles))
 	for h := range d.handles {
 		hs = append(hs, h)
@@ -558,6 +593,10 @@ func (d *Device) Close() error {
 			delete(d.h.umems, o.umemID)
 		case kindUAR:
 			delete(d.h.uars, o.uar.PageID)
+		case kindPD:
+			delete(d.h.pds, o.pdn) // its users were newer and are gone
+		case kindMR:
+			d.h.dropVerbsMkey(o.mkey)
 		}
 		delete(d.handles, h)
 	}
@@ -567,7 +606,7 @@ func (d *Device) Close() error {
 		delete(d.fds, fd)
 	}
 	delete(d.h.uids, d.uid)
-	return nil
+	return pl
 }
 
 // purge drops what firmware objects of uid are left after the context's

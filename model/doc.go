@@ -4,6 +4,12 @@
 // ConnectX-5, ConnectX-6 Dx and ConnectX-7) would, so that every flow of the
 // driver runs without hardware.
 //
+// It has a data path too: a goroutine per context watches the mapped UAR
+// pages for doorbells, runs the posted send WQEs (NOP, SEND, RDMA WRITE and
+// READ between RC QPs of the HCA, UMR with KLM, repeat-block and signature
+// translations, SET_PSV) through the mkeys, with sig's engine for
+// signature mkeys, and writes CQEs into the CQs' UMEMs.
+//
 // It is written from the PRM's semantics and the kernel's devx.c, and it
 // parses the bytes it is given with prm's layout tables: it shares no
 // encoding code with the driver, so a wrong encoder fails a model test

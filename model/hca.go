@@ -1,9 +1,12 @@
 package model
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
 )
 
 // hca is the software ConnectX's firmware state, shared by every context
@@ -25,6 +28,41 @@ type hca struct {
 	uars  map[uint32]uint16 // UAR page -> uid
 
 	next map[string]uint32 // allocation cursor per table
+	// variant is the last mkey variant byte RegMR gave (mlx5_ib counts
+	// its key variants per device too).
+	variant uint8
+
+	// faults are what the data path saw the driver do wrong (or do what
+	// the model cannot run), per context uid, for tests (Device.Faults).
+	faults    []fault
+	wqeErrors []fault // why WQEs completed with errors
+	dropped   int     // entries past maxFaults, not kept
+
+	// rnrWaiting counts QPs waiting out an RNR NAK, so that the doorbell
+	// pollers look for them only when there are some.
+	rnrWaiting atomic.Int32
+}
+
+// fault is one data-path fault, charged to the context whose doorbell or
+// object met it.
+type fault struct {
+	uid uint16
+	msg string
+}
+
+const maxFaults = 1024
+
+// fault records a data-path fault for uid.
+func (h *hca) fault(uid uint16, format string, args ...any) {
+	h.record(&h.faults, uid, fmt.Sprintf(format, args...))
+}
+
+func (h *hca) record(l *[]fault, uid uint16, msg string) {
+	if len(*l) >= maxFaults {
+		h.dropped++
+		return
+	}
+	*l = append(*l, fault{uid, msg})
 }
 
 type pdObj struct {
@@ -35,18 +73,46 @@ type pdObj struct {
 type mkeyObj struct {
 	uid uint16
 	pdn uint32
-	mkc []byte // the mkey context as created (64 bytes)
+	mkc []byte // the mkey context: as created, then as UMRs changed it (64 bytes)
+
+	// mem is the memory of an MTT mkey that RegMR made (its start_addr is
+	// &mem[0]); nil for DEVX mkeys, whose MTT the model does not keep.
+	mem []byte
+	// verbs marks RegMR's mkeys: DESTROY_MKEY does not reach them.
+	verbs bool
+	// The translation of a KLM mkey: a list of entries or a repeat block
+	// (CREATE_MKEY's inline KLMs or the last UMR's).
+	klms []klm
+	rep  *repeatBlock
+	// sig is the signature configuration the last UMR with a BSF set; it
+	// applies while mkc.bsf_en is 1.
+	sig *sigConf
+	// sigErr is the first signature error a check found on the mkey since
+	// a UMR last set its SIG_ERR mask bit (nil for none).
+	sigErr *sig.MkeyErr
 }
 
 type psvObj struct {
 	uid uint16
 	pdn uint32
+	// transient is the signature the last SET_PSV loaded.
+	transient uint64
 }
 
 type cqObj struct {
 	uid  uint16
 	cqc  []byte // 64 bytes
 	refs int
+
+	// The data path: the CQE ring (nil when create_cq_in named no UMEM)
+	// and the doorbell record (nil when cqc named no UMEM), and the UMEMs
+	// they live in (0 for none).
+	buf            []byte
+	dbr            []byte
+	bufUMem, dbrUM uint32
+	bufOff         uint64
+	pi             uint32 // CQEs written
+	overrun        bool   // the CQ overran: nothing more is written
 }
 
 type umemObj struct {

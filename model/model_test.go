@@ -100,7 +100,9 @@ type qpSetup struct {
 func setupQP(t testing.TB, d *Device) qpSetup {
 	_, pdn := createPD(t, d)
 	_, cqn := newCQ(t, d)
-	_, umem, err := d.UMemReg(make([]byte, 4096), accessLocalWrite)
+	// The queues (64 receive WQEs of 16 bytes, 64 WQEBBs) and the doorbell
+	// record share the UMEM.
+	_, umem, err := d.UMemReg(make([]byte, 8192), accessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}

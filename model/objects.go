@@ -93,9 +93,13 @@ func createMkey(h *hca, c *fwCall) *fwErr {
 	if !ok {
 		return limitReached()
 	}
-	stored := append([]byte(nil), mkc...)
-	prm.Mkc.Free.Set(stored, 0)
-	h.mkeys[n] = &mkeyObj{uid: c.uid, pdn: pdn, mkc: stored}
+	mk := &mkeyObj{uid: c.uid, pdn: pdn, mkc: append([]byte(nil), mkc...)}
+	if mode == accessModeKLMS {
+		// The initial translation: octwords KLM entries after the fixed
+		// part (struct mlx5_klm: byte count, key, address).
+		mk.klms = parseKLMs(c.in[prm.CreateMkeyIn.KlmPasMtt.Off/8:], int(octwords))
+	}
+	h.mkeys[n] = mk
 	h.pds[pdn].refs++
 	prm.CreateMkeyOut.MkeyIndex.Set(c.out, uint64(n))
 	return nil
@@ -116,15 +120,19 @@ func queryMkey(h *hca, c *fwCall) *fwErr {
 func destroyMkey(h *hca, c *fwCall) *fwErr {
 	n := uint32(c.get(prm.DestroyMkeyIn.MkeyIndex))
 	mk, ok := h.mkeys[n]
-	if !ok {
+	if !ok || mk.verbs { // an MR's mkey is the kernel's to destroy
 		return noObject()
 	}
 	if e := checkOwner(mk.uid, c.uid); e != nil {
 		return e
 	}
+	h.releaseMkey(n, mk)
+	return nil
+}
+
+func (h *hca) releaseMkey(n uint32, mk *mkeyObj) {
 	h.pds[mk.pdn].refs--
 	delete(h.mkeys, n)
-	return nil
 }
 
 // PSV.
@@ -200,15 +208,70 @@ func createCQ(h *hca, c *fwCall) *fwErr {
 	if e := h.checkCQC(cqc); e != nil {
 		return e
 	}
+	cq := &cqObj{uid: c.uid, cqc: append([]byte(nil), cqc...)}
+	prm.Cqc.Status.Set(cq.cqc, 0) // CQ_OK
+	if e := h.bindCQ(c, cq); e != nil {
+		return e
+	}
 	n, ok := alloc(h, "cq", h.cqs, firstCQN, limit(firstCQN, h.prof.cap(prm.CmdHcaCap.LogMaxCq)))
 	if !ok {
 		return limitReached()
 	}
-	stored := append([]byte(nil), cqc...)
-	prm.Cqc.Status.Set(stored, 0) // CQ_OK
-	h.cqs[n] = &cqObj{uid: c.uid, cqc: stored}
+	h.cqs[n] = cq
+	for _, id := range []uint32{cq.bufUMem, cq.dbrUM} {
+		if id != 0 {
+			h.umems[id].refs++
+		}
+	}
 	prm.CreateCqOut.Cqn.Set(c.out, uint64(n))
 	return nil
+}
+
+// bindCQ finds the CQ's buffer and doorbell record: the CQEs at
+// cq_umem_offset of UMEM cq_umem_id, the doorbell record at dbr_addr of
+// UMEM cqc.dbr_umem_id. An id of 0 binds nothing (the model then cannot
+// write CQEs, see docs/MODEL.md); any other id must be a UMEM of the
+// caller that holds what is asked of it.
+func (h *hca) bindCQ(c *fwCall, cq *cqObj) *fwErr {
+	if id := uint32(c.get(prm.CreateCqIn.CqUmemId)); id != 0 {
+		off := c.get(prm.CreateCqIn.CqUmemOffset)
+		mem, e := h.umemRange(id, c.uid, off, cqBytes(cq.cqc))
+		if e != nil {
+			return e
+		}
+		cq.buf, cq.bufUMem, cq.bufOff = mem, id, off
+	}
+	if id := uint32(prm.Cqc.DbrUmemId.Get(cq.cqc)); id != 0 {
+		mem, e := h.umemRange(id, c.uid, prm.Cqc.DbrAddr.Get(cq.cqc), 8)
+		if e != nil {
+			return e
+		}
+		cq.dbr, cq.dbrUM = mem, id
+	}
+	return nil
+}
+
+// cqBytes is the size of a CQ's ring: 1<<log_cq_size CQEs of 64<<cqe_sz
+// bytes.
+func cqBytes(cqc []byte) uint64 {
+	return (uint64(64) << prm.Cqc.CqeSz.Get(cqc)) << prm.Cqc.LogCqSize.Get(cqc)
+}
+
+// umemRange returns length bytes at offset of UMEM id, which uid must
+// own: BAD_RES_ERR for no such UMEM, BAD_PARAM_ERR when the UMEM is too
+// short.
+func (h *hca) umemRange(id uint32, uid uint16, offset, length uint64) ([]byte, *fwErr) {
+	u, ok := h.umems[id]
+	if !ok {
+		return nil, noObject()
+	}
+	if e := checkOwner(u.uid, uid); e != nil {
+		return nil, e
+	}
+	if offset > uint64(len(u.mem)) || length > uint64(len(u.mem))-offset {
+		return nil, badParam(SyndromeBadValue)
+	}
+	return u.mem[offset : offset+length : offset+length], nil
 }
 
 func (h *hca) cq(n uint32, uid uint16) (*cqObj, *fwErr) {
@@ -270,6 +333,15 @@ func modifyCQ(h *hca, c *fwCall) *fwErr {
 	if e := h.checkCQC(next); e != nil {
 		return e
 	}
+	if cq.bufUMem != 0 && cqBytes(next) != cqBytes(cq.cqc) {
+		// A resize keeps the UMEM (the model has no resize buffer): the
+		// new ring must fit in it from the same offset.
+		mem, e := h.umemRange(cq.bufUMem, cq.uid, cq.bufOff, cqBytes(next))
+		if e != nil {
+			return badParam(SyndromeBadValue)
+		}
+		cq.buf = mem
+	}
 	cq.cqc = next
 	return nil
 }
@@ -283,6 +355,15 @@ func destroyCQ(h *hca, c *fwCall) *fwErr {
 	if cq.refs > 0 {
 		return inUse()
 	}
-	delete(h.cqs, n)
+	h.releaseCQ(n, cq)
 	return nil
+}
+
+func (h *hca) releaseCQ(n uint32, cq *cqObj) {
+	for _, id := range []uint32{cq.bufUMem, cq.dbrUM} {
+		if u, ok := h.umems[id]; ok && id != 0 {
+			u.refs--
+		}
+	}
+	delete(h.cqs, n)
 }

@@ -24,16 +24,43 @@ const (
 	stDCI = 0x5
 )
 
-// rq_type of a QP with no receive queue (MLX5_ZERO_LEN_RQ).
-const zeroLenRQ = 0x3
+// rq_type of a QP with its own receive queue, and of one with none
+// (MLX5_NON_ZERO_RQ, MLX5_ZERO_LEN_RQ).
+const (
+	rqTypeRegular = 0x0
+	zeroLenRQ     = 0x3
+)
+
+// sendWQEBB is the send queue's basic block (MLX5_SEND_WQE_BB).
+const sendWQEBB = 64
 
 type qpObj struct {
 	uid   uint16
+	qpn   uint32
 	qpc   []byte // the QP context (232 bytes), state included
 	ext   []byte // the qpc_ext the last INIT2INIT/RTS2RTS carried (192 bytes)
 	pdn   uint32
 	cqs   []uint32
 	umems []uint32
+
+	// The data path. wq is the work queue buffer (RQ then SQ) and dbr its
+	// 8-byte doorbell record; nil for a QP without queues.
+	wq, dbr []byte
+	rq      wqGeom // receive queue: entries and stride
+	sq      wqGeom // send queue: WQEBBs of 64 bytes, after the RQ
+	// sqCI and rqCI are the hardware's consumer counters: the next
+	// WQEBB (send) and WQE (receive) to run, 16 bits as the doorbell
+	// record's producer counters.
+	sqCI, rqCI uint16
+	// rnr is set while a send waits for the responder's receive WQE.
+	rnr *rnrWait
+}
+
+// wqGeom is one work queue's place in the QP's buffer.
+type wqGeom struct {
+	off     int // byte offset in wq
+	entries int // a power of two; 0 for no queue
+	stride  int // bytes per entry
 }
 
 func (q *qpObj) state() uint8 { return uint8(prm.Qpc.State.Get(q.qpc)) }
@@ -172,30 +199,36 @@ func createQP(h *hca, c *fwCall) *fwErr {
 		}
 	}
 	// The kernel set wq_umem_valid and dbr_umem_valid (devx_set_umem_valid):
-	// the work queue and its doorbell record live in UMEMs of this uid.
-	var umems []uint32
+	// the work queue (from offset 0: create_qp_in's wq_umem_offset is not
+	// in prm's tables) and its doorbell record live in UMEMs of this uid,
+	// which must hold them.
+	q := &qpObj{uid: c.uid, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs}
+	q.rq, q.sq = wqGeometry(qpc)
 	if c.get(prm.CreateQpIn.WqUmemValid) != 0 && len(cqs) > 0 {
-		umems = append(umems, uint32(c.get(prm.CreateQpIn.WqUmemId)))
-	}
-	if prm.Qpc.DbrUmemValid.Get(qpc) != 0 && len(cqs) > 0 {
-		umems = append(umems, uint32(prm.Qpc.DbrUmemId.Get(qpc)))
-	}
-	for _, id := range umems {
-		u, ok := h.umems[id]
-		if !ok {
-			return noObject()
-		}
-		if e := checkOwner(u.uid, c.uid); e != nil {
+		id := uint32(c.get(prm.CreateQpIn.WqUmemId))
+		mem, e := h.umemRange(id, c.uid, 0, uint64(q.sq.off+q.sq.entries*q.sq.stride))
+		if e != nil {
 			return e
 		}
+		q.wq, q.umems = mem, append(q.umems, id)
+	}
+	if prm.Qpc.DbrUmemValid.Get(qpc) != 0 && len(cqs) > 0 {
+		id := uint32(prm.Qpc.DbrUmemId.Get(qpc))
+		mem, e := h.umemRange(id, c.uid, prm.Qpc.DbrAddr.Get(qpc), 8)
+		if e != nil {
+			return e
+		}
+		q.dbr, q.umems = mem, append(q.umems, id)
 	}
 	n, ok := alloc(h, "qp", h.qps, firstQPN, limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)))
 	if !ok {
 		return limitReached()
 	}
-	stored := append([]byte(nil), qpc...)
-	prm.Qpc.State.Set(stored, StateRST)
-	h.qps[n] = &qpObj{uid: c.uid, qpc: stored, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs, umems: umems}
+	q.qpn = n
+	q.qpc = append([]byte(nil), qpc...)
+	prm.Qpc.State.Set(q.qpc, StateRST)
+	umems := q.umems
+	h.qps[n] = q
 	h.pds[pdn].refs++
 	for _, cq := range cqs {
 		h.cqs[cq].refs++
@@ -205,6 +238,21 @@ func createQP(h *hca, c *fwCall) *fwErr {
 	}
 	prm.CreateQpOut.Qpn.Set(c.out, uint64(n))
 	return nil
+}
+
+// wqGeometry places a QP's queues in its buffer: the receive queue
+// first ((1<<log_rq_size) WQEs of 16<<log_rq_stride bytes; none with a
+// zero-length or shared receive queue), the send queue after it
+// (64<<log_sq_size bytes; none with no_sq).
+func wqGeometry(qpc []byte) (rq, sq wqGeom) {
+	if prm.Qpc.RqType.Get(qpc) == rqTypeRegular {
+		rq = wqGeom{entries: 1 << prm.Qpc.LogRqSize.Get(qpc), stride: 16 << prm.Qpc.LogRqStride.Get(qpc)}
+	}
+	sq = wqGeom{off: rq.entries * rq.stride, stride: sendWQEBB}
+	if prm.Qpc.NoSq.Get(qpc) == 0 {
+		sq.entries = 1 << prm.Qpc.LogSqSize.Get(qpc)
+	}
+	return rq, sq
 }
 
 func (h *hca) qp(n uint32, uid uint16) (*qpObj, *fwErr) {
@@ -235,6 +283,7 @@ func destroyQP(h *hca, c *fwCall) *fwErr {
 }
 
 func (h *hca) releaseQP(n uint32, q *qpObj) {
+	h.clearRNR(q)
 	h.pds[q.pdn].refs--
 	for _, cq := range q.cqs {
 		h.cqs[cq].refs--
@@ -277,8 +326,10 @@ func modifyQP(h *hca, c *fwCall) *fwErr {
 		}
 		ext = append([]byte(nil), data...)
 	}
+	from := q.state()
 	prm.Qpc.State.Set(next, uint64(t.to))
 	q.qpc, q.ext = next, ext
+	h.transitioned(q, from)
 	return nil
 }
 

@@ -1,26 +1,146 @@
 package model
 
 import (
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 
-// AllocPD is not modelled yet.
+// The verbs objects the seam carries: a protection domain (ibv_alloc_pd)
+// and memory regions (ibv_reg_mr). mlx5_ib creates both in the firmware
+// with the context's uid (mlx5_ib_alloc_pd sets alloc_pd_in.uid, and a
+// user MR's mkey is created with its PD's uid), so they sit in the same
+// tables as DEVX's ALLOC_PD and CREATE_MKEY and DEVX objects may name
+// them.
+
+// ib_uverbs_access_flags (rdma/ib_user_ioctl_verbs.h).
+const (
+	accessRemoteAtomic = 1 << 3
+	accessMWBind       = 1 << 4
+	accessZeroBased    = 1 << 5
+	accessOnDemand     = 1 << 6
+	accessHugeTLB      = 1 << 7
+	// IB_UVERBS_ACCESS_OPTIONAL_RANGE: bits 20..29, hints a device may
+	// ignore (relaxed ordering).
+	accessOptionalRange = (1<<30 - 1) &^ (1<<20 - 1)
+)
+
+// AllocPD is ibv_alloc_pd: ALLOC_PD with the context's uid, owned by a new
+// handle.
 func (d *Device) AllocPD() (seam.Handle, uint32, error) {
-	return 0, 0, kerr("alloc pd", unix.EOPNOTSUPP, "not modelled yet")
+	const call = "alloc pd"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return 0, 0, err
+	}
+	n, ok := alloc(d.h, "pd", d.h.pds, firstPDN, limit(firstPDN, d.h.prof.cap(prm.CmdHcaCap.LogMaxPd)))
+	if !ok {
+		return 0, 0, kerr(call, unix.ENOMEM, "ALLOC_PD: log_max_pd PDs exist")
+	}
+	d.h.pds[n] = &pdObj{uid: d.uid}
+	return d.newHandle(&uobj{kind: kindPD, pdn: n}), n, nil
 }
 
-// DeallocPD is not modelled yet.
+// DeallocPD is ibv_dealloc_pd. A PD that MRs, mkeys, PSVs or QPs still use
+// is not freed: EBUSY (ib_dealloc_pd_user's usecnt check; the firmware
+// refuses DEALLOC_PD too).
 func (d *Device) DeallocPD(h seam.Handle) error {
-	return kerr("dealloc pd", unix.EOPNOTSUPP, "not modelled yet")
+	const call = "dealloc pd"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	o, err := d.lookupKind(call, h, kindPD)
+	if err != nil {
+		return err
+	}
+	if pd, ok := d.h.pds[o.pdn]; ok {
+		if pd.refs > 0 {
+			return kerr(call, unix.EBUSY, "the PD is in use")
+		}
+		delete(d.h.pds, o.pdn)
+	}
+	delete(d.handles, h)
+	return nil
 }
 
-// RegMR is not modelled yet.
+// RegMR is ibv_reg_mr with iova = &mem[0]: an MTT mkey over mem in the
+// PD, with local read always and the access flags asked for; lkey and
+// rkey are the same key (mkey index << 8 | the key's variant byte).
 func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, error) {
-	return seam.MR{}, kerr("reg mr", unix.EOPNOTSUPP, "not modelled yet")
+	const call = "reg mr"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return seam.MR{}, err
+	}
+	o, err := d.lookupKind(call, pd, kindPD)
+	if err != nil {
+		return seam.MR{}, err
+	}
+	known := uint32(accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic |
+		accessMWBind | accessZeroBased | accessOnDemand | accessHugeTLB | accessOptionalRange)
+	switch {
+	case access&^known != 0:
+		return seam.MR{}, kerr(call, unix.EINVAL, "ib_check_mr_access: unknown access flags")
+	case access&(accessRemoteWrite|accessRemoteAtomic) != 0 && access&accessLocalWrite == 0:
+		return seam.MR{}, kerr(call, unix.EINVAL, "ib_check_mr_access: remote write or atomic needs local write")
+	case access&(accessOnDemand|accessZeroBased) != 0:
+		return seam.MR{}, kerr(call, unix.EOPNOTSUPP, "on-demand paging and zero-based MRs are not modelled")
+	case len(mem) == 0:
+		return seam.MR{}, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
+	}
+	if _, ok := d.h.pds[o.pdn]; !ok {
+		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
+	}
+	n, ok := alloc(d.h, "mkey", d.h.mkeys, firstMkey, limit(firstMkey, d.h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
+	if !ok {
+		return seam.MR{}, kerr(call, unix.ENOMEM, "CREATE_MKEY: log_max_mkey mkeys exist")
+	}
+	d.h.variant++
+	mkc := prm.Mkc.Layout().New()
+	prm.Mkc.AccessMode10.Set(mkc, accessModeMTT)
+	prm.Mkc.Lr.Set(mkc, 1)
+	prm.Mkc.Lw.Set(mkc, uint64(access&accessLocalWrite))
+	prm.Mkc.Rw.Set(mkc, uint64(access&accessRemoteWrite)>>1)
+	prm.Mkc.Rr.Set(mkc, uint64(access&accessRemoteRead)>>2)
+	prm.Mkc.A.Set(mkc, uint64(access&accessRemoteAtomic)>>3)
+	prm.Mkc.Qpn.Set(mkc, 0xffffff)
+	prm.Mkc.Mkey70.Set(mkc, uint64(d.h.variant))
+	prm.Mkc.Pd.Set(mkc, uint64(o.pdn))
+	prm.Mkc.StartAddr.Set(mkc, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
+	prm.Mkc.Len.Set(mkc, uint64(len(mem)))
+	d.h.mkeys[n] = &mkeyObj{uid: d.uid, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true}
+	d.h.pds[o.pdn].refs++
+	key := n<<8 | uint32(d.h.variant)
+	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
+	return seam.MR{Handle: h, LKey: key, RKey: key}, nil
 }
 
-// DeregMR is not modelled yet.
+// DeregMR is ibv_dereg_mr: the MR's mkey is destroyed.
 func (d *Device) DeregMR(h seam.Handle) error {
-	return kerr("dereg mr", unix.EOPNOTSUPP, "not modelled yet")
+	const call = "dereg mr"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	o, err := d.lookupKind(call, h, kindMR)
+	if err != nil {
+		return err
+	}
+	d.h.dropVerbsMkey(o.mkey)
+	delete(d.handles, h)
+	return nil
+}
+
+// dropVerbsMkey destroys RegMR's mkey n, if it is still there.
+func (h *hca) dropVerbsMkey(n uint32) {
+	if mk, ok := h.mkeys[n]; ok && mk.verbs {
+		h.releaseMkey(n, mk)
+	}
 }

@@ -1,0 +1,388 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
+)
+
+// Memory access through keys: every lkey and rkey a WQE names is resolved
+// as the HCA does, against the mkey table.
+
+// access is what an operation does through a key.
+type access int
+
+const (
+	accLocalRead access = iota // gather (always allowed)
+	accLocalWrite
+	accRemoteRead
+	accRemoteWrite
+)
+
+var accessNames = [...]string{accLocalRead: "local read", accLocalWrite: "local write", accRemoteRead: "remote read", accRemoteWrite: "remote write"}
+
+// local is the access an inner (KLM) key needs for an outer access: the
+// HCA reads or writes the memory behind it on the owner's behalf.
+func (a access) local() access {
+	if a == accRemoteWrite || a == accLocalWrite {
+		return accLocalWrite
+	}
+	return accLocalRead
+}
+
+// klm is one entry of an indirect mkey's translation (struct mlx5_klm /
+// mlx5_wqe_umr_klm_seg): byteCount bytes at address va of key.
+type klm struct {
+	byteCount uint32
+	key       uint32
+	va        uint64
+}
+
+// repeatBlock is an interleaved translation (struct
+// mlx5_wqe_umr_repeat_block_seg): count repetitions of the entries, each
+// repetition byteCount bytes.
+type repeatBlock struct {
+	byteCount uint32
+	count     uint32
+	ents      []repeatEnt
+}
+
+// repeatEnt is one entry of a repeat block (struct
+// mlx5_wqe_umr_repeat_ent_seg): repetition r takes byteCount bytes at
+// va + r*stride of key.
+type repeatEnt struct {
+	stride, byteCount uint16
+	key               uint32
+	va                uint64
+}
+
+// parseKLMs reads n 16-byte KLM entries; all-zero entries are the padding
+// libmlx5 adds up to a multiple of four, and are dropped.
+func parseKLMs(b []byte, n int) []klm {
+	var out []klm
+	for i := 0; i < n && 16*i+16 <= len(b); i++ {
+		e := b[16*i : 16*i+16]
+		if zero(e) {
+			continue
+		}
+		out = append(out, klm{binary.BigEndian.Uint32(e), binary.BigEndian.Uint32(e[4:]), binary.BigEndian.Uint64(e[8:])})
+	}
+	return out
+}
+
+// stridedBlockOp is the op of a repeat block header (MLX5_STRIDE_BLOCK_OP,
+// qp.h); a translation whose first entry's key word holds it is a repeat
+// block, not a KLM list.
+const stridedBlockOp = 0x400
+
+// parseRepeat reads a repeat block of n octwords (header and entries).
+func parseRepeat(b []byte, n int) (*repeatBlock, bool) {
+	if n < 1 || len(b) < 16*n {
+		return nil, false
+	}
+	r := &repeatBlock{byteCount: binary.BigEndian.Uint32(b), count: binary.BigEndian.Uint32(b[8:])}
+	num := int(binary.BigEndian.Uint16(b[14:]))
+	if num == 0 || num > n-1 {
+		return nil, false
+	}
+	sum := uint32(0)
+	for i := range num {
+		e := b[16+16*i:]
+		ent := repeatEnt{binary.BigEndian.Uint16(e), binary.BigEndian.Uint16(e[2:]), binary.BigEndian.Uint32(e[4:]), binary.BigEndian.Uint64(e[8:])}
+		sum += uint32(ent.byteCount)
+		r.ents = append(r.ents, ent)
+	}
+	if sum != r.byteCount || sum == 0 {
+		return nil, false
+	}
+	return r, true
+}
+
+// keyErr is why a key did not resolve.
+type keyErr struct{ why string }
+
+func (e *keyErr) Error() string { return e.why }
+
+func keyFail(format string, args ...any) *keyErr { return &keyErr{fmt.Sprintf(format, args...)} }
+
+// mkey checks that key names a usable mkey of PD pdn that allows a: it
+// exists, is not free, has the key's variant byte, is in the PD and its
+// access bits permit a (local read always).
+func (h *hca) mkey(key, pdn uint32, a access) (*mkeyObj, *keyErr) {
+	mk, ok := h.mkeys[key>>8]
+	switch {
+	case !ok:
+		return nil, keyFail("key %#x: no mkey %#x", key, key>>8)
+	case prm.Mkc.Free.Get(mk.mkc) != 0:
+		return nil, keyFail("key %#x: the mkey is free", key)
+	case uint8(key) != uint8(prm.Mkc.Mkey70.Get(mk.mkc)):
+		return nil, keyFail("key %#x: the mkey's variant is %#x", key, prm.Mkc.Mkey70.Get(mk.mkc))
+	case mk.pdn != pdn:
+		return nil, keyFail("key %#x: the mkey is in PD %#x, not %#x", key, mk.pdn, pdn)
+	}
+	var bit prm.Field
+	switch a {
+	case accLocalWrite:
+		bit = prm.Mkc.Lw
+	case accRemoteRead:
+		bit = prm.Mkc.Rr
+	case accRemoteWrite:
+		bit = prm.Mkc.Rw
+	default:
+		return mk, nil
+	}
+	if bit.Get(mk.mkc) == 0 {
+		return nil, keyFail("key %#x: the mkey does not allow %s", key, accessNames[a])
+	}
+	return mk, nil
+}
+
+// inRange checks [addr, addr+n) against the mkey's [start_addr,
+// start_addr+len) and returns the offset of addr.
+func inRange(mk *mkeyObj, key uint32, addr, n uint64) (uint64, *keyErr) {
+	start := prm.Mkc.StartAddr.Get(mk.mkc)
+	length := prm.Mkc.Len.Get(mk.mkc)
+	if prm.Mkc.Length64.Get(mk.mkc) != 0 {
+		length = ^uint64(0) // 2^64 bytes
+	}
+	end, carry := bits.Add64(addr, n, 0)
+	if addr < start || carry != 0 || end-start > length {
+		return 0, keyFail("key %#x: [%#x, +%#x) is outside the mkey's [%#x, +%#x)", key, addr, n, start, length)
+	}
+	return addr - start, nil
+}
+
+// translate appends to spans the memory behind [addr, addr+n) of mkey mk
+// (named by key), walking KLM translations down to RegMR's memory. depth
+// counts the indirections taken so far.
+func (h *hca) translate(spans [][]byte, mk *mkeyObj, key uint32, addr, n uint64, a access, depth int) ([][]byte, *keyErr) {
+	off, e := inRange(mk, key, addr, n)
+	if e != nil || n == 0 {
+		return spans, e
+	}
+	mode := prm.Mkc.AccessMode10.Get(mk.mkc) | prm.Mkc.AccessMode42.Get(mk.mkc)<<2
+	switch mode {
+	case accessModeMTT:
+		if mk.mem == nil {
+			h.fault(mk.uid, "key %#x: a DEVX MTT mkey was used; the model keeps no MTT (prm has no mkey_umem_id), so the access fails", key)
+			return spans, keyFail("key %#x: a DEVX MTT mkey, whose pages the model does not keep", key)
+		}
+		return append(spans, mk.mem[off:off+n:off+n]), nil
+	case accessModeKLMS:
+	default:
+		h.fault(mk.uid, "key %#x: access mode %d is not modelled, so the access fails", key, mode)
+		return spans, keyFail("key %#x: access mode %d is not modelled", key, mode)
+	}
+	if depth >= int(h.prof.cap(prm.CmdHcaCap.MaxIndirection)) {
+		return spans, keyFail("key %#x: more than max_indirection (%d) levels of indirect mkeys", key, h.prof.cap(prm.CmdHcaCap.MaxIndirection))
+	}
+	inner := func(spans [][]byte, k uint32, va, n uint64) ([][]byte, *keyErr) {
+		in, e := h.mkey(k, mk.pdn, a.local())
+		if e != nil {
+			return spans, keyFail("key %#x: translation entry: %s", key, e.why)
+		}
+		if in.sigOn() {
+			return spans, keyFail("key %#x: translation entry %#x is a signature mkey", key, k)
+		}
+		return h.translate(spans, in, k, va, n, a, depth+1)
+	}
+	if r := mk.rep; r != nil {
+		rep, w := off/uint64(r.byteCount), off%uint64(r.byteCount)
+		for n > 0 {
+			if rep >= uint64(r.count) {
+				return spans, keyFail("key %#x: past the repeat block's %d repetitions", key, r.count)
+			}
+			pos := uint64(0)
+			for _, ent := range r.ents {
+				bc := uint64(ent.byteCount)
+				if n > 0 && w < pos+bc {
+					take := min(pos+bc-w, n)
+					var e *keyErr
+					spans, e = inner(spans, ent.key, ent.va+rep*uint64(ent.stride)+w-pos, take)
+					if e != nil {
+						return spans, e
+					}
+					n -= take
+					w += take
+				}
+				pos += bc
+			}
+			rep, w = rep+1, 0
+		}
+		return spans, nil
+	}
+	for _, k := range mk.klms {
+		bc := uint64(k.byteCount)
+		if off >= bc {
+			off -= bc
+			continue
+		}
+		take := min(bc-off, n)
+		var e *keyErr
+		if spans, e = inner(spans, k.key, k.va+off, take); e != nil {
+			return spans, e
+		}
+		n -= take
+		off = 0
+		if n == 0 {
+			return spans, nil
+		}
+	}
+	return spans, keyFail("key %#x: past the end of its KLM list", key)
+}
+
+// sigConf is a signature mkey's configuration from its BSF.
+type sigConf struct {
+	attr            sig.BlockAttr
+	eng             *sig.Engine
+	memPSV, wirePSV uint32
+}
+
+// sigOn reports whether the mkey presents a signature: bsf_en with a
+// configuration a UMR set.
+func (mk *mkeyObj) sigOn() bool { return mk.sig != nil && prm.Mkc.BsfEn.Get(mk.mkc) != 0 }
+
+// sigEvent is a signature check failure to report in a SIG_ERR CQE.
+type sigEvent struct {
+	key uint32
+	err sig.MkeyErr
+}
+
+// dataOffset converts the memory-domain offset off of a signature mkey
+// into the data offset TransferAt takes: blocks of the memory domain are
+// data plus signature.
+func (c *sigConf) dataOffset(off uint64) (uint64, bool) {
+	b, p := c.eng.Layout(sig.DomainMemory)
+	if b == 0 {
+		return off, true
+	}
+	if off%uint64(b+p) != 0 {
+		return 0, false
+	}
+	return off / uint64(b+p) * uint64(b), true
+}
+
+// read gathers n memory-domain bytes at addr of key for an operation of
+// access a by a QP of PD pdn and returns them as they go on the wire: a
+// signature mkey runs its engine's TX transfer (memory to wire), whose
+// check failure, if any, is returned as an event.
+func (h *hca) read(key, pdn uint32, addr, n uint64, a access) ([]byte, *sigEvent, *keyErr) {
+	mk, e := h.mkey(key, pdn, a)
+	if e != nil {
+		return nil, nil, e
+	}
+	spans, e := h.translate(nil, mk, key, addr, n, a, 0)
+	if e != nil {
+		return nil, nil, e
+	}
+	mem := gatherSpans(spans, n)
+	if !mk.sigOn() {
+		return mem, nil, nil
+	}
+	return mk.transfer(key, sig.TX, mem, addr)
+}
+
+// wireLen returns how many wire bytes n memory-domain bytes of key make.
+func (h *hca) wireLen(key, pdn uint32, n uint64, a access) (uint64, *keyErr) {
+	mk, e := h.mkey(key, pdn, a)
+	if e != nil {
+		return 0, e
+	}
+	if !mk.sigOn() {
+		return n, nil
+	}
+	w, err := mk.sig.eng.OutputLen(sig.TX, int(n))
+	if err != nil {
+		return 0, keyFail("key %#x: %d memory bytes: %v", key, n, err)
+	}
+	return uint64(w), nil
+}
+
+// memLen returns how many memory-domain bytes of key w wire bytes fill.
+func (h *hca) memLen(key, pdn uint32, w uint64, a access) (uint64, *keyErr) {
+	mk, e := h.mkey(key, pdn, a)
+	if e != nil {
+		return 0, e
+	}
+	if !mk.sigOn() {
+		return w, nil
+	}
+	m, err := mk.sig.eng.OutputLen(sig.RX, int(w))
+	if err != nil {
+		return 0, keyFail("key %#x: %d wire bytes: %v", key, w, err)
+	}
+	return uint64(m), nil
+}
+
+// write scatters wire bytes into memory at addr of key: a signature mkey
+// runs its engine's RX transfer (wire to memory) first. It returns the
+// check failure, if any.
+func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEvent, *keyErr) {
+	mk, e := h.mkey(key, pdn, a)
+	if e != nil {
+		return nil, e
+	}
+	mem, ev := wire, (*sigEvent)(nil)
+	if mk.sigOn() {
+		// The range first: a transfer that cannot land checks nothing.
+		n, err := mk.sig.eng.OutputLen(sig.RX, len(wire))
+		if err != nil {
+			return nil, keyFail("key %#x: %d wire bytes: %v", key, len(wire), err)
+		}
+		if _, e := inRange(mk, key, addr, uint64(n)); e != nil {
+			return nil, e
+		}
+		if mem, ev, e = mk.transfer(key, sig.RX, wire, addr); e != nil {
+			return nil, e
+		}
+	}
+	spans, e := h.translate(nil, mk, key, addr, uint64(len(mem)), a, 0)
+	if e != nil {
+		return nil, e
+	}
+	for _, s := range spans {
+		mem = mem[copy(s, mem):]
+	}
+	return ev, nil
+}
+
+// transfer runs the signature engine of mk over src, which starts at
+// memory-domain address addr.
+func (mk *mkeyObj) transfer(key uint32, dir sig.Direction, src []byte, addr uint64) ([]byte, *sigEvent, *keyErr) {
+	c := mk.sig
+	off, ok := c.dataOffset(addr - prm.Mkc.StartAddr.Get(mk.mkc))
+	if !ok {
+		return nil, nil, keyFail("key %#x: address %#x is not on a memory-domain block boundary", key, addr)
+	}
+	n, err := c.eng.OutputLen(dir, len(src))
+	if err != nil {
+		return nil, nil, keyFail("key %#x: signature transfer of %d bytes: %v", key, len(src), err)
+	}
+	dst := make([]byte, n)
+	me, err := c.eng.TransferAt(dir, dst, src, off)
+	if err != nil {
+		return nil, nil, keyFail("key %#x: signature transfer of %d bytes at data offset %d: %v", key, len(src), off, err)
+	}
+	if me.OK() {
+		return dst, nil, nil
+	}
+	if mk.sigErr == nil {
+		mk.sigErr = &me
+	}
+	return dst, &sigEvent{key, me}, nil
+}
+
+// gatherSpans concatenates spans (n bytes in all).
+func gatherSpans(spans [][]byte, n uint64) []byte {
+	if len(spans) == 1 {
+		return append([]byte(nil), spans[0]...)
+	}
+	out := make([]byte, 0, n)
+	for _, s := range spans {
+		out = append(out, s...)
+	}
+	return out
+}

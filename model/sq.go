@@ -1,0 +1,630 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// The send queue: what the HCA does after a doorbell. Everything here
+// runs under the HCA's lock.
+
+// Send WQE opcodes (MLX5_OPCODE_*, include/linux/mlx5/device.h).
+const (
+	opNOP          = 0x00
+	opSendInval    = 0x01
+	opRDMAWrite    = 0x08
+	opRDMAWriteImm = 0x09
+	opSend         = 0x0a
+	opSendImm      = 0x0b
+	opRDMARead     = 0x10
+	opSetPSV       = 0x20
+	opUMR          = 0x25
+)
+
+// Control segment bits (mlx5dv.h) and data segment constants (qp.h,
+// device.h).
+const (
+	ctrlCQUpdate = 2 << 2    // MLX5_WQE_CTRL_CQ_UPDATE
+	inlineSeg    = 1 << 31   // MLX5_INLINE_SEG
+	invalidLKey  = 0x100     // MLX5_INVALID_LKEY: ends a receive WQE's list
+	dataSegZero  = 1 << 31   // a data segment's byte_count of 0 means 2 GiB
+	ctrlSegSize  = 16        // struct mlx5_wqe_ctrl_seg
+	raddrSegSize = 16        // struct mlx5_wqe_raddr_seg
+	maxWQEBytes  = 64 * 0x10 // ds is 6 bits: at most 63 octwords
+)
+
+// sendWQE is one send WQE as read from the ring.
+type sendWQE struct {
+	index  uint16 // the ctrl segment's wqe_index
+	opcode uint8
+	qpn    uint32
+	ds     int
+	fmCeSe uint8
+	imm    uint32
+	bbs    uint16 // WQEBBs it takes: ceil(ds*16/64), at least 1
+	b      []byte // its ds*16 bytes, contiguous
+}
+
+// dbrWord reads word i of a doorbell record (big-endian): 0 is the
+// receive counter, 1 the send counter (MLX5_RCV_DBR, MLX5_SND_DBR).
+func dbrWord(dbr []byte, i int) uint32 { return load32(dbr[4*i : 4*i+4]) }
+
+// readWQE reads the WQE at the send queue's consumer counter, avail
+// WQEBBs of which the doorbell record covers; ok is false when it cannot
+// be read yet (a fault says why).
+func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
+	n := q.sq.entries
+	slot := func(c uint16) []byte {
+		o := q.sq.off + int(c)&(n-1)*sendWQEBB
+		return q.wq[o : o+sendWQEBB]
+	}
+	first := slot(q.sqCI)
+	w := &sendWQE{}
+	d0, d1 := binary.BigEndian.Uint32(first), binary.BigEndian.Uint32(first[4:])
+	w.opcode, w.index = uint8(d0), uint16(d0>>8)
+	w.qpn, w.ds = d1>>8, int(d1&0x3f)
+	w.fmCeSe, w.imm = first[11], binary.BigEndian.Uint32(first[12:])
+	w.bbs = uint16((w.ds*16 + sendWQEBB - 1) / sendWQEBB)
+	if w.bbs == 0 {
+		w.bbs = 1
+	}
+	if w.bbs > avail {
+		h.fault(q.uid, "QP %#x: the WQE at counter %d takes %d WQEBBs, the doorbell record covers %d", q.qpn, q.sqCI, w.bbs, avail)
+		return nil, false
+	}
+	if int(w.bbs) > n {
+		h.fault(q.uid, "QP %#x: the WQE at counter %d takes %d WQEBBs, the ring has %d", q.qpn, q.sqCI, w.bbs, n)
+		return nil, false
+	}
+	buf := make([]byte, 0, int(w.bbs)*sendWQEBB)
+	for i := range w.bbs {
+		buf = append(buf, slot(q.sqCI+i)...)
+	}
+	w.b = buf[:w.ds*16]
+	if w.index != q.sqCI {
+		h.fault(q.uid, "QP %#x: the WQE at counter %d has wqe_index %d", q.qpn, q.sqCI, w.index)
+	}
+	if w.qpn != q.qpn {
+		h.fault(q.uid, "QP %#x: the WQE at counter %d names QP %#x", q.qpn, q.sqCI, w.qpn)
+	}
+	return w, true
+}
+
+// result is what running one WQE did.
+type result struct {
+	fail    *wqeFail   // an error completion (nil: success)
+	byteCnt uint32     // the requester CQE's byte_cnt
+	sigs    []sigEvent // signature errors the requester's checks found
+	rnr     bool       // the responder had no receive WQE: retry later
+}
+
+// runSQ runs the WQEs the doorbell record's send counter says are posted,
+// from the hardware's consumer counter, while the QP may: in RTS (in ERR
+// it flushes them; in any other state they wait).
+func (h *hca) runSQ(q *qpObj) {
+	if q.wq == nil || q.dbr == nil || q.sq.entries == 0 {
+		h.fault(q.uid, "QP %#x: a doorbell for a QP without a send queue in UMEMs", q.qpn)
+		return
+	}
+	for {
+		pi := uint16(dbrWord(q.dbr, 1))
+		avail := pi - q.sqCI
+		if avail == 0 {
+			return
+		}
+		if int(avail) > q.sq.entries {
+			h.fault(q.uid, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, avail, q.sqCI, q.sq.entries)
+			return
+		}
+		switch q.state() {
+		case StateRTS:
+		case StateERR:
+			h.flush(q)
+			return
+		default:
+			return
+		}
+		if q.rnr != nil && time.Now().Before(q.rnr.next) {
+			return // an RNR wait
+		}
+		w, ok := h.readWQE(q, avail)
+		if !ok {
+			return
+		}
+		r := h.execWQE(q, w)
+		if r.rnr {
+			h.waitRNR(q, w)
+			return
+		}
+		h.clearRNR(q)
+		q.sqCI += w.bbs
+		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(q.sqCI))
+		for _, s := range r.sigs {
+			h.sigErrCQE(q, q.sendCQ(), s.key, s.err)
+		}
+		if r.fail != nil {
+			h.errCQE(q, q.sendCQ(), cqeReqErr, r.fail.syndrome, w.opcode, w.index)
+			msg := fmt.Sprintf("QP %#x WQE %d (opcode %#x): %s", q.qpn, w.index, w.opcode, r.fail.why)
+			h.record(&h.wqeErrors, q.uid, msg)
+			if r.fail.unmodelled {
+				h.record(&h.faults, q.uid, msg)
+			}
+			h.toErr(q)
+			return
+		}
+		if w.fmCeSe&ctrlCQUpdate != 0 {
+			h.reqCQE(q, w, r.byteCnt)
+		}
+		if len(r.sigs) > 0 && prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
+			// Signature pipelining: the send queue stops after the WQE
+			// whose check failed, until SQD->RTS.
+			prm.Qpc.State.Set(q.qpc, StateSQD)
+			return
+		}
+	}
+}
+
+// execWQE runs one WQE.
+func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
+	if w.ds == 0 {
+		return result{fail: qpOpErr("ds 0: not even a control segment")}
+	}
+	switch w.opcode {
+	case opNOP:
+		return result{}
+	case opUMR:
+		return result{fail: h.execUMR(q, w)}
+	case opSetPSV:
+		return result{fail: h.execSetPSV(q, w)}
+	case opSend, opSendImm, opSendInval, opRDMAWrite, opRDMAWriteImm, opRDMARead:
+	default:
+		return result{fail: unmodelled("opcode %#x is not modelled", w.opcode)}
+	}
+	if st := prm.Qpc.St.Get(q.qpc); st != stRC {
+		return result{fail: unmodelled("the model runs data WQEs on RC QPs only (st %#x)", st)}
+	}
+	switch w.opcode {
+	case opRDMARead:
+		return h.rdmaRead(q, w)
+	case opRDMAWrite, opRDMAWriteImm:
+		return h.rdmaWrite(q, w)
+	}
+	return h.send(q, w)
+}
+
+// sge is one data segment (struct mlx5_wqe_data_seg).
+type sge struct {
+	n    uint64
+	key  uint32
+	addr uint64
+}
+
+// dataSegs reads the data part of a WQE: data segments, or one inline
+// segment (byte_count with MLX5_INLINE_SEG) whose bytes follow.
+func dataSegs(b []byte, inlineOK bool) (sges []sge, inline []byte, f *wqeFail) {
+	if len(b) >= 4 && binary.BigEndian.Uint32(b)&inlineSeg != 0 {
+		if !inlineOK {
+			return nil, nil, qpOpErr("an inline segment where data segments must be")
+		}
+		n := int(binary.BigEndian.Uint32(b) &^ inlineSeg)
+		if 4+n > len(b) {
+			return nil, nil, qpOpErr("inline data of %d bytes past the WQE's end", n)
+		}
+		return nil, b[4 : 4+n], nil
+	}
+	if len(b)%16 != 0 {
+		return nil, nil, qpOpErr("data segments of %d bytes", len(b))
+	}
+	for ; len(b) > 0; b = b[16:] {
+		n := uint64(binary.BigEndian.Uint32(b))
+		if n == 0 {
+			n = dataSegZero
+		}
+		sges = append(sges, sge{n, binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint64(b[8:])})
+	}
+	return sges, nil, nil
+}
+
+// gather builds the message of a send or RDMA WRITE: the inline bytes,
+// or the bytes behind each data segment's lkey as they go on the wire.
+func (h *hca) gather(q *qpObj, sges []sge, inline []byte) ([]byte, []sigEvent, *wqeFail) {
+	if inline != nil {
+		return append([]byte(nil), inline...), nil, nil
+	}
+	var msg []byte
+	var sigs []sigEvent
+	for _, s := range sges {
+		b, ev, e := h.read(s.key, q.pdn, s.addr, s.n, accLocalRead)
+		if e != nil {
+			return nil, nil, protErr("lkey: %s", e.why)
+		}
+		if ev != nil {
+			sigs = append(sigs, *ev)
+		}
+		msg = append(msg, b...)
+	}
+	return msg, sigs, nil
+}
+
+// scatter writes msg into the buffers of sges (memory-domain lengths),
+// in order, as local writes of a QP of PD pdn. A message longer than the
+// buffers is a length error (long is true); a key that does not resolve
+// is a protection error.
+func (h *hca) scatter(pdn uint32, sges []sge, msg []byte) (sigs []sigEvent, long bool, e *keyErr) {
+	for _, s := range sges {
+		if len(msg) == 0 {
+			break
+		}
+		w, e := h.wireLen(s.key, pdn, s.n, accLocalWrite)
+		if e != nil {
+			return sigs, false, e
+		}
+		w = min(w, uint64(len(msg)))
+		ev, e := h.write(s.key, pdn, s.addr, msg[:w], accLocalWrite)
+		if e != nil {
+			return sigs, false, e
+		}
+		if ev != nil {
+			sigs = append(sigs, *ev)
+		}
+		msg = msg[w:]
+	}
+	return sigs, len(msg) > 0, nil
+}
+
+// responder finds the QP at the other end of RC QP q: the QP of this HCA
+// numbered qpc.remote_qpn, an RC QP that can receive (RTR, RTS, SQD,
+// SQER) and whose remote_qpn is q. The address path is not read.
+func (h *hca) responder(q *qpObj) (*qpObj, *wqeFail) {
+	n := uint32(prm.Qpc.RemoteQpn.Get(q.qpc))
+	r, ok := h.qps[n]
+	if !ok || prm.Qpc.St.Get(r.qpc) != stRC || uint32(prm.Qpc.RemoteQpn.Get(r.qpc)) != q.qpn {
+		return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("no RC QP %#x pointing back at the QP: no response, transport retries exhausted", n)}
+	}
+	switch r.state() {
+	case StateRTR, StateRTS, StateSQD, StateSQER:
+		return r, nil
+	}
+	return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("the responder QP %#x is in state %#x: no response, transport retries exhausted", n, r.state())}
+}
+
+// recvWQE reads the responder's next receive WQE; ok is false when the
+// receive queue is empty (by the doorbell record's receive counter).
+func (h *hca) recvWQE(r *qpObj) (sges []sge, ok bool) {
+	if r.wq == nil || r.dbr == nil || r.rq.entries == 0 {
+		return nil, false
+	}
+	pi := uint16(dbrWord(r.dbr, 0))
+	if pi == r.rqCI {
+		return nil, false
+	}
+	if int(pi-r.rqCI) > r.rq.entries {
+		h.fault(r.uid, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", r.qpn, pi, pi-r.rqCI, r.rqCI, r.rq.entries)
+		return nil, false
+	}
+	o := r.rq.off + int(r.rqCI)&(r.rq.entries-1)*r.rq.stride
+	b := r.wq[o : o+r.rq.stride]
+	for ; len(b) >= 16; b = b[16:] {
+		key := binary.BigEndian.Uint32(b[4:])
+		if key == invalidLKey {
+			break
+		}
+		n := uint64(binary.BigEndian.Uint32(b))
+		if n == 0 {
+			n = dataSegZero
+		}
+		sges = append(sges, sge{n, key, binary.BigEndian.Uint64(b[8:])})
+	}
+	return sges, true
+}
+
+// respFail is an error the responder detected: the responder's QP goes
+// to ERR (after completing the receive WQE it consumed, if any, with
+// respSyndrome) and the requester completes with fail.
+func (h *hca) respFail(r *qpObj, consumed bool, respSyndrome uint8, fail *wqeFail) result {
+	if consumed {
+		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, r.rqCI)
+		r.rqCI++
+		prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+	}
+	h.toErr(r)
+	return result{fail: fail}
+}
+
+// send runs SEND, SEND_IMM and SEND_INVAL: the message goes into the
+// responder's next receive WQE.
+func (h *hca) send(q *qpObj, w *sendWQE) result {
+	sges, inline, f := dataSegs(w.b[ctrlSegSize:], true)
+	if f != nil {
+		return result{fail: f}
+	}
+	msg, sigs, f := h.gather(q, sges, inline)
+	if f != nil {
+		return result{fail: f}
+	}
+	r, f := h.responder(q)
+	if f != nil {
+		return result{fail: f}
+	}
+	rs, ok := h.recvWQE(r)
+	if !ok {
+		return result{rnr: true, sigs: sigs}
+	}
+	rsigs, long, e := h.scatter(r.pdn, rs, msg)
+	for _, s := range rsigs {
+		h.sigErrCQE(r, r.recvCQ(), s.key, s.err)
+	}
+	switch {
+	case e != nil:
+		return h.respFail(r, true, SyndromeLocalProt, &wqeFail{syndrome: SyndromeRemoteOp, why: "the responder's receive WQE: " + e.why})
+	case long:
+		return h.respFail(r, true, SyndromeLocalLength, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the message is longer than the responder's receive WQE"})
+	}
+	op, imm := uint8(cqeRespSend), uint32(0)
+	switch w.opcode {
+	case opSendImm:
+		op, imm = cqeRespSendIm, w.imm
+	case opSendInval:
+		op, imm = cqeRespSendIn, w.imm
+		if why := h.invalidate(r, w.imm); why != "" {
+			return h.respFail(r, true, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why})
+		}
+	}
+	h.respCQE(r, op, r.rqCI, uint32(len(msg)), imm, q.qpn)
+	r.rqCI++
+	prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+	return result{sigs: sigs}
+}
+
+// invalidate is SEND_INVAL's remote invalidation of key at responder r:
+// an mkey of r's PD that allows it (en_rinval) becomes free.
+func (h *hca) invalidate(r *qpObj, key uint32) string {
+	mk, ok := h.mkeys[key>>8]
+	if !ok || mk.pdn != r.pdn || uint8(key) != uint8(prm.Mkc.Mkey70.Get(mk.mkc)) || prm.Mkc.Free.Get(mk.mkc) != 0 {
+		return fmt.Sprintf("remote invalidation of key %#x: no such valid mkey in the responder's PD", key)
+	}
+	if prm.Mkc.EnRinval.Get(mk.mkc) == 0 {
+		return fmt.Sprintf("remote invalidation of key %#x: the mkey does not allow it (en_rinval)", key)
+	}
+	prm.Mkc.Free.Set(mk.mkc, 1)
+	return ""
+}
+
+// rdmaWrite runs RDMA_WRITE and RDMA_WRITE_IMM.
+func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
+	if len(w.b) < ctrlSegSize+raddrSegSize {
+		return result{fail: qpOpErr("RDMA WRITE without a remote address segment")}
+	}
+	raddr, rkey := binary.BigEndian.Uint64(w.b[16:]), binary.BigEndian.Uint32(w.b[24:])
+	sges, inline, f := dataSegs(w.b[ctrlSegSize+raddrSegSize:], true)
+	if f != nil {
+		return result{fail: f}
+	}
+	msg, sigs, f := h.gather(q, sges, inline)
+	if f != nil {
+		return result{fail: f}
+	}
+	r, f := h.responder(q)
+	if f != nil {
+		return result{fail: f}
+	}
+	if prm.Qpc.Rwe.Get(r.qpc) == 0 {
+		return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA WRITE (qpc.rwe)"})
+	}
+	if w.opcode == opRDMAWriteImm {
+		if _, ok := h.recvWQE(r); !ok {
+			return result{rnr: true, sigs: sigs}
+		}
+	}
+	if len(msg) > 0 { // a zero-length RDMA WRITE checks no rkey
+		m, e := h.memLen(rkey, r.pdn, uint64(len(msg)), accRemoteWrite)
+		if e == nil {
+			_, e = inRangeKey(h, rkey, raddr, m)
+		}
+		var ev *sigEvent
+		if e == nil {
+			ev, e = h.write(rkey, r.pdn, raddr, msg, accRemoteWrite)
+		}
+		if e != nil {
+			return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+		}
+		if ev != nil {
+			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
+		}
+	}
+	if w.opcode == opRDMAWriteImm {
+		h.respCQE(r, cqeRespWRImm, r.rqCI, uint32(len(msg)), w.imm, q.qpn)
+		r.rqCI++
+		prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+	}
+	return result{sigs: sigs}
+}
+
+// inRangeKey checks the range of an mkey the caller already resolved.
+func inRangeKey(h *hca, key uint32, addr, n uint64) (uint64, *keyErr) {
+	return inRange(h.mkeys[key>>8], key, addr, n)
+}
+
+// rdmaRead runs RDMA_READ: the local data segments say how much to read
+// (their wire length) and where it goes.
+func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
+	if len(w.b) < ctrlSegSize+raddrSegSize {
+		return result{fail: qpOpErr("RDMA READ without a remote address segment")}
+	}
+	raddr, rkey := binary.BigEndian.Uint64(w.b[16:]), binary.BigEndian.Uint32(w.b[24:])
+	sges, _, f := dataSegs(w.b[ctrlSegSize+raddrSegSize:], false)
+	if f != nil {
+		return result{fail: f}
+	}
+	var total uint64
+	for _, s := range sges {
+		n, e := h.wireLen(s.key, q.pdn, s.n, accLocalWrite)
+		if e == nil {
+			mk := h.mkeys[s.key>>8]
+			_, e = inRange(mk, s.key, s.addr, s.n)
+		}
+		if e != nil {
+			return result{fail: protErr("lkey: %s", e.why)}
+		}
+		total += n
+	}
+	r, f := h.responder(q)
+	if f != nil {
+		return result{fail: f}
+	}
+	if prm.Qpc.Rre.Get(r.qpc) == 0 {
+		return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA READ (qpc.rre)"})
+	}
+	var msg []byte
+	if total > 0 {
+		m, e := h.memLen(rkey, r.pdn, total, accRemoteRead)
+		var ev *sigEvent
+		if e == nil {
+			msg, ev, e = h.read(rkey, r.pdn, raddr, m, accRemoteRead)
+		}
+		if e != nil {
+			return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+		}
+		if ev != nil {
+			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
+		}
+	}
+	sigs, _, e := h.scatter(q.pdn, sges, msg)
+	if e != nil {
+		return result{fail: protErr("lkey: %s", e.why), sigs: sigs}
+	}
+	return result{byteCnt: uint32(len(msg)), sigs: sigs}
+}
+
+// toErr moves q to ERR as the data path does on an error: its posted
+// receive and send WQEs complete with flush errors.
+func (h *hca) toErr(q *qpObj) {
+	prm.Qpc.State.Set(q.qpc, StateERR)
+	h.flush(q)
+}
+
+// flush completes every posted WQE of a QP in ERR with WR_FLUSH_ERR:
+// receive WQEs up to the doorbell record's receive counter, then send
+// WQEs up to its send counter.
+func (h *hca) flush(q *qpObj) {
+	h.clearRNR(q)
+	if q.wq == nil || q.dbr == nil {
+		return
+	}
+	if q.rq.entries > 0 {
+		pi := uint16(dbrWord(q.dbr, 0))
+		if int(pi-q.rqCI) > q.rq.entries {
+			h.fault(q.uid, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.rqCI, q.rqCI, q.rq.entries)
+		} else {
+			for ; q.rqCI != pi; q.rqCI++ {
+				h.errCQE(q, q.recvCQ(), cqeRespErr, SyndromeWRFlush, 0, q.rqCI)
+			}
+			prm.Qpc.HwRqCounter.Set(q.qpc, uint64(q.rqCI))
+		}
+	}
+	if q.sq.entries > 0 {
+		h.flushSQ(q)
+	}
+}
+
+// flushSQ completes the posted send WQEs of a QP in ERR with WR_FLUSH_ERR,
+// one CQE each.
+func (h *hca) flushSQ(q *qpObj) {
+	pi := uint16(dbrWord(q.dbr, 1))
+	if int(pi-q.sqCI) > q.sq.entries {
+		h.fault(q.uid, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.sqCI, q.sqCI, q.sq.entries)
+		return
+	}
+	for q.sqCI != pi {
+		w, ok := h.readWQE(q, pi-q.sqCI)
+		if !ok {
+			return
+		}
+		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeWRFlush, w.opcode, w.index)
+		q.sqCI += w.bbs
+	}
+	prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(q.sqCI))
+}
+
+// transitioned is the data path's part of a QP state transition: a QP
+// entering RTS runs what is posted, one entering ERR flushes it, one
+// entering RST starts its queues over.
+func (h *hca) transitioned(q *qpObj, from uint8) {
+	switch q.state() {
+	case StateRTS:
+		if q.wq != nil && q.dbr != nil && q.sq.entries > 0 {
+			h.runSQ(q)
+		}
+	case StateERR:
+		h.flush(q)
+	case StateRST:
+		h.clearRNR(q)
+		q.sqCI, q.rqCI = 0, 0
+		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, 0)
+		prm.Qpc.HwRqCounter.Set(q.qpc, 0)
+	}
+}
+
+// RNR: a send that found no receive WQE waits and is retried after the
+// responder's RNR NAK timer (qpc.min_rnr_nak), rnr_retry times (7:
+// forever), then fails with RNR_RETRY_EXC_ERR.
+
+// rnrWait is a QP's pending RNR retry.
+type rnrWait struct {
+	left int // retries left; -1 for no limit
+	next time.Time
+}
+
+// rnrTimer is the IB spec's RNR NAK timer encoding (min_rnr_timer of
+// ibv_modify_qp), in microseconds.
+var rnrTimer = [32]int64{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+	2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520}
+
+// waitRNR handles an RNR NAK for WQE w: a wait until the responder's
+// timer runs out, or, with the retries used up, the error completion.
+func (h *hca) waitRNR(q *qpObj, w *sendWQE) {
+	if q.rnr == nil {
+		left := int(prm.Qpc.RnrRetry.Get(q.qpc))
+		if left == 7 {
+			left = -1
+		}
+		q.rnr = &rnrWait{left: left}
+		h.rnrWaiting.Add(1)
+	}
+	if q.rnr.left == 0 {
+		h.clearRNR(q)
+		q.sqCI += w.bbs
+		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(q.sqCI))
+		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeRNRRetryExceeded, w.opcode, w.index)
+		h.record(&h.wqeErrors, q.uid, fmt.Sprintf("QP %#x WQE %d: the responder has no receive WQE and the RNR retries are exhausted", q.qpn, w.index))
+		h.toErr(q)
+		return
+	}
+	if q.rnr.left > 0 {
+		q.rnr.left--
+	}
+	timer := rnrTimer[0]
+	if r, ok := h.qps[uint32(prm.Qpc.RemoteQpn.Get(q.qpc))]; ok {
+		timer = rnrTimer[prm.Qpc.MinRnrNak.Get(r.qpc)&31]
+	}
+	q.rnr.next = time.Now().Add(time.Duration(timer) * time.Microsecond)
+}
+
+func (h *hca) clearRNR(q *qpObj) {
+	if q.rnr != nil {
+		q.rnr = nil
+		h.rnrWaiting.Add(-1)
+	}
+}
+
+// retryRNR retries the waiting sends of uid's QPs whose timer ran out.
+func (h *hca) retryRNR(uid uint16, now time.Time) {
+	for _, q := range h.qps {
+		if q.uid == uid && q.rnr != nil && !now.Before(q.rnr.next) {
+			h.runSQ(q)
+		}
+	}
+}
