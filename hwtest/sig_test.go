@@ -23,3 +23,9 @@ func TestHWCRC64XP10(t *testing.T) {
 		}
 	}
 }
+
+// TestHWT10DIF compares the device's T10-DIF insert, strip and check with
+// sig's software engine (flows.T10DIF).
+func TestHWT10DIF(t *testing.T) {
+	flows.T10DIF(t, OpenDEVX(t))
+}
