@@ -11,3 +11,9 @@ import (
 func TestHWDEVX(t *testing.T) {
 	flows.DEVX(t, OpenDEVX(t))
 }
+
+// TestHWBasic runs SEND, RDMA WRITE and READ, and a remote access error
+// over a loopback pair (flows.Basic).
+func TestHWBasic(t *testing.T) {
+	flows.Basic(t, OpenDEVX(t))
+}

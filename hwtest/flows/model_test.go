@@ -81,3 +81,21 @@ func TestT10DIFOnModel(t *testing.T) {
 		})
 	}
 }
+
+// The basic RC flow on the model.
+func TestBasicOnModel(t *testing.T) {
+	for _, p := range model.Profiles() {
+		t.Run(p, func(t *testing.T) {
+			dev, err := model.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+			defer c.Close()
+			t.Run("flow", func(t *testing.T) { flows.Basic(t, c) })
+			if n := dev.Objects(); n != 0 {
+				t.Errorf("%d objects left in the model after the flow closed everything", n)
+			}
+		})
+	}
+}
