@@ -485,6 +485,9 @@ func TestSignatureMkeys(t *testing.T) {
 	})
 }
 
+// fuzzMR is the key of FuzzWQE's MR (start address 0).
+const fuzzMR = (firstMkey + 1) << 8
+
 // FuzzWQE runs arbitrary bytes as the send queue of an RC QP in RTS (and
 // its peer's receive queue): the model may refuse them with error
 // completions, but must not panic, and must consume what it is given.
@@ -492,11 +495,33 @@ func FuzzWQE(f *testing.F) {
 	nop := twqe{opcode: tOpNOP, fm: tSignaled}.encode(0, 0)
 	send := twqe{opcode: tOpSend, inline: []byte("seed")}.encode(0, 0)
 	write := twqe{opcode: tOpRDMAWrite, hasRaddr: true, sges: []tsge{{64, 0x10001, 0}}}.encode(0, 0)
-	umr := make([]byte, 256)
-	umr[3], umr[7], umr[16], umr[21], umr[23] = 0x25, 16, 0x80, 4, 4
-	for _, s := range [][]byte{nop, send, write, umr} {
+	// A signature UMR and an interleaved one on the fuzz QP's mkey
+	// (firstMkey, variant 0) over its MR (key fuzzMR).
+	umr := make([]byte, 64*16)
+	ring := wqe.Ring(umr)
+	attr := &sig.BlockAttr{Mem: t10dif(sig.BlockSize512, 1), Wire: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize512,
+		CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10}}, CheckMask: 0xff}
+	res, err := wqe.BuildMkeyConfigure(ring, 0, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline | wqe.SendSignaled,
+		SetAccess: true, Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead | wqe.AccessRemoteWrite,
+		List: []wqe.KLM{{Addr: 0, ByteCount: 8 * 520, Mkey: fuzzMR}}, Sig: attr, MemPSV: firstPSV, WirePSV: firstPSV + 1, SigMkey: true, UpdateSigErr: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	write2 := twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, rkey: fuzzMR, sges: []tsge{{7 * 520, firstMkey << 8, 520}}}.encode(firstQPN, uint16(res.WQEBBs))
+	copy(umr[64*res.WQEBBs:], write2)
+	il := make([]byte, 64*16)
+	res2, err := wqe.BuildMkeyConfigure(wqe.Ring(il), 0, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline,
+		SetAccess: true, Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead | wqe.AccessRemoteWrite, Interleaved: []wqe.RepeatEntry{{Addr: 0, ByteCount: 512, Mkey: fuzzMR}, {Addr: 8192, ByteCount: 8, Mkey: fuzzMR}}, RepeatCount: 8})
+	if err != nil {
+		f.Fatal(err)
+	}
+	read := twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, rkey: firstMkey << 8, sges: []tsge{{520 * 8, fuzzMR, 0}}}.encode(firstQPN, uint16(res2.WQEBBs))
+	copy(il[64*res2.WQEBBs:], read)
+	for _, s := range [][]byte{nop, send, write} {
 		f.Add(s, uint8(1))
 	}
+	f.Add(umr, uint8(res.WQEBBs)) // the configure and the WRITE
+	f.Add(il, uint8(res2.WQEBBs)) // the configure and the READ
 	f.Fuzz(func(t *testing.T, b []byte, wqebbs uint8) {
 		h := newHCA(profiles["cx7"])
 		h.mu.Lock()
@@ -519,12 +544,35 @@ func FuzzWQE(f *testing.F) {
 		q := &qpObj{uid: 1, qpn: firstQPN, qpc: qpc, pdn: pd, wq: mem[:64*16+16*16], dbr: mem[64*16+16*16:]}
 		q.rq, q.sq = wqGeometry(qpc)
 		h.qps[firstQPN] = q
+		// A free signature mkey for UMRs, two PSVs, and an MR over 16 KiB.
+		mkc := prm.Mkc.Layout().New()
+		prm.Mkc.Free.Set(mkc, 1)
+		prm.Mkc.UmrEn.Set(mkc, 1)
+		prm.Mkc.AccessMode10.Set(mkc, accessModeKLMS)
+		prm.Mkc.BsfEn.Set(mkc, 1)
+		prm.Mkc.BsfOctwordSize.Set(mkc, 4)
+		prm.Mkc.TranslationsOctwordSize.Set(mkc, 4)
+		prm.Mkc.Qpn.Set(mkc, 0xffffff)
+		h.mkeys[firstMkey] = &mkeyObj{uid: 1, pdn: pd, mkc: mkc}
+		h.psvs[firstPSV] = &psvObj{uid: 1, pdn: pd}
+		h.psvs[firstPSV+1] = &psvObj{uid: 1, pdn: pd}
+		mr := make([]byte, 16384)
+		mrc := prm.Mkc.Layout().New()
+		prm.Mkc.AccessMode10.Set(mrc, accessModeMTT)
+		for _, f := range []prm.Field{prm.Mkc.Lr, prm.Mkc.Lw, prm.Mkc.Rr, prm.Mkc.Rw} {
+			f.Set(mrc, 1)
+		}
+		prm.Mkc.Len.Set(mrc, uint64(len(mr)))
+		h.mkeys[fuzzMR>>8] = &mkeyObj{uid: 1, pdn: pd, mkc: mrc, mem: mr, verbs: true}
 		copy(q.wq[q.sq.off:], b)
-		copy(q.wq, b) // the receive queue too
+		copy(q.wq[:q.sq.off], b) // the receive queue too
 		n := uint16(wqebbs%16) + 1
 		binary.BigEndian.PutUint32(q.dbr[4:], uint32(n))
 		binary.BigEndian.PutUint32(q.dbr[0:], uint32(wqebbs>>4))
 		h.runSQ(q)
+		if n-q.sqCI > n {
+			t.Errorf("the hardware's counter %d passed the producer's %d", q.sqCI, n)
+		}
 		if q.state() == StateRTS && q.rnr == nil && q.sqCI != n && len(h.faults) == 0 {
 			t.Errorf("the QP stopped at %d of %d WQEBBs with no reason", q.sqCI, n)
 		}

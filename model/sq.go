@@ -321,16 +321,19 @@ func (h *hca) recvWQE(r *qpObj) (sges []sge, ok bool) {
 	return sges, true
 }
 
-// respFail is an error the responder detected: the responder's QP goes
-// to ERR (after completing the receive WQE it consumed, if any, with
-// respSyndrome) and the requester completes with fail.
-func (h *hca) respFail(r *qpObj, consumed bool, respSyndrome uint8, fail *wqeFail) result {
+// respFail is an error responder r detected in a request of q: r goes to
+// ERR (after completing the receive WQE it consumed, if any, with
+// respSyndrome) and q completes with fail. A QP that is its own responder
+// is flushed by its requester side, after the failed WQE's completion.
+func (h *hca) respFail(q, r *qpObj, consumed bool, respSyndrome uint8, fail *wqeFail) result {
 	if consumed {
 		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, r.rqCI)
 		r.rqCI++
 		prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
 	}
-	h.toErr(r)
+	if r != q {
+		h.toErr(r)
+	}
 	return result{fail: fail}
 }
 
@@ -359,9 +362,9 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 	}
 	switch {
 	case e != nil:
-		return h.respFail(r, true, SyndromeLocalProt, &wqeFail{syndrome: SyndromeRemoteOp, why: "the responder's receive WQE: " + e.why})
+		return h.respFail(q, r, true, SyndromeLocalProt, &wqeFail{syndrome: SyndromeRemoteOp, why: "the responder's receive WQE: " + e.why})
 	case long:
-		return h.respFail(r, true, SyndromeLocalLength, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the message is longer than the responder's receive WQE"})
+		return h.respFail(q, r, true, SyndromeLocalLength, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the message is longer than the responder's receive WQE"})
 	}
 	op, imm := uint8(cqeRespSend), uint32(0)
 	switch w.opcode {
@@ -370,7 +373,7 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 	case opSendInval:
 		op, imm = cqeRespSendIn, w.imm
 		if why := h.invalidate(r, w.imm); why != "" {
-			return h.respFail(r, true, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why})
+			return h.respFail(q, r, true, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why})
 		}
 	}
 	h.respCQE(r, op, r.rqCI, uint32(len(msg)), imm, q.qpn)
@@ -412,7 +415,7 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 		return result{fail: f}
 	}
 	if prm.Qpc.Rwe.Get(r.qpc) == 0 {
-		return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA WRITE (qpc.rwe)"})
+		return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA WRITE (qpc.rwe)"})
 	}
 	if w.opcode == opRDMAWriteImm {
 		if _, ok := h.recvWQE(r); !ok {
@@ -429,7 +432,7 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 			ev, e = h.write(rkey, r.pdn, raddr, msg, accRemoteWrite)
 		}
 		if e != nil {
-			return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+			return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
 		}
 		if ev != nil {
 			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
@@ -476,7 +479,7 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 		return result{fail: f}
 	}
 	if prm.Qpc.Rre.Get(r.qpc) == 0 {
-		return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA READ (qpc.rre)"})
+		return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA READ (qpc.rre)"})
 	}
 	var msg []byte
 	if total > 0 {
@@ -486,7 +489,7 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 			msg, ev, e = h.read(rkey, r.pdn, raddr, m, accRemoteRead)
 		}
 		if e != nil {
-			return h.respFail(r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+			return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
 		}
 		if ev != nil {
 			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
