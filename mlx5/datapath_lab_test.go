@@ -12,26 +12,26 @@ import (
 // ib_wc_opcode, which libibverbs' ibv_wc_status and ibv_wc_opcode mirror)
 // and the QP and mkey context values of the kernel's mlx5 headers.
 var dataPathConsts = []btfcheck.Const{
-	{Name: "IB_WC_SUCCESS", Value: uint64(WCSuccess)},
-	{Name: "IB_WC_LOC_LEN_ERR", Value: uint64(WCLocLenErr)},
-	{Name: "IB_WC_LOC_QP_OP_ERR", Value: uint64(WCLocQPOpErr)},
-	{Name: "IB_WC_LOC_PROT_ERR", Value: uint64(WCLocProtErr)},
-	{Name: "IB_WC_WR_FLUSH_ERR", Value: uint64(WCWRFlushErr)},
-	{Name: "IB_WC_MW_BIND_ERR", Value: uint64(WCMWBindErr)},
-	{Name: "IB_WC_BAD_RESP_ERR", Value: uint64(WCBadRespErr)},
-	{Name: "IB_WC_LOC_ACCESS_ERR", Value: uint64(WCLocAccessErr)},
-	{Name: "IB_WC_REM_INV_REQ_ERR", Value: uint64(WCRemInvReqErr)},
-	{Name: "IB_WC_REM_ACCESS_ERR", Value: uint64(WCRemAccessErr)},
-	{Name: "IB_WC_REM_OP_ERR", Value: uint64(WCRemOpErr)},
-	{Name: "IB_WC_RETRY_EXC_ERR", Value: uint64(WCRetryExcErr)},
-	{Name: "IB_WC_RNR_RETRY_EXC_ERR", Value: uint64(WCRNRRetryExcErr)},
-	{Name: "IB_WC_REM_ABORT_ERR", Value: uint64(WCRemAbortErr)},
-	{Name: "IB_WC_GENERAL_ERR", Value: uint64(WCGeneralErr)},
-	{Name: "IB_WC_SEND", Value: uint64(WCSend)},
-	{Name: "IB_WC_RDMA_WRITE", Value: uint64(WCRDMAWrite)},
-	{Name: "IB_WC_RDMA_READ", Value: uint64(WCRDMARead)},
-	{Name: "IB_WC_RECV", Value: uint64(WCRecv)},
-	{Name: "IB_WC_RECV_RDMA_WITH_IMM", Value: uint64(WCRecvRDMAWithImm)},
+	{Enum: "ib_wc_status", Name: "IB_WC_SUCCESS", Value: uint64(WCSuccess)},
+	{Enum: "ib_wc_status", Name: "IB_WC_LOC_LEN_ERR", Value: uint64(WCLocLenErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_LOC_QP_OP_ERR", Value: uint64(WCLocQPOpErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_LOC_PROT_ERR", Value: uint64(WCLocProtErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_WR_FLUSH_ERR", Value: uint64(WCWRFlushErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_MW_BIND_ERR", Value: uint64(WCMWBindErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_BAD_RESP_ERR", Value: uint64(WCBadRespErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_LOC_ACCESS_ERR", Value: uint64(WCLocAccessErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_REM_INV_REQ_ERR", Value: uint64(WCRemInvReqErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_REM_ACCESS_ERR", Value: uint64(WCRemAccessErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_REM_OP_ERR", Value: uint64(WCRemOpErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_RETRY_EXC_ERR", Value: uint64(WCRetryExcErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_RNR_RETRY_EXC_ERR", Value: uint64(WCRNRRetryExcErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_REM_ABORT_ERR", Value: uint64(WCRemAbortErr)},
+	{Enum: "ib_wc_status", Name: "IB_WC_GENERAL_ERR", Value: uint64(WCGeneralErr)},
+	{Enum: "ib_wc_opcode", Name: "IB_WC_SEND", Value: uint64(WCSend)},
+	{Enum: "ib_wc_opcode", Name: "IB_WC_RDMA_WRITE", Value: uint64(WCRDMAWrite)},
+	{Enum: "ib_wc_opcode", Name: "IB_WC_RDMA_READ", Value: uint64(WCRDMARead)},
+	{Enum: "ib_wc_opcode", Name: "IB_WC_RECV", Value: uint64(WCRecv)},
+	{Enum: "ib_wc_opcode", Name: "IB_WC_RECV_RDMA_WITH_IMM", Value: uint64(WCRecvRDMAWithImm)},
 	{Name: "MLX5_QP_ST_RC", Value: qpcServiceRC},
 	{Name: "MLX5_QP_PM_MIGRATED", Value: qpcPMMigrated},
 	{Name: "MLX5_NON_ZERO_RQ", Value: qpcRQRegular},
@@ -46,7 +46,7 @@ var dataPathConsts = []btfcheck.Const{
 
 func TestLabBTFMlx5DataPath(t *testing.T) {
 	labenv.Require(t)
-	s, err := btfcheck.Load("mlx5_ib", "ib_core", "mlx5_core")
+	s, err := btfcheck.Load("mlx5_ib", "ib_core", "mlx5_core", "vmlinux")
 	if err != nil {
 		t.Fatal(err)
 	}
