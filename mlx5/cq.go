@@ -1,7 +1,6 @@
 package mlx5
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
 )
 
 // CQOptions size a completion queue.
@@ -40,6 +40,7 @@ type CQ struct {
 
 	res    resources
 	closed bool
+	dead   atomic.Bool // closed: the ring is unmapped
 }
 
 // resources is what an object made, closed in reverse order.
@@ -167,6 +168,7 @@ func (cq *CQ) Close() error {
 		return fmt.Errorf("mlx5: destroy cq %#x: %d QPs still use it: %w", cq.cqn, n, errBusy)
 	}
 	cq.closed = true
+	cq.dead.Store(true)
 	if err := cq.res.close(); err != nil {
 		return fmt.Errorf("mlx5: destroy cq %#x: %w", cq.cqn, err)
 	}
@@ -201,13 +203,16 @@ func (cq *CQ) detach(qp *QP) {
 	cq.qps.Store(&m)
 }
 
-var errBusy = errors.New("object in use")
+var errBusy = unix.EBUSY
 
 // Poll reads up to len(wc) completions into wc and returns how many it
-// read (ibv_poll_cq). Signature error reports (SIG_ERR CQEs) are not
+// read (ibv_poll_cq); 0 once the CQ is closed. Signature error reports (SIG_ERR CQEs) are not
 // completions: Poll hands them to their Mkey, for Mkey.Check. It does not
 // allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) int {
+	if cq.dead.Load() {
+		return 0
+	}
 	qps := *cq.qps.Load()
 	mask := uint32(1)<<cq.logSize - 1
 	n := 0

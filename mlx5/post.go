@@ -46,6 +46,9 @@ var ErrQueueFull = errors.New("mlx5: work queue full")
 
 // room checks that n more WQEBBs fit in the send queue.
 func (qp *QP) room(n int) error {
+	if qp.dead.Load() {
+		return ErrClosed
+	}
 	used := int(qp.sq.pi - uint16(qp.sq.tail.Load()))
 	if used+n > len(qp.sq.wrID) {
 		return ErrQueueFull
@@ -116,6 +119,9 @@ func (qp *QP) ring(start uint16, res wqe.Result) error {
 
 // PostRecv posts one receive work request and rings the receive doorbell.
 func (qp *QP) PostRecv(wrID uint64, sgl []wqe.SGE) error {
+	if qp.dead.Load() {
+		return fmt.Errorf("mlx5: post recv: %w", ErrClosed)
+	}
 	n := len(qp.rq.wrID)
 	if n == 0 {
 		return fmt.Errorf("mlx5: post recv: QP %#x has no receive queue", qp.qpn)

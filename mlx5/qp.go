@@ -47,7 +47,8 @@ type QP struct {
 	rq      recvQueue
 	dbSQ    *doorbell.SQ
 	dbRQ    *doorbell.RQ
-	fmCache bool // the last WQE asked the next one for a small fence
+	fmCache bool        // the last WQE asked the next one for a small fence
+	dead    atomic.Bool // closed: the queues are unmapped
 
 	mu     sync.Mutex
 	res    resources
@@ -348,6 +349,7 @@ func (qp *QP) Close() error {
 		return nil
 	}
 	qp.closed = true
+	qp.dead.Store(true)
 	err := qp.res.close()
 	qp.sendCQ.detach(qp)
 	qp.recvCQ.detach(qp)
