@@ -87,35 +87,14 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 
 func (cq *CQ) create(opt CQOptions) error {
 	c := cq.c
-	buf, err := AllocBuffer(cqeSize << cq.logSize)
+	q, err := c.queueMemory(&cq.res, cqeSize<<cq.logSize, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
 	if err != nil {
 		return err
 	}
-	cq.res.add(buf)
-	dbr, err := AllocBuffer(doorbell.RecordSize)
-	if err != nil {
-		return err
-	}
-	cq.res.add(dbr)
-	cq.ring = buf.Bytes()
+	cq.ring = q.buf
 	for i := 0; i < len(cq.ring); i += cqeSize {
 		wqe.InitCQE(cq.ring[i : i+cqeSize])
 	}
-	bufMem, err := c.RegUMem(cq.ring, uint32(uverbs.AccessLocalWrite))
-	if err != nil {
-		return err
-	}
-	cq.res.add(bufMem)
-	dbrMem, err := c.RegUMem(dbr.Bytes(), uint32(uverbs.AccessLocalWrite))
-	if err != nil {
-		return err
-	}
-	cq.res.add(dbrMem)
-	uar, err := c.AllocUAR(MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
-	if err != nil {
-		return err
-	}
-	cq.res.add(uar)
 	eqn, err := c.QueryEQN(opt.Vector)
 	if err != nil {
 		return err
@@ -125,13 +104,13 @@ func (cq *CQ) create(opt CQOptions) error {
 	cqc := prm.CreateCqIn.CqContext
 	prm.Cqc.CqeSz.At(cqc).Set(in, 0)
 	prm.Cqc.LogCqSize.At(cqc).Set(in, uint64(cq.logSize))
-	prm.Cqc.UarPage.At(cqc).Set(in, uint64(uar.PageID))
+	prm.Cqc.UarPage.At(cqc).Set(in, uint64(q.uar.PageID))
 	prm.Cqc.CEqnOrApuElement.At(cqc).Set(in, uint64(eqn))
 	prm.Cqc.LogPageSize.At(cqc).Set(in, 0) // 4 KiB pages, log in units of 4 KiB
 	prm.Cqc.DbrUmemValid.At(cqc).Set(in, 1)
-	prm.Cqc.DbrUmemId.At(cqc).Set(in, uint64(dbrMem.ID))
+	prm.Cqc.DbrUmemId.At(cqc).Set(in, uint64(q.dbrID))
 	prm.CreateCqIn.CqUmemValid.Set(in, 1)
-	prm.CreateCqIn.CqUmemId.Set(in, uint64(bufMem.ID))
+	prm.CreateCqIn.CqUmemId.Set(in, uint64(q.bufID))
 	out := make([]byte, prm.CreateCqOut.Layout().Size)
 	obj, err := c.CreateObj(in, out)
 	if err != nil {
@@ -139,8 +118,49 @@ func (cq *CQ) create(opt CQOptions) error {
 	}
 	cq.res.add(obj)
 	cq.cqn = uint32(prm.CreateCqOut.Cqn.Get(out))
-	cq.db, err = doorbell.NewCQ(dbr.Bytes(), uar.Page, cq.cqn)
+	cq.db, err = doorbell.NewCQ(q.dbr, q.uar.Page, cq.cqn)
 	return err
+}
+
+// queueMemory is what a CQ or a QP needs besides its create command: the
+// queue's buffer and a doorbell record, each in its own UMEM, and a UAR
+// page.
+type queueMemory struct {
+	buf, dbr     []byte
+	bufID, dbrID uint32 // umem ids
+	uar          *UAR
+}
+
+// queueMemory makes it, adding each piece to res.
+func (c *Context) queueMemory(res *resources, size int, uarType uint32) (queueMemory, error) {
+	var q queueMemory
+	buf, err := AllocBuffer(size)
+	if err != nil {
+		return q, err
+	}
+	res.add(buf)
+	dbr, err := AllocBuffer(4096)
+	if err != nil {
+		return q, err
+	}
+	res.add(dbr)
+	q.buf, q.dbr = buf.Bytes(), dbr.Bytes()[:doorbell.RecordSize]
+	for _, m := range []struct {
+		mem []byte
+		id  *uint32
+	}{{q.buf, &q.bufID}, {dbr.Bytes(), &q.dbrID}} {
+		u, err := c.RegUMem(m.mem, uint32(uverbs.AccessLocalWrite))
+		if err != nil {
+			return q, err
+		}
+		res.add(u)
+		*m.id = u.ID
+	}
+	if q.uar, err = c.AllocUAR(uarType); err != nil {
+		return q, err
+	}
+	res.add(q.uar)
+	return q, nil
 }
 
 // mailbox returns an input mailbox of n bytes with the opcode set.

@@ -147,18 +147,11 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 		rqSize = roundPow2(o.MaxRecvWR)
 		rqStride = roundPow2(max(o.MaxRecvSGE, 1) * dataSegSize)
 	}
-	sqBytes := sqBBs * wqe.WQEBB
-	buf, err := AllocBuffer(rqSize*rqStride + sqBytes)
+	q, err := c.queueMemory(&qp.res, rqSize*rqStride+sqBBs*wqe.WQEBB, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
 	if err != nil {
 		return err
 	}
-	qp.res.add(buf)
-	dbr, err := AllocBuffer(4096)
-	if err != nil {
-		return err
-	}
-	qp.res.add(dbr)
-	wq := buf.Bytes()
+	wq := q.buf
 	qp.rq.ring, qp.rq.stride, qp.rq.maxSGE = wq[:rqSize*rqStride], rqStride, max(o.MaxRecvSGE, 1)
 	qp.rq.wrID = make([]uint64, rqSize)
 	qp.sq.ring = wqe.Ring(wq[rqSize*rqStride:])
@@ -166,29 +159,13 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	qp.sq.op = make([]WCOpcode, sqBBs)
 	qp.sq.next = make([]uint16, sqBBs)
 
-	wqMem, err := c.RegUMem(wq, uint32(uverbs.AccessLocalWrite))
-	if err != nil {
-		return err
-	}
-	qp.res.add(wqMem)
-	dbrMem, err := c.RegUMem(dbr.Bytes(), uint32(uverbs.AccessLocalWrite))
-	if err != nil {
-		return err
-	}
-	qp.res.add(dbrMem)
-	uar, err := c.AllocUAR(MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
-	if err != nil {
-		return err
-	}
-	qp.res.add(uar)
-
 	in := mailbox(prm.CreateQpIn.Layout().Size, prm.MLX5_CMD_OP_CREATE_QP)
 	qpc := prm.CreateQpIn.Qpc
 	set := func(f prm.Field, v uint64) { f.At(qpc).Set(in, v) }
 	set(prm.Qpc.St, qpcServiceRC)
 	set(prm.Qpc.PmState, qpcPMMigrated)
 	set(prm.Qpc.Pd, uint64(o.PD.pdn))
-	set(prm.Qpc.UarPage, uint64(uar.PageID))
+	set(prm.Qpc.UarPage, uint64(q.uar.PageID))
 	set(prm.Qpc.LogSqSize, uint64(bits.Len(uint(sqBBs))-1))
 	if rqSize > 0 {
 		set(prm.Qpc.RqType, qpcRQRegular)
@@ -201,10 +178,10 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	set(prm.Qpc.CqnRcv, uint64(o.RecvCQ.cqn))
 	set(prm.Qpc.LogPageSize, 0) // 4 KiB pages, log in units of 4 KiB
 	set(prm.Qpc.DbrUmemValid, 1)
-	set(prm.Qpc.DbrUmemId, uint64(dbrMem.ID))
+	set(prm.Qpc.DbrUmemId, uint64(q.dbrID))
 	set(prm.Qpc.DbrAddr, 0)
 	prm.CreateQpIn.WqUmemValid.Set(in, 1)
-	prm.CreateQpIn.WqUmemId.Set(in, uint64(wqMem.ID))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(q.bufID))
 	out := make([]byte, prm.CreateQpOut.Layout().Size)
 	obj, err := c.CreateObj(in, out)
 	if err != nil {
@@ -218,11 +195,10 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	if bf == 0 {
 		bf = defaultBFSize
 	}
-	rec := dbr.Bytes()[:doorbell.RecordSize]
-	if qp.dbSQ, err = doorbell.NewSQ(rec, uar.Page[doorbell.BlueFlameOffset:], bf); err != nil {
+	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.Page[doorbell.BlueFlameOffset:], bf); err != nil {
 		return err
 	}
-	qp.dbRQ, err = doorbell.NewRQ(rec)
+	qp.dbRQ, err = doorbell.NewRQ(q.dbr)
 	return err
 }
 
