@@ -1,10 +1,12 @@
 package mlx5
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"
@@ -241,7 +243,7 @@ func (cq *CQ) Poll(wc []Completion) int {
 	for n < len(wc) {
 		off := (cq.ci & mask) * cqeSize
 		b := cq.ring[off : off+cqeSize : off+cqeSize]
-		if !wqe.CQEOwned(b, cq.ci, cq.logSize) {
+		if !owned(b, cq.ci, cq.logSize) {
 			break
 		}
 		cq.ci++
@@ -264,6 +266,19 @@ func (cq *CQ) Poll(wc []Completion) int {
 		cq.db.SetCI(cq.ci)
 	}
 	return n
+}
+
+// owned is wqe.CQEOwned with the ordering the device's write needs: the
+// device writes op_own (the CQE's last byte) after the rest, so op_own is
+// read with an atomic load (load-acquire on arm64, libmlx5's
+// udma_from_device_barrier), and the CQE's other bytes are read after it.
+func owned(cqe []byte, ci uint32, logSize uint8) bool {
+	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[cqeSize-4])))
+	var last [4]byte
+	binary.NativeEndian.PutUint32(last[:], w)
+	var probe [cqeSize]byte
+	probe[cqeSize-1] = last[3]
+	return wqe.CQEOwned(probe[:], ci, logSize)
 }
 
 // sigErr hands a SIG_ERR CQE's report to its mkey.
