@@ -21,8 +21,18 @@ const (
 	OpRDMARead     = SendOpcode(0x10) // RDMA READ
 )
 
-var sendWC = map[SendOpcode]WCOpcode{
-	OpRDMAWrite: WCRDMAWrite, OpRDMAWriteImm: WCRDMAWrite, OpSend: WCSend, OpSendImm: WCSend, OpRDMARead: WCRDMARead,
+// completes returns the completion opcode of a send work request's
+// operation; false for an operation PostSend does not take.
+func (o SendOpcode) completes() (WCOpcode, bool) {
+	switch o {
+	case OpRDMAWrite, OpRDMAWriteImm:
+		return WCRDMAWrite, true
+	case OpSend, OpSendImm:
+		return WCSend, true
+	case OpRDMARead:
+		return WCRDMARead, true
+	}
+	return 0, false
 }
 
 // SendWR is one send work request.
@@ -60,7 +70,7 @@ func (qp *QP) room(n int) error {
 // not allocate or make a system call; one goroutine at a time may post on
 // a QP.
 func (qp *QP) PostSend(wr *SendWR) error {
-	wc, ok := sendWC[wr.Opcode]
+	wc, ok := wr.Opcode.completes()
 	if !ok {
 		return fmt.Errorf("mlx5: post send: opcode %#x", uint8(wr.Opcode))
 	}
