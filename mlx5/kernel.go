@@ -222,3 +222,14 @@ func (k *kernelDevice) DeregMR(h seam.Handle) error {
 	}
 	return mr.Close()
 }
+
+// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC; not
+// implemented yet.
+func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
+	return nil, fmt.Errorf("mlx5: devx async event fd alloc: %w", unix.EOPNOTSUPP)
+}
+
+// Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT; not implemented yet.
+func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
+	return fmt.Errorf("mlx5: devx subscribe event: %w", unix.EOPNOTSUPP)
+}

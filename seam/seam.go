@@ -41,6 +41,27 @@ type AsyncCmdFD interface {
 	Close() error
 }
 
+// EventChannel receives the device events a context subscribed to (a
+// DEVX event channel, mlx5dv_devx_event_channel, created without
+// OMIT_EV_DATA). Each event is read whole: an 8-byte cookie (native
+// endian, as given to Subscribe) followed by the 64-byte EQE the device
+// raised (struct mlx5_ib_uapi_devx_async_event_hdr, then struct mlx5_eqe).
+type EventChannel interface {
+	// Next waits until an event arrives or ctx is done and copies it into
+	// buf, which must hold 8+64 bytes; it returns the bytes written.
+	Next(ctx context.Context, buf []byte) (int, error)
+	// Fd is the descriptor the kernel knows (for the subscribe call).
+	Fd() int
+	Close() error
+}
+
+// EventHeaderSize and EQESize are the parts of one event read from an
+// EventChannel.
+const (
+	EventHeaderSize = 8
+	EQESize         = 64
+)
+
 // Device is an mlx5 device context with DEVX. Kernel failures are errors
 // wrapping the errno; firmware failures come back in the output mailbox's
 // status and syndrome, which the caller decodes.
@@ -60,6 +81,15 @@ type Device interface {
 	// on fd.
 	ObjQueryAsync(h Handle, in []byte, outLen int, wrID uint64, fd AsyncCmdFD) error
 	NewAsyncCmdFD() (AsyncCmdFD, error)
+
+	// NewEventChannel creates a DEVX event channel
+	// (mlx5dv_devx_create_event_channel with no flags).
+	NewEventChannel() (EventChannel, error)
+	// Subscribe subscribes ch to the events of the given types
+	// (MLX5_EVENT_TYPE_*) on the DEVX object h; each arrives tagged with
+	// cookie (mlx5dv_devx_subscribe_devx_event). The subscription ends
+	// when the object is destroyed or the channel closed.
+	Subscribe(ch EventChannel, h Handle, types []uint16, cookie uint64) error
 
 	// UMemReg registers mem for DEVX objects (mlx5dv_devx_umem_reg) and
 	// returns its handle and the umem id commands refer to.
