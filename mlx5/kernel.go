@@ -3,6 +3,7 @@ package mlx5
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"unsafe"
 
@@ -223,13 +224,65 @@ func (k *kernelDevice) DeregMR(h seam.Handle) error {
 	return mr.Close()
 }
 
-// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC; not
-// implemented yet.
+// NewEventChannel allocates a DEVX event channel
+// (MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC) whose events carry their EQE:
+// no flags, as mlx5dv_devx_create_event_channel(ctx, 0) sends.
 func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
-	return nil, fmt.Errorf("mlx5: devx async event fd alloc: %w", unix.EOPNOTSUPP)
+	var a uverbs.Attrs
+	i := a.NewFD(MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_HANDLE)
+	a.InUint32(MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_FLAGS, 0)
+	if err := k.ctx.Invoke("devx async event fd alloc", MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD, MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC, &a); err != nil {
+		return nil, err
+	}
+	fd := int(a.Handle(i))
+	p, err := pollfd.New(fd, "devx event channel")
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mlx5: %w", err)
+	}
+	return kernelEventChannel{p}, nil
 }
 
-// Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT; not implemented yet.
+// eventSize is one event read from a channel without OMIT_DATA: struct
+// mlx5_ib_uapi_devx_async_event_hdr, then struct mlx5_eqe.
+const eventSize = seam.EventHeaderSize + seam.EQESize
+
+// kernelEventChannel reads events through the Go runtime's netpoller. The
+// kernel hands out one whole event per read; it fails a read with
+// EOVERFLOW once after it had to drop events, and with EIO once the
+// channel is being destroyed.
+type kernelEventChannel struct{ *pollfd.File }
+
+func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
+	if len(buf) < eventSize {
+		return 0, fmt.Errorf("mlx5: devx event: buffer of %d bytes, an event takes %d: %w", len(buf), eventSize, unix.EINVAL)
+	}
+	n, err := c.Read(ctx, buf[:eventSize])
+	if err != nil {
+		return n, err
+	}
+	if n != eventSize {
+		return n, fmt.Errorf("mlx5: devx event: read %d bytes, an event takes %d: %w", n, eventSize, io.ErrUnexpectedEOF)
+	}
+	return n, nil
+}
+
+// Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT with the attributes of
+// mlx5dv_devx_subscribe_devx_event, in its order: the channel, the
+// cookie, the object, the event types (u16, native byte order). There is
+// no FD_NUM: events go to the channel, not to an eventfd.
 func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
-	return fmt.Errorf("mlx5: devx subscribe event: %w", unix.EOPNOTSUPP)
+	if ch == nil || len(types) == 0 {
+		return fmt.Errorf("mlx5: devx subscribe event: no channel or no event type: %w", unix.EINVAL)
+	}
+	fd := ch.Fd()
+	if fd < 0 {
+		return fmt.Errorf("mlx5: devx subscribe event: channel closed: %w", unix.EBADF)
+	}
+	var a uverbs.Attrs
+	a.FD(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)
+	a.InUint64(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_COOKIE, cookie)
+	a.IDR(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
+	a.In(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
+	return k.ctx.Invoke("devx subscribe event", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
 }
