@@ -579,28 +579,26 @@ func (d *Device) close() *poller {
 		d.pl = nil
 		pl.stop()
 	}
-	hs := make([]seam.Handle, 0, len(d.handles))
-	for h := range d.handles {
-		hs = append(hs, h)
-	}
-	sort.Slice(hs, func(i, j int) bool { return d.handles[hs[i]].seq > d.handles[hs[j]].seq })
-	out := make([]byte, hdrLen)
-	for _, h := range hs {
-		switch o := d.handles[h]; o.kind {
-		case kindDevxObj:
-			d.h.exec(d.uid, o.destroy, out)
-		case kindUMem:
-			delete(d.h.umems, o.umemID)
-		case kindUAR:
-			delete(d.h.uars, o.uar.PageID)
-		case kindPD:
-			delete(d.h.pds, o.pdn) // its users were newer and are gone
-		case kindMR:
-			d.h.dropVerbsMkey(o.mkey)
+	// The handles go newest first, in passes until one destroys nothing,
+	// as __uverbs_cleanup_ufile retries what failed: a handle whose object
+	// is still in use stays for the next pass. What is left then is held by
+	// firmware objects no handle owns (Exec's); purge drops those first.
+	for progress := true; progress && len(d.handles) > 0; {
+		progress = false
+		hs := make([]seam.Handle, 0, len(d.handles))
+		for h := range d.handles {
+			hs = append(hs, h)
 		}
-		delete(d.handles, h)
+		sort.Slice(hs, func(i, j int) bool { return d.handles[hs[i]].seq > d.handles[hs[j]].seq })
+		for _, h := range hs {
+			if d.release(d.handles[h]) {
+				delete(d.handles, h)
+				progress = true
+			}
+		}
 	}
 	d.h.purge(d.uid)
+	clear(d.handles)
 	for fd := range d.fds {
 		fd.destroy()
 		delete(d.fds, fd)
@@ -609,8 +607,36 @@ func (d *Device) close() *poller {
 	return pl
 }
 
-// purge drops what firmware objects of uid are left after the context's
-// destroys (none, unless a destroy failed): DESTROY_UCTX leaves nothing.
+// release destroys the object of one handle as the context's close does;
+// false if it is still in use (the firmware refused, or an object no handle
+// owns refers to it).
+func (d *Device) release(o *uobj) bool {
+	switch o.kind {
+	case kindDevxObj:
+		st, _ := d.h.exec(d.uid, o.destroy, make([]byte, hdrLen))
+		return st == prm.MLX5_CMD_STAT_OK
+	case kindUMem:
+		if u, ok := d.h.umems[o.umemID]; ok && u.refs > 0 {
+			return false
+		}
+		delete(d.h.umems, o.umemID)
+	case kindUAR:
+		delete(d.h.uars, o.uar.PageID)
+	case kindPD:
+		if pd, ok := d.h.pds[o.pdn]; ok && pd.refs > 0 {
+			return false
+		}
+		delete(d.h.pds, o.pdn)
+	case kindMR:
+		d.h.dropVerbsMkey(o.mkey)
+	}
+	return true
+}
+
+// purge drops the firmware objects of uid left after the context's
+// handles are gone: those Exec created, and what they kept in use.
+// DESTROY_UCTX leaves nothing. QPs go first: releasing one updates the
+// PD, CQs and UMEMs it uses, which are still there.
 func (h *hca) purge(uid uint16) {
 	for n, q := range h.qps {
 		if q.uid == uid {

@@ -602,6 +602,55 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 }
 
+// TestCloseAfterExec closes contexts that hold firmware objects Exec
+// created, which no handle owns, on top of objects that handles own: Close
+// must release them all without touching what it already released (it
+// panicked when a UMEM or verbs PD handle was dropped before an Exec QP
+// that used it; FuzzCommands found it).
+func TestCloseAfterExec(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pd   func(t *testing.T, d *Device) uint32 // the QP's PD
+	}{
+		{"DEVX PD", func(t *testing.T, d *Device) uint32 { _, pdn := createPD(t, d); return pdn }},
+		{"verbs PD", func(t *testing.T, d *Device) uint32 {
+			_, pdn, err := d.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pdn
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := New("cx7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pdn := c.pd(t, d)
+			_, cqn := newCQ(t, d)
+			_, umem, err := d.UMemReg(make([]byte, 8192), accessLocalWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The QP's queues in the UMEM: Exec does not set the umem_valid
+			// bits the kernel sets.
+			qp := createQPIn(pdn, cqn, umem, stRC)
+			setUmemValid(qp)
+			for _, in := range [][]byte{qp, createMkeyIn(pdn, accessModeKLMS), createCQIn(7)} {
+				if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
+					t.Fatalf("Exec %s: %v", prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in))), st)
+				}
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := d.Objects(); n != 0 {
+				t.Errorf("Objects() = %d after Close", n)
+			}
+		})
+	}
+}
+
 func TestAsyncQuery(t *testing.T) {
 	d := newDev(t, "cx6dx")
 	cqH, cqn := newCQ(t, d)
