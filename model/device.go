@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/prm"
@@ -11,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options tune how the model reports firmware failures.
+// Options tune how the model reports firmware failures and what tests can
+// control of its timing.
 type Options struct {
 	// StatusErrno makes a failed firmware command come back as Linux 6.1
 	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
@@ -22,6 +24,11 @@ type Options struct {
 	// as the seam's contract asks. Asynchronous queries deliver the mailbox
 	// either way, as the kernel does.
 	StatusErrno bool
+	// ManualDrain keeps a QP whose send queue stopped after a signature
+	// error (drain_sigerr) in SQ_DRAINING until FinishDrain, so that tests
+	// can see the draining state; by default the context's doorbell
+	// goroutine ends the drain at its next pass (SQD and SQ_DRAINED).
+	ManualDrain bool
 }
 
 // Device is one DEVX context on a software ConnectX: it implements
@@ -44,6 +51,11 @@ type Device struct {
 	// poller watches them while the context is open.
 	uars map[*byte]uint32
 	pl   *poller // nil when no page is watched
+	// drains are the context's QPs in SQ_DRAINING whose drain the doorbell
+	// goroutine ends at its next pass; pendingDrains counts them for the
+	// goroutine, which reads it without the lock.
+	drains        []*qpObj
+	pendingDrains atomic.Int32
 }
 
 var _ seam.Device = (*Device)(nil)
@@ -110,8 +122,10 @@ func (h *hca) open(opt Options) (*Device, error) {
 		uid = uint16(h.nextUID)
 	}
 	h.uids[uid] = true
-	return &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
-		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}, nil
+	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
+		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}
+	h.ctxs[uid] = d
+	return d, nil
 }
 
 // UID returns the DEVX uid the kernel gave the context; it writes it into
@@ -143,11 +157,13 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 	return q.state(), true
 }
 
-// InjectSigErr sets the state a signature error on QP qpn leads to, without
-// traffic (the data path reaches it by running WQEs): a QP in RTS created
-// or modified with drain_sigerr moves to SQD, where SQD2RTS resumes it;
-// without drain_sigerr the QP stays in RTS (the error is only reported in
-// a CQE).
+// InjectSigErr does to QP qpn what a requester-side signature error does,
+// without traffic (the data path reaches it by running WQEs): a QP in RTS
+// created or modified with drain_sigerr stops in SQ_DRAINING, and its
+// drain ends as the data path's does (SQD: at the doorbell
+// goroutine's next pass, at once for a context with no mapped UAR page, at
+// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. Without
+// drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -159,7 +175,7 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
 	}
 	if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
-		prm.Qpc.State.Set(q.qpc, StateSQD)
+		d.h.drainStop(q)
 	}
 	return nil
 }
@@ -603,7 +619,10 @@ func (d *Device) close() *poller {
 		fd.destroy()
 		delete(d.fds, fd)
 	}
+	d.drains = nil
+	d.pendingDrains.Store(0)
 	delete(d.h.uids, d.uid)
+	delete(d.h.ctxs, d.uid)
 	return pl
 }
 

@@ -18,6 +18,9 @@ type hca struct {
 
 	uids    map[uint16]bool
 	nextUID uint32
+	// ctxs are the open contexts by uid: the data path finds the context
+	// that owns a QP through it.
+	ctxs map[uint16]*Device
 
 	pds   map[uint32]*pdObj
 	mkeys map[uint32]*mkeyObj
@@ -125,6 +128,7 @@ func newHCA(p *profile) *hca {
 	return &hca{
 		prof:  p,
 		uids:  map[uint16]bool{},
+		ctxs:  map[uint16]*Device{},
 		pds:   map[uint32]*pdObj{},
 		mkeys: map[uint32]*mkeyObj{},
 		psvs:  map[uint32]*psvObj{},

@@ -268,21 +268,32 @@ func TestAdapterAndISSI(t *testing.T) {
 }
 
 // qpInState creates a QP and drives it to state s through the firmware.
+// SQ_DRAINING needs a context with Options.ManualDrain.
 func qpInState(t *testing.T, d *Device, s qpSetup, state uint8) uint32 {
 	t.Helper()
 	_, qpn := s.create(t, d, stRC)
+	driveQP(t, d, qpn, state)
+	return qpn
+}
+
+// driveQP drives QP qpn from RST to state s; to SQD and SQ_DRAINING by a
+// signature error with drain_sigerr.
+func driveQP(t *testing.T, d *Device, qpn uint32, state uint8) {
+	t.Helper()
+	toRTS := []uint16{prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP}
 	path := map[uint8][]uint16{
-		StateRST:  nil,
-		StateINIT: {prm.MLX5_CMD_OP_RST2INIT_QP},
-		StateRTR:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP},
-		StateRTS:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateSQER: {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateSQD:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateERR:  {prm.MLX5_CMD_OP_2ERR_QP},
+		StateRST:        nil,
+		StateINIT:       toRTS[:1],
+		StateRTR:        toRTS[:2],
+		StateRTS:        toRTS,
+		StateSQER:       toRTS,
+		StateSQD:        toRTS,
+		StateSQDraining: toRTS,
+		StateERR:        {prm.MLX5_CMD_OP_2ERR_QP},
 	}[state]
 	for i, op := range path {
 		in := transitionIn(op, qpn)
-		if i == 0 && state == StateSQD {
+		if i == 0 && (state == StateSQD || state == StateSQDraining) {
 			prm.Qpc.DrainSigerr.At(transitions[op].qpc).Set(in, 1)
 		}
 		if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
@@ -294,23 +305,32 @@ func qpInState(t *testing.T, d *Device, s qpSetup, state uint8) uint32 {
 		if err := d.InjectSendError(qpn); err != nil {
 			t.Fatal(err)
 		}
-	case StateSQD:
+	case StateSQD, StateSQDraining:
 		if err := d.InjectSigErr(qpn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := d.QPState(qpn); state == StateSQD && got == StateSQDraining {
+		if err := d.FinishDrain(qpn); err != nil { // Options.ManualDrain
 			t.Fatal(err)
 		}
 	}
 	if got, _ := d.QPState(qpn); got != state {
 		t.Fatalf("QP in state %#x, want %#x", got, state)
 	}
-	return qpn
 }
 
 // TestQPStateMachine runs every transition from every state: the PRM's
-// table of legal transitions, BAD_RES_STATE_ERR for the others.
+// table of legal transitions, BAD_RES_STATE_ERR for the others. SQD_RTS
+// leaves SQD, not SQ_DRAINING.
 func TestQPStateMachine(t *testing.T) {
-	d := newDev(t, "cx6dx")
+	d, err := NewWithOptions("cx6dx", Options{ManualDrain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
 	s := setupQP(t, d)
-	states := []uint8{StateRST, StateINIT, StateRTR, StateRTS, StateSQER, StateSQD, StateERR}
+	states := []uint8{StateRST, StateINIT, StateRTR, StateRTS, StateSQER, StateSQD, StateERR, StateSQDraining}
 	legal := map[uint16]map[uint8]uint8{ // opcode -> from -> to
 		prm.MLX5_CMD_OP_RST2INIT_QP:  {StateRST: StateINIT},
 		prm.MLX5_CMD_OP_INIT2INIT_QP: {StateINIT: StateINIT},
