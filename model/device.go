@@ -46,6 +46,7 @@ type Device struct {
 	next    seam.Handle
 	seq     uint64
 	fds     map[*asyncFD]bool
+	chans   map[*eventChannel]bool
 	maps    map[*byte][]byte
 	// uars are the UAR pages of the mappings, by mapping; the doorbell
 	// poller watches them while the context is open.
@@ -84,6 +85,8 @@ type uobj struct {
 	uar     seam.UAR
 	pdn     uint32 // verbs PD
 	mkey    uint32 // verbs MR: its mkey index
+	// subs are the event subscriptions on a DEVX object.
+	subs []*subscription
 }
 
 // New makes a software ConnectX of the named profile (see Profiles) and
@@ -123,7 +126,7 @@ func (h *hca) open(opt Options) (*Device, error) {
 	}
 	h.uids[uid] = true
 	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
-		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}
+		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}
 	h.ctxs[uid] = d
 	return d, nil
 }
@@ -137,12 +140,12 @@ func (d *Device) Profile() string { return d.h.prof.name }
 
 // Objects counts what is live: the firmware objects of every context on
 // the HCA (PDs, mkeys, PSVs, CQs, QPs, UMEMs, UAR pages), plus this
-// context's handles, asynchronous command FDs and UAR mappings. It is 0
-// once everything created has been destroyed.
+// context's handles, asynchronous command FDs, event channels and UAR
+// mappings. It is 0 once everything created has been destroyed.
 func (d *Device) Objects() int {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.maps)
+	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.chans) + len(d.maps)
 }
 
 // QPState returns the state (StateRST ...) of QP qpn, for tests of the
@@ -160,7 +163,7 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 // InjectSigErr does to QP qpn what a requester-side signature error does,
 // without traffic (the data path reaches it by running WQEs): a QP in RTS
 // created or modified with drain_sigerr stops in SQ_DRAINING, and its
-// drain ends as the data path's does (SQD: at the doorbell
+// drain ends as the data path's does (SQD and SQ_DRAINED: at the doorbell
 // goroutine's next pass, at once for a context with no mapped UAR page, at
 // FinishDrain with Options.ManualDrain); SQD_RTS resumes it. Without
 // drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
@@ -411,6 +414,7 @@ func (d *Device) ObjDestroy(h seam.Handle) error {
 		// output mailbox to copy.
 		return d.failed(call, o.destroy, nil, nil, st, syn)
 	}
+	d.h.unsubscribeObject(o)
 	delete(d.handles, h)
 	return nil
 }
@@ -571,7 +575,8 @@ func (d *Device) QueryEQN(vector uint32) (uint32, error) {
 
 // Close closes the context as the kernel does when its file is closed:
 // every object is destroyed, newest first, UMEMs and UARs released, the
-// asynchronous command FDs woken with EIO, and the uid freed. UAR mappings
+// asynchronous command FDs and event channels woken with EIO (their
+// subscriptions end), and the uid freed. UAR mappings
 // stay until UnmapUAR. Closing twice returns nil.
 func (d *Device) Close() error {
 	d.h.mu.Lock()
@@ -618,6 +623,10 @@ func (d *Device) close() *poller {
 	for fd := range d.fds {
 		fd.destroy()
 		delete(d.fds, fd)
+	}
+	for c := range d.chans {
+		c.destroy()
+		delete(d.chans, c)
 	}
 	d.drains = nil
 	d.pendingDrains.Store(0)

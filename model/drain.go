@@ -8,7 +8,7 @@ import (
 
 // The send queue drain after a signature error (qpc.drain_sigerr): the QP
 // stops in SQ_DRAINING until the WQEs before the stop have completed, then
-// enters SQD (the man page of
+// enters SQD and raises SQ_DRAINED (the man page of
 // mlx5dv_qp_cancel_posted_send_wrs). The model runs WQEs one at a time, so
 // they have completed when the QP stops; the drain ends at the next pass
 // of the owning context's doorbell goroutine, at once for a context with
@@ -28,9 +28,10 @@ func (h *hca) drainStop(q *qpObj) {
 	}
 }
 
-// drained ends the drain of q: SQD.
+// drained ends the drain of q: SQD and the SQ_DRAINED event.
 func (h *hca) drained(q *qpObj) {
 	prm.Qpc.State.Set(q.qpc, StateSQD)
+	h.sqDrained(q)
 }
 
 // finishDrains ends the drains the context's doorbell goroutine owes, of
@@ -46,7 +47,8 @@ func (d *Device) finishDrains() {
 }
 
 // FinishDrain ends the send queue drain of QP qpn now, as the doorbell
-// goroutine does at its next pass: SQ_DRAINING becomes SQD. With Options.ManualDrain it is the only way from
+// goroutine does at its next pass: SQ_DRAINING becomes SQD and
+// SQ_DRAINED is raised. With Options.ManualDrain it is the only way from
 // SQ_DRAINING to SQD, so tests can observe the draining state.
 func (d *Device) FinishDrain(qpn uint32) error {
 	d.h.mu.Lock()

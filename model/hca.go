@@ -31,6 +31,9 @@ type hca struct {
 	uars  map[uint32]uint16 // UAR page -> uid
 
 	next map[string]uint32 // allocation cursor per table
+	// subs are the DEVX event subscriptions of every context, filed as
+	// devx.c files them (see subKey).
+	subs map[subKey][]*subscription
 	// variant is the last mkey variant byte RegMR gave (mlx5_ib counts
 	// its key variants per device too).
 	variant uint8
@@ -129,6 +132,7 @@ func newHCA(p *profile) *hca {
 		prof:  p,
 		uids:  map[uint16]bool{},
 		ctxs:  map[uint16]*Device{},
+		subs:  map[subKey][]*subscription{},
 		pds:   map[uint32]*pdObj{},
 		mkeys: map[uint32]*mkeyObj{},
 		psvs:  map[uint32]*psvObj{},

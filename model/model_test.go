@@ -587,7 +587,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := setupQP(t, d)
-	s.create(t, d, stRC)
+	qpH, _ := s.create(t, d, stRC)
 	mustCreate(t, d, createMkeyIn(s.pdn, accessModeKLMS), 16)
 	psv := mbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
 	prm.CreatePsvIn.NumPsv.Set(psv, 1)
@@ -605,7 +605,14 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if _, err := d.NewAsyncCmdFD(); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Objects(); n < 10 {
+	ch, err := d.NewEventChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Subscribe(ch, qpH, []uint16{evSQDrained}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Objects(); n < 11 {
 		t.Fatalf("Objects() = %d before Close", n)
 	}
 	if err := d.Close(); err != nil {
@@ -614,8 +621,8 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if err := d.UnmapUAR(page); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Objects(); n != 0 {
-		t.Errorf("Objects() = %d after Close", n)
+	if n := d.Objects(); n != 0 || len(d.h.subs) != 0 {
+		t.Errorf("Objects() = %d, %d subscription keys after Close", n, len(d.h.subs))
 	}
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -768,6 +775,23 @@ func TestLeak(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"event channel": func() {
+			ch, err := d.NewEventChannel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := mustCreate(t, d, createCQIn(eqn), 16)
+			if err := d.Subscribe(ch, h, []uint16{evCQError, evComp}, 1); err != nil {
+				t.Fatal(err)
+			}
+			destroy(t, d, h)
+			if err := d.Subscribe(ch, h, []uint16{evCQError}, 1); !errors.Is(err, unix.ENOENT) {
+				t.Fatalf("subscribe to a destroyed object: %v", err)
+			}
+			if err := ch.Close(); err != nil {
+				t.Fatal(err)
+			}
+		},
 		"uar": func() {
 			u, err := d.UARAlloc(1)
 			if err != nil {
@@ -790,8 +814,8 @@ func TestLeak(t *testing.T) {
 		for range cycles {
 			cycle()
 		}
-		if n := d.Objects(); n != base {
-			t.Errorf("%s: %d objects after %d cycles, want %d", name, n, cycles, base)
+		if n := d.Objects(); n != base || len(d.h.subs) != 0 {
+			t.Errorf("%s: %d objects and %d subscription keys after %d cycles, want %d and 0", name, n, len(d.h.subs), cycles, base)
 		}
 		t.Logf("%s: %d cycles in %v", name, cycles, time.Since(start))
 	}
@@ -841,10 +865,20 @@ func FuzzCommands(f *testing.F) {
 		d.ObjModify(2, in, out)
 		fd, _ := d.NewAsyncCmdFD()
 		d.ObjQueryAsync(2, in, len(out), 1, fd)
+		// Event subscriptions, with the input's words as event types.
+		ch, _ := d.NewEventChannel()
+		var types []uint16
+		for i := 0; i+1 < len(in) && len(types) < 20; i += 2 {
+			types = append(types, binary.BigEndian.Uint16(in[i:]))
+		}
+		if err == nil {
+			d.Subscribe(ch, h, types, 1)
+		}
+		d.Subscribe(ch, 2, types, 2)
 		d.Exec(in, out)
 		d.Close()
-		if n := d.Objects(); n != 0 {
-			t.Fatalf("%d objects after Close", n)
+		if n := d.Objects(); n != 0 || len(d.h.subs) != 0 {
+			t.Fatalf("%d objects and %d subscription keys after Close", n, len(d.h.subs))
 		}
 	})
 }
