@@ -13,7 +13,7 @@ import (
 )
 
 // Options tune how the model reports firmware failures and what tests can
-// control of its timing.
+// control of its timing and numbering.
 type Options struct {
 	// StatusErrno makes a failed firmware command come back as Linux 6.1
 	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
@@ -29,6 +29,14 @@ type Options struct {
 	// can see the draining state; by default the context's doorbell
 	// goroutine ends the drain at its next pass (SQD and SQ_DRAINED).
 	ManualDrain bool
+	// ReuseQPN makes CREATE_QP take the lowest free QP number, so that a
+	// destroyed QP's number comes back at once: a test mode for drivers,
+	// which must not take a destroyed QP's stale completions or events for
+	// its successor's. By default numbers come from a cursor that wraps
+	// only after 2^log_max_qp creations. Real firmware's order is not
+	// public. It is the HCA's: New and NewWithOptions set it, contexts
+	// from Open share it.
+	ReuseQPN bool
 }
 
 // Device is one DEVX context on a software ConnectX: it implements
@@ -100,6 +108,7 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 		return nil, fmt.Errorf("model: no profile %q (have %v)", profile, Profiles())
 	}
 	h := newHCA(p)
+	h.reuseQPN = opt.ReuseQPN
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.open(opt)

@@ -338,3 +338,103 @@ func queryQPState(t *testing.T, d *Device, q *tqp) uint8 {
 	}
 	return uint8(prm.Qpc.State.At(prm.QueryQpOut.Qpc).Get(out))
 }
+
+// TestSubscriptionEnds: a subscription ends when its object is destroyed
+// (a QP that takes the number next gets nothing, ReuseQPN) or its channel
+// closes; nothing is left filed.
+func TestSubscriptionEnds(t *testing.T) {
+	d, err := NewWithOptions("cx6dx", Options{ReuseQPN: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s := setupQP(t, d)
+	ch := newChannel(t, d)
+	h, qpn := s.create(t, d, stRC)
+	if err := d.Subscribe(ch, h, []uint16{evSQDrained}, 1); err != nil {
+		t.Fatal(err)
+	}
+	driveQP(t, d, qpn, StateSQD) // no UAR page mapped: the drain ends at once
+	if ev := nextEvent(t, ch, time.Second); ev.typ != evSQDrained {
+		t.Fatalf("event %+v", ev)
+	}
+	destroy(t, d, h)
+	h2, qpn2 := s.create(t, d, stRC)
+	if qpn2 != qpn {
+		t.Fatalf("ReuseQPN: QPN %#x after %#x was destroyed", qpn2, qpn)
+	}
+	driveQP(t, d, qpn2, StateSQD)
+	noEvent(t, ch, 5*time.Millisecond)
+	if len(d.h.subs) != 0 {
+		t.Errorf("%d subscription keys left after the object's destroy", len(d.h.subs))
+	}
+	ch2, _ := d.NewEventChannel()
+	if err := d.Subscribe(ch2, h2, []uint16{evSQDrained, evCQError}, 2); err != nil {
+		t.Fatal(err)
+	}
+	ch2.Close()
+	if len(d.h.subs) != 0 || len(d.handles[h2].subs) != 0 {
+		t.Errorf("subscriptions left after the channel's Close: %d keys, %d on the QP", len(d.h.subs), len(d.handles[h2].subs))
+	}
+}
+
+// TestReuseQPN: by default a destroyed QP's number does not come back
+// soon; with Options.ReuseQPN the lowest free one is taken at once, for
+// the model's QPs and the Exec ones alike.
+func TestReuseQPN(t *testing.T) {
+	for _, c := range []struct {
+		reuse bool
+		want  func(a, b uint32) uint32 // the third QP's number after a's destroy
+	}{
+		{false, func(a, b uint32) uint32 { return b + 1 }},
+		{true, func(a, b uint32) uint32 { return a }},
+	} {
+		d, err := NewWithOptions("cx5", Options{ReuseQPN: c.reuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := setupQP(t, d)
+		ha, a := s.create(t, d, stRC)
+		_, b := s.create(t, d, stRC)
+		destroy(t, d, ha)
+		if _, got := s.create(t, d, stRC); got != c.want(a, b) {
+			t.Errorf("ReuseQPN %v: QPNs %#x, %#x, then %#x after the first's destroy; want %#x", c.reuse, a, b, got, c.want(a, b))
+		}
+		// Another context of the HCA shares the numbering.
+		o, err := d.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		so := setupQP(t, o)
+		_, n := so.create(t, o, stRC)
+		if c.reuse && n != b+1 || !c.reuse && n != b+2 {
+			t.Errorf("ReuseQPN %v: the second context's QP is %#x", c.reuse, n)
+		}
+		o.Close()
+		d.Close()
+	}
+}
+
+// TestReuseQPNStaleCQE shows the hazard ReuseQPN is for: a CQE of a QP
+// destroyed before its CQ was polled carries the same QP number as the
+// CQE of the QP that took the number next.
+func TestReuseQPNStaleCQE(t *testing.T) {
+	r := newRigOpts(t, "cx6dx", Options{ReuseQPN: true})
+	cq := r.cq(4)
+	a := r.qp(cq, cq, qpOpts{})
+	b := r.qp(r.cq(4), r.cq(4), qpOpts{})
+	connect(a, b, false)
+	old := a.post(twqe{opcode: tOpNOP, fm: tSignaled})
+	waitCQ(t, r.d, cq.cqn, 1)
+	destroyH(t, r.d, a.h)
+	c := r.qp(cq, cq, qpOpts{})
+	if c.qpn != a.qpn {
+		t.Fatalf("the new QP is %#x, want %#x", c.qpn, a.qpn)
+	}
+	c.modify(prm.MLX5_CMD_OP_RST2INIT_QP, nil)
+	c.modify(prm.MLX5_CMD_OP_INIT2RTR_QP, func(in []byte, qpc prm.Field) { prm.Qpc.RemoteQpn.At(qpc).Set(in, uint64(b.qpn)) })
+	c.modify(prm.MLX5_CMD_OP_RTR2RTS_QP, nil)
+	idx := c.post(twqe{opcode: tOpNOP, fm: tSignaled})
+	checkCQE(t, "the destroyed QP's NOP", cq.next(), a.wantReq(tOpNOP, old, 0, 0))
+	checkCQE(t, "the new QP's NOP", cq.next(), c.wantReq(tOpNOP, idx, 0, 0))
+}

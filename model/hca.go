@@ -31,6 +31,8 @@ type hca struct {
 	uars  map[uint32]uint16 // UAR page -> uid
 
 	next map[string]uint32 // allocation cursor per table
+	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
+	reuseQPN bool
 	// subs are the DEVX event subscriptions of every context, filed as
 	// devx.c files them (see subKey).
 	subs map[subKey][]*subscription
@@ -169,6 +171,21 @@ func alloc[T any](h *hca, name string, m map[uint32]T, base, limit uint32) (uint
 		if n >= limit {
 			n = base
 		}
+	}
+}
+
+// allocLowest finds the lowest free number in [base, limit) of a table
+// (Options.ReuseQPN); ok is false when the table holds limit-base objects.
+func allocLowest[T any](m map[uint32]T, base, limit uint32) (uint32, bool) {
+	if limit <= base || uint64(len(m)) >= uint64(limit-base) {
+		return 0, false
+	}
+	n := base
+	for {
+		if _, used := m[n]; !used {
+			return n, true
+		}
+		n++
 	}
 }
 

@@ -229,7 +229,13 @@ func createQP(h *hca, c *fwCall) *fwErr {
 		}
 		q.dbr, q.umems = mem, append(q.umems, id)
 	}
-	n, ok := alloc(h, "qp", h.qps, firstQPN, limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)))
+	var n uint32
+	var ok bool
+	if end := limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)); h.reuseQPN {
+		n, ok = allocLowest(h.qps, firstQPN, end)
+	} else {
+		n, ok = alloc(h, "qp", h.qps, firstQPN, end)
+	}
 	if !ok {
 		return limitReached()
 	}
