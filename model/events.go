@@ -20,28 +20,39 @@ import (
 
 // Event types (enum mlx5_event, include/linux/mlx5/device.h).
 const (
-	evComp             = 0x00
-	evPathMig          = 0x01
-	evCommEst          = 0x02
-	evSQDrained        = 0x03
-	evCQError          = 0x04
-	evWQCatasError     = 0x05
-	evPathMigFailed    = 0x07
-	evWQInvalReqError  = 0x10
-	evWQAccessError    = 0x11
-	evSRQCatasError    = 0x12
-	evSRQLastWQE       = 0x13
-	evSRQRQLimit       = 0x14
-	evXRQError         = 0x18
-	evDCTDrained       = 0x1c
-	evDCTKeyViolation  = 0x1d
-	queueTypeQP        = 0x0 // MLX5_EVENT_QUEUE_TYPE_QP (device.h)
-	queueTypeRQ        = 0x1 // MLX5_EVENT_QUEUE_TYPE_RQ
-	queueTypeSQ        = 0x2 // MLX5_EVENT_QUEUE_TYPE_SQ
-	queueTypeDCT       = 0x6 // MLX5_EVENT_QUEUE_TYPE_DCT
-	cqErrorCQOverrun   = 0x1 // MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN (mlx5_ifc.h)
-	maxSubscribeEvents = 16  // MAX_NUM_EVENTS in devx.c
+	evComp            = 0x00
+	evPathMig         = 0x01
+	evCommEst         = 0x02
+	evSQDrained       = 0x03
+	evCQError         = 0x04
+	evWQCatasError    = 0x05
+	evPathMigFailed   = 0x07
+	evWQInvalReqError = 0x10
+	evWQAccessError   = 0x11
+	evSRQCatasError   = 0x12
+	evSRQLastWQE      = 0x13
+	evSRQRQLimit      = 0x14
+	evXRQError        = 0x18
+	evDCTDrained      = 0x1c
+	evDCTKeyViolation = 0x1d
 )
+
+// Queue types of a QP/SRQ event's EQE (MLX5_EVENT_QUEUE_TYPE_*,
+// device.h).
+const (
+	queueTypeQP  = 0x0
+	queueTypeRQ  = 0x1
+	queueTypeSQ  = 0x2
+	queueTypeDCT = 0x6
+)
+
+// cqErrorCQOverrun is MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN (mlx5_ifc.h), the
+// syndrome of a CQ_ERROR event for an overrun.
+const cqErrorCQOverrun = 0x1
+
+// maxSubscribeEvents is MAX_NUM_EVENTS in devx.c: event types a
+// subscribe call may list.
+const maxSubscribeEvents = 16
 
 // The EQE's layout (struct mlx5_eqe and the members of union ev_data the
 // model writes, include/linux/mlx5/device.h), as byte offsets.
