@@ -156,14 +156,3 @@ func (f *asyncFD) destroy() {
 	default:
 	}
 }
-
-// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC; not
-// modelled yet.
-func (d *Device) NewEventChannel() (seam.EventChannel, error) {
-	return nil, kerr("devx async event fd alloc", unix.EOPNOTSUPP, "not modelled yet")
-}
-
-// Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT; not modelled yet.
-func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
-	return kerr("devx subscribe event", unix.EOPNOTSUPP, "not modelled yet")
-}

@@ -74,8 +74,8 @@ func (c *cqe) put32(off int, v uint32) { binary.BigEndian.PutUint32(c[off:], v) 
 // producer counter's wrap bit: (pi >> log_cq_size) & 1. A CQ without a
 // buffer, or one that overran, takes nothing; an overrun (more CQEs
 // outstanding than the CQ holds, by the consumer counter in its doorbell
-// record) is a fault, the CQ's status becomes CQ_OVERFLOW and it takes no
-// more CQEs.
+// record) is a fault, the CQ's status becomes CQ_OVERFLOW, it raises one
+// CQ_ERROR event (syndrome CQ_OVERRUN) and takes no more CQEs.
 func (h *hca) postCQE(cqn uint32, c *cqe) {
 	cq, ok := h.cqs[cqn]
 	if !ok || cq.overrun {
@@ -93,6 +93,7 @@ func (h *hca) postCQE(cqn uint32, c *cqe) {
 			h.fault(cq.uid, "CQ %#x overran: producer counter %d, consumer counter %d, %d entries", cqn, cq.pi&0xffffff, ci, size)
 			cq.overrun = true
 			prm.Cqc.Status.Set(cq.cqc, cqStatusOverflow)
+			h.cqError(cqn, cqErrorCQOverrun)
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/prm"
@@ -11,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options tune how the model reports firmware failures.
+// Options tune how the model reports firmware failures and what tests can
+// control of its timing and numbering.
 type Options struct {
 	// StatusErrno makes a failed firmware command come back as Linux 6.1
 	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
@@ -22,6 +24,19 @@ type Options struct {
 	// as the seam's contract asks. Asynchronous queries deliver the mailbox
 	// either way, as the kernel does.
 	StatusErrno bool
+	// ManualDrain keeps a QP whose send queue stopped after a signature
+	// error (drain_sigerr) in SQ_DRAINING until FinishDrain, so that tests
+	// can see the draining state; by default the context's doorbell
+	// goroutine ends the drain at its next pass (SQD and SQ_DRAINED).
+	ManualDrain bool
+	// ReuseQPN makes CREATE_QP take the lowest free QP number, so that a
+	// destroyed QP's number comes back at once: a test mode for drivers,
+	// which must not take a destroyed QP's stale completions or events for
+	// its successor's. By default numbers come from a cursor that wraps
+	// only after 2^log_max_qp creations. Real firmware's order is not
+	// public. It is the HCA's: New and NewWithOptions set it, contexts
+	// from Open share it.
+	ReuseQPN bool
 }
 
 // Device is one DEVX context on a software ConnectX: it implements
@@ -39,11 +54,17 @@ type Device struct {
 	next    seam.Handle
 	seq     uint64
 	fds     map[*asyncFD]bool
+	chans   map[*eventChannel]bool
 	maps    map[*byte][]byte
 	// uars are the UAR pages of the mappings, by mapping; the doorbell
 	// poller watches them while the context is open.
 	uars map[*byte]uint32
 	pl   *poller // nil when no page is watched
+	// drains are the context's QPs in SQ_DRAINING whose drain the doorbell
+	// goroutine ends at its next pass; pendingDrains counts them for the
+	// goroutine, which reads it without the lock.
+	drains        []*qpObj
+	pendingDrains atomic.Int32
 }
 
 var _ seam.Device = (*Device)(nil)
@@ -72,6 +93,8 @@ type uobj struct {
 	uar     seam.UAR
 	pdn     uint32 // verbs PD
 	mkey    uint32 // verbs MR: its mkey index
+	// subs are the event subscriptions on a DEVX object.
+	subs []*subscription
 }
 
 // New makes a software ConnectX of the named profile (see Profiles) and
@@ -85,6 +108,7 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 		return nil, fmt.Errorf("model: no profile %q (have %v)", profile, Profiles())
 	}
 	h := newHCA(p)
+	h.reuseQPN = opt.ReuseQPN
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.open(opt)
@@ -110,8 +134,10 @@ func (h *hca) open(opt Options) (*Device, error) {
 		uid = uint16(h.nextUID)
 	}
 	h.uids[uid] = true
-	return &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
-		fds: map[*asyncFD]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}, nil
+	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
+		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}
+	h.ctxs[uid] = d
+	return d, nil
 }
 
 // UID returns the DEVX uid the kernel gave the context; it writes it into
@@ -123,12 +149,12 @@ func (d *Device) Profile() string { return d.h.prof.name }
 
 // Objects counts what is live: the firmware objects of every context on
 // the HCA (PDs, mkeys, PSVs, CQs, QPs, UMEMs, UAR pages), plus this
-// context's handles, asynchronous command FDs and UAR mappings. It is 0
-// once everything created has been destroyed.
+// context's handles, asynchronous command FDs, event channels and UAR
+// mappings. It is 0 once everything created has been destroyed.
 func (d *Device) Objects() int {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.maps)
+	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.chans) + len(d.maps)
 }
 
 // QPState returns the state (StateRST ...) of QP qpn, for tests of the
@@ -143,11 +169,13 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 	return q.state(), true
 }
 
-// InjectSigErr sets the state a signature error on QP qpn leads to, without
-// traffic (the data path reaches it by running WQEs): a QP in RTS created
-// or modified with drain_sigerr moves to SQD, where SQD2RTS resumes it;
-// without drain_sigerr the QP stays in RTS (the error is only reported in
-// a CQE).
+// InjectSigErr does to QP qpn what a requester-side signature error does,
+// without traffic (the data path reaches it by running WQEs): a QP in RTS
+// created or modified with drain_sigerr stops in SQ_DRAINING, and its
+// drain ends as the data path's does (SQD and SQ_DRAINED: at the doorbell
+// goroutine's next pass, at once for a context with no mapped UAR page, at
+// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. Without
+// drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -159,7 +187,7 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
 	}
 	if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
-		prm.Qpc.State.Set(q.qpc, StateSQD)
+		d.h.drainStop(q)
 	}
 	return nil
 }
@@ -395,6 +423,7 @@ func (d *Device) ObjDestroy(h seam.Handle) error {
 		// output mailbox to copy.
 		return d.failed(call, o.destroy, nil, nil, st, syn)
 	}
+	d.h.unsubscribeObject(o)
 	delete(d.handles, h)
 	return nil
 }
@@ -555,7 +584,8 @@ func (d *Device) QueryEQN(vector uint32) (uint32, error) {
 
 // Close closes the context as the kernel does when its file is closed:
 // every object is destroyed, newest first, UMEMs and UARs released, the
-// asynchronous command FDs woken with EIO, and the uid freed. UAR mappings
+// asynchronous command FDs and event channels woken with EIO (their
+// subscriptions end), and the uid freed. UAR mappings
 // stay until UnmapUAR. Closing twice returns nil.
 func (d *Device) Close() error {
 	d.h.mu.Lock()
@@ -579,38 +609,71 @@ func (d *Device) close() *poller {
 		d.pl = nil
 		pl.stop()
 	}
-	hs := make([]seam.Handle, 0, len(d.handles))
-	for h := range d.handles {
-		hs = append(hs, h)
-	}
-	sort.Slice(hs, func(i, j int) bool { return d.handles[hs[i]].seq > d.handles[hs[j]].seq })
-	out := make([]byte, hdrLen)
-	for _, h := range hs {
-		switch o := d.handles[h]; o.kind {
-		case kindDevxObj:
-			d.h.exec(d.uid, o.destroy, out)
-		case kindUMem:
-			delete(d.h.umems, o.umemID)
-		case kindUAR:
-			delete(d.h.uars, o.uar.PageID)
-		case kindPD:
-			delete(d.h.pds, o.pdn) // its users were newer and are gone
-		case kindMR:
-			d.h.dropVerbsMkey(o.mkey)
+	// The handles go newest first, in passes until one destroys nothing,
+	// as __uverbs_cleanup_ufile retries what failed: a handle whose object
+	// is still in use stays for the next pass. What is left then is held by
+	// firmware objects no handle owns (Exec's); purge drops those first.
+	for progress := true; progress && len(d.handles) > 0; {
+		progress = false
+		hs := make([]seam.Handle, 0, len(d.handles))
+		for h := range d.handles {
+			hs = append(hs, h)
 		}
-		delete(d.handles, h)
+		sort.Slice(hs, func(i, j int) bool { return d.handles[hs[i]].seq > d.handles[hs[j]].seq })
+		for _, h := range hs {
+			if d.release(d.handles[h]) {
+				delete(d.handles, h)
+				progress = true
+			}
+		}
 	}
 	d.h.purge(d.uid)
+	clear(d.handles)
 	for fd := range d.fds {
 		fd.destroy()
 		delete(d.fds, fd)
 	}
+	for c := range d.chans {
+		c.destroy()
+		delete(d.chans, c)
+	}
+	d.drains = nil
+	d.pendingDrains.Store(0)
 	delete(d.h.uids, d.uid)
+	delete(d.h.ctxs, d.uid)
 	return pl
 }
 
-// purge drops what firmware objects of uid are left after the context's
-// destroys (none, unless a destroy failed): DESTROY_UCTX leaves nothing.
+// release destroys the object of one handle as the context's close does;
+// false if it is still in use (the firmware refused, or an object no handle
+// owns refers to it).
+func (d *Device) release(o *uobj) bool {
+	switch o.kind {
+	case kindDevxObj:
+		st, _ := d.h.exec(d.uid, o.destroy, make([]byte, hdrLen))
+		return st == prm.MLX5_CMD_STAT_OK
+	case kindUMem:
+		if u, ok := d.h.umems[o.umemID]; ok && u.refs > 0 {
+			return false
+		}
+		delete(d.h.umems, o.umemID)
+	case kindUAR:
+		delete(d.h.uars, o.uar.PageID)
+	case kindPD:
+		if pd, ok := d.h.pds[o.pdn]; ok && pd.refs > 0 {
+			return false
+		}
+		delete(d.h.pds, o.pdn)
+	case kindMR:
+		d.h.dropVerbsMkey(o.mkey)
+	}
+	return true
+}
+
+// purge drops the firmware objects of uid left after the context's
+// handles are gone: those Exec created, and what they kept in use.
+// DESTROY_UCTX leaves nothing. QPs go first: releasing one updates the
+// PD, CQs and UMEMs it uses, which are still there.
 func (h *hca) purge(uid uint16) {
 	for n, q := range h.qps {
 		if q.uid == uid {

@@ -8,7 +8,10 @@
 // pages for doorbells, runs the posted send WQEs (NOP, SEND, RDMA WRITE and
 // READ between RC QPs of the HCA, UMR with KLM, repeat-block and signature
 // translations, SET_PSV) through the mkeys, with sig's engine for
-// signature mkeys, and writes CQEs into the CQs' UMEMs.
+// signature mkeys, and writes CQEs into the CQs' UMEMs. It raises the
+// DEVX events a context can subscribe to on an event channel: CQ_ERROR
+// when a CQ overruns, SQ_DRAINED when a send queue stopped by a signature
+// error (drain_sigerr) has drained.
 //
 // It is written from the PRM's semantics and the kernel's devx.c, and it
 // parses the bytes it is given with prm's layout tables: it shares no

@@ -90,6 +90,7 @@ func (d *Device) unwatch(mem []byte) *poller {
 	}
 	d.pl = nil
 	pl.stop()
+	d.finishDrains() // the goroutine that owed them is gone
 	return pl
 }
 
@@ -109,6 +110,9 @@ func (pl *poller) run() {
 		case <-pl.quit:
 			return
 		default:
+		}
+		if pl.d.pendingDrains.Load() > 0 {
+			pl.d.endDrains()
 		}
 		rings = pl.scan(rings[:0])
 		if len(rings) > 0 {
@@ -169,6 +173,13 @@ func (d *Device) doorbells(rings []ring) {
 	for _, r := range rings {
 		d.h.doorbell(d.uid, r.page, r.val)
 	}
+}
+
+// endDrains ends the send queue drains the context owes (see drainStop).
+func (d *Device) endDrains() {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	d.finishDrains()
 }
 
 func (d *Device) retryRNR() {

@@ -18,6 +18,9 @@ type hca struct {
 
 	uids    map[uint16]bool
 	nextUID uint32
+	// ctxs are the open contexts by uid: the data path finds the context
+	// that owns a QP through it.
+	ctxs map[uint16]*Device
 
 	pds   map[uint32]*pdObj
 	mkeys map[uint32]*mkeyObj
@@ -28,6 +31,11 @@ type hca struct {
 	uars  map[uint32]uint16 // UAR page -> uid
 
 	next map[string]uint32 // allocation cursor per table
+	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
+	reuseQPN bool
+	// subs are the DEVX event subscriptions of every context, filed as
+	// devx.c files them (see subKey).
+	subs map[subKey][]*subscription
 	// variant is the last mkey variant byte RegMR gave (mlx5_ib counts
 	// its key variants per device too).
 	variant uint8
@@ -125,6 +133,8 @@ func newHCA(p *profile) *hca {
 	return &hca{
 		prof:  p,
 		uids:  map[uint16]bool{},
+		ctxs:  map[uint16]*Device{},
+		subs:  map[subKey][]*subscription{},
 		pds:   map[uint32]*pdObj{},
 		mkeys: map[uint32]*mkeyObj{},
 		psvs:  map[uint32]*psvObj{},
@@ -161,6 +171,21 @@ func alloc[T any](h *hca, name string, m map[uint32]T, base, limit uint32) (uint
 		if n >= limit {
 			n = base
 		}
+	}
+}
+
+// allocLowest finds the lowest free number in [base, limit) of a table
+// (Options.ReuseQPN); ok is false when the table holds limit-base objects.
+func allocLowest[T any](m map[uint32]T, base, limit uint32) (uint32, bool) {
+	if limit <= base || uint64(len(m)) >= uint64(limit-base) {
+		return 0, false
+	}
+	n := base
+	for {
+		if _, used := m[n]; !used {
+			return n, true
+		}
+		n++
 	}
 }
 

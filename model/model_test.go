@@ -268,21 +268,32 @@ func TestAdapterAndISSI(t *testing.T) {
 }
 
 // qpInState creates a QP and drives it to state s through the firmware.
+// SQ_DRAINING needs a context with Options.ManualDrain.
 func qpInState(t *testing.T, d *Device, s qpSetup, state uint8) uint32 {
 	t.Helper()
 	_, qpn := s.create(t, d, stRC)
+	driveQP(t, d, qpn, state)
+	return qpn
+}
+
+// driveQP drives QP qpn from RST to state s; to SQD and SQ_DRAINING by a
+// signature error with drain_sigerr.
+func driveQP(t *testing.T, d *Device, qpn uint32, state uint8) {
+	t.Helper()
+	toRTS := []uint16{prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP}
 	path := map[uint8][]uint16{
-		StateRST:  nil,
-		StateINIT: {prm.MLX5_CMD_OP_RST2INIT_QP},
-		StateRTR:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP},
-		StateRTS:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateSQER: {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateSQD:  {prm.MLX5_CMD_OP_RST2INIT_QP, prm.MLX5_CMD_OP_INIT2RTR_QP, prm.MLX5_CMD_OP_RTR2RTS_QP},
-		StateERR:  {prm.MLX5_CMD_OP_2ERR_QP},
+		StateRST:        nil,
+		StateINIT:       toRTS[:1],
+		StateRTR:        toRTS[:2],
+		StateRTS:        toRTS,
+		StateSQER:       toRTS,
+		StateSQD:        toRTS,
+		StateSQDraining: toRTS,
+		StateERR:        {prm.MLX5_CMD_OP_2ERR_QP},
 	}[state]
 	for i, op := range path {
 		in := transitionIn(op, qpn)
-		if i == 0 && state == StateSQD {
+		if i == 0 && (state == StateSQD || state == StateSQDraining) {
 			prm.Qpc.DrainSigerr.At(transitions[op].qpc).Set(in, 1)
 		}
 		if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
@@ -294,23 +305,32 @@ func qpInState(t *testing.T, d *Device, s qpSetup, state uint8) uint32 {
 		if err := d.InjectSendError(qpn); err != nil {
 			t.Fatal(err)
 		}
-	case StateSQD:
+	case StateSQD, StateSQDraining:
 		if err := d.InjectSigErr(qpn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := d.QPState(qpn); state == StateSQD && got == StateSQDraining {
+		if err := d.FinishDrain(qpn); err != nil { // Options.ManualDrain
 			t.Fatal(err)
 		}
 	}
 	if got, _ := d.QPState(qpn); got != state {
 		t.Fatalf("QP in state %#x, want %#x", got, state)
 	}
-	return qpn
 }
 
 // TestQPStateMachine runs every transition from every state: the PRM's
-// table of legal transitions, BAD_RES_STATE_ERR for the others.
+// table of legal transitions, BAD_RES_STATE_ERR for the others. SQD_RTS
+// leaves SQD, not SQ_DRAINING.
 func TestQPStateMachine(t *testing.T) {
-	d := newDev(t, "cx6dx")
+	d, err := NewWithOptions("cx6dx", Options{ManualDrain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
 	s := setupQP(t, d)
-	states := []uint8{StateRST, StateINIT, StateRTR, StateRTS, StateSQER, StateSQD, StateERR}
+	states := []uint8{StateRST, StateINIT, StateRTR, StateRTS, StateSQER, StateSQD, StateERR, StateSQDraining}
 	legal := map[uint16]map[uint8]uint8{ // opcode -> from -> to
 		prm.MLX5_CMD_OP_RST2INIT_QP:  {StateRST: StateINIT},
 		prm.MLX5_CMD_OP_INIT2INIT_QP: {StateINIT: StateINIT},
@@ -567,7 +587,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := setupQP(t, d)
-	s.create(t, d, stRC)
+	qpH, _ := s.create(t, d, stRC)
 	mustCreate(t, d, createMkeyIn(s.pdn, accessModeKLMS), 16)
 	psv := mbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
 	prm.CreatePsvIn.NumPsv.Set(psv, 1)
@@ -585,7 +605,14 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if _, err := d.NewAsyncCmdFD(); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Objects(); n < 10 {
+	ch, err := d.NewEventChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Subscribe(ch, qpH, []uint16{evSQDrained}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Objects(); n < 11 {
 		t.Fatalf("Objects() = %d before Close", n)
 	}
 	if err := d.Close(); err != nil {
@@ -594,11 +621,60 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if err := d.UnmapUAR(page); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Objects(); n != 0 {
-		t.Errorf("Objects() = %d after Close", n)
+	if n := d.Objects(); n != 0 || len(d.h.subs) != 0 {
+		t.Errorf("Objects() = %d, %d subscription keys after Close", n, len(d.h.subs))
 	}
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCloseAfterExec closes contexts that hold firmware objects Exec
+// created, which no handle owns, on top of objects that handles own: Close
+// must release them all without touching what it already released (it
+// panicked when a UMEM or verbs PD handle was dropped before an Exec QP
+// that used it; FuzzCommands found it).
+func TestCloseAfterExec(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pd   func(t *testing.T, d *Device) uint32 // the QP's PD
+	}{
+		{"DEVX PD", func(t *testing.T, d *Device) uint32 { _, pdn := createPD(t, d); return pdn }},
+		{"verbs PD", func(t *testing.T, d *Device) uint32 {
+			_, pdn, err := d.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pdn
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := New("cx7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pdn := c.pd(t, d)
+			_, cqn := newCQ(t, d)
+			_, umem, err := d.UMemReg(make([]byte, 8192), accessLocalWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The QP's queues in the UMEM: Exec does not set the umem_valid
+			// bits the kernel sets.
+			qp := createQPIn(pdn, cqn, umem, stRC)
+			setUmemValid(qp)
+			for _, in := range [][]byte{qp, createMkeyIn(pdn, accessModeKLMS), createCQIn(7)} {
+				if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
+					t.Fatalf("Exec %s: %v", prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in))), st)
+				}
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := d.Objects(); n != 0 {
+				t.Errorf("Objects() = %d after Close", n)
+			}
+		})
 	}
 }
 
@@ -699,6 +775,23 @@ func TestLeak(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"event channel": func() {
+			ch, err := d.NewEventChannel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := mustCreate(t, d, createCQIn(eqn), 16)
+			if err := d.Subscribe(ch, h, []uint16{evCQError, evComp}, 1); err != nil {
+				t.Fatal(err)
+			}
+			destroy(t, d, h)
+			if err := d.Subscribe(ch, h, []uint16{evCQError}, 1); !errors.Is(err, unix.ENOENT) {
+				t.Fatalf("subscribe to a destroyed object: %v", err)
+			}
+			if err := ch.Close(); err != nil {
+				t.Fatal(err)
+			}
+		},
 		"uar": func() {
 			u, err := d.UARAlloc(1)
 			if err != nil {
@@ -721,8 +814,8 @@ func TestLeak(t *testing.T) {
 		for range cycles {
 			cycle()
 		}
-		if n := d.Objects(); n != base {
-			t.Errorf("%s: %d objects after %d cycles, want %d", name, n, cycles, base)
+		if n := d.Objects(); n != base || len(d.h.subs) != 0 {
+			t.Errorf("%s: %d objects and %d subscription keys after %d cycles, want %d and 0", name, n, len(d.h.subs), cycles, base)
 		}
 		t.Logf("%s: %d cycles in %v", name, cycles, time.Since(start))
 	}
@@ -772,10 +865,20 @@ func FuzzCommands(f *testing.F) {
 		d.ObjModify(2, in, out)
 		fd, _ := d.NewAsyncCmdFD()
 		d.ObjQueryAsync(2, in, len(out), 1, fd)
+		// Event subscriptions, with the input's words as event types.
+		ch, _ := d.NewEventChannel()
+		var types []uint16
+		for i := 0; i+1 < len(in) && len(types) < 20; i += 2 {
+			types = append(types, binary.BigEndian.Uint16(in[i:]))
+		}
+		if err == nil {
+			d.Subscribe(ch, h, types, 1)
+		}
+		d.Subscribe(ch, 2, types, 2)
 		d.Exec(in, out)
 		d.Close()
-		if n := d.Objects(); n != 0 {
-			t.Fatalf("%d objects after Close", n)
+		if n := d.Objects(); n != 0 || len(d.h.subs) != 0 {
+			t.Fatalf("%d objects and %d subscription keys after Close", n, len(d.h.subs))
 		}
 	})
 }

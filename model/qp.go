@@ -4,15 +4,23 @@ import (
 	"github.com/mlx5go/mlx5go/prm"
 )
 
-// QP states (qpc.state, MLX5_QPC_STATE_* in mlx5_ifc.h).
+// QP states: the values of qpc.state, as enum mlx5_qp_state in the
+// kernel's include/linux/mlx5/qp.h names them (MLX5_QP_STATE_*). The send
+// queue drain has two: 0x7 while the WQEs before the stop are still
+// completing (MLX5_QP_STATE_SQ_DRAINING), then 0x5 once they have
+// (MLX5_QP_STATE_SQD; rdma-core's mlx5_ifc.h calls it
+// MLX5_QPC_STATE_SQDRAINED, and mlx5dv_qp_cancel_posted_send_wrs wants a
+// QUERY_QP state of 0x5). The kernel's mlx5_ifc.h alone calls 0x7
+// MLX5_QPC_STATE_SQD.
 const (
-	StateRST  = 0x0
-	StateINIT = 0x1
-	StateRTR  = 0x2
-	StateRTS  = 0x3
-	StateSQER = 0x4
-	StateERR  = 0x6
-	StateSQD  = 0x7
+	StateRST        = 0x0
+	StateINIT       = 0x1
+	StateRTR        = 0x2
+	StateRTS        = 0x3
+	StateSQER       = 0x4
+	StateSQD        = 0x5 // the send queue is drained
+	StateERR        = 0x6
+	StateSQDraining = 0x7 // the send queue is draining
 )
 
 // QP service types the model creates (qpc.st, MLX5_QP_ST_* in qp.h).
@@ -89,7 +97,8 @@ func tr(from []uint8, to uint8, l *prm.Layout) transition {
 }
 
 // transitions are the QP state machine of the PRM (modify QP commands);
-// 2ERR and 2RST leave any state.
+// 2ERR and 2RST leave any state. SQD_RTS leaves SQD only, not
+// SQ_DRAINING: see docs/MODEL.md, "QP states".
 var transitions = map[uint16]transition{
 	prm.MLX5_CMD_OP_RST2INIT_QP:  tr([]uint8{StateRST}, StateINIT, prm.Rst2initQpIn.Layout()),
 	prm.MLX5_CMD_OP_INIT2INIT_QP: tr([]uint8{StateINIT}, StateINIT, prm.Init2initQpIn.Layout()),
@@ -220,7 +229,13 @@ func createQP(h *hca, c *fwCall) *fwErr {
 		}
 		q.dbr, q.umems = mem, append(q.umems, id)
 	}
-	n, ok := alloc(h, "qp", h.qps, firstQPN, limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)))
+	var n uint32
+	var ok bool
+	if end := limit(firstQPN, h.prof.cap(prm.CmdHcaCap.LogMaxQp)); h.reuseQPN {
+		n, ok = allocLowest(h.qps, firstQPN, end)
+	} else {
+		n, ok = alloc(h, "qp", h.qps, firstQPN, end)
+	}
 	if !ok {
 		return limitReached()
 	}

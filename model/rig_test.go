@@ -34,9 +34,11 @@ type rig struct {
 	maps     [][]byte // unmapped after the device is closed
 }
 
-func newRig(t testing.TB, profile string) *rig {
+func newRig(t testing.TB, profile string) *rig { t.Helper(); return newRigOpts(t, profile, Options{}) }
+
+func newRigOpts(t testing.TB, profile string, opt Options) *rig {
 	t.Helper()
-	d, err := New(profile)
+	d, err := NewWithOptions(profile, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +106,25 @@ func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 
 func (r *rig) create(in []byte, outLen int) []byte {
 	r.t.Helper()
+	_, out := r.createH(in, outLen)
+	return out
+}
+
+// createH is create that returns the object's handle too.
+func (r *rig) createH(in []byte, outLen int) (seam.Handle, []byte) {
+	r.t.Helper()
 	out := make([]byte, outLen)
-	if _, err := r.d.ObjCreate(in, out); err != nil {
+	h, err := r.d.ObjCreate(in, out)
+	if err != nil {
 		r.t.Fatalf("create %s: %v", prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in))), err)
 	}
-	return out
+	return h, out
 }
 
 // tcq is a CQ of 64-byte CQEs in the misc UMEM.
 type tcq struct {
 	r       *rig
+	h       seam.Handle
 	cqn     uint32
 	log     uint
 	buf     []byte
@@ -142,8 +153,8 @@ func (r *rig) cq(log uint) *tcq {
 	prm.Cqc.DbrAddr.At(cqc).Set(in, uint64(dbrOff))
 	prm.CreateCqIn.CqUmemId.Set(in, uint64(r.miscID))
 	prm.CreateCqIn.CqUmemOffset.Set(in, uint64(off))
-	out := r.create(in, 16)
-	return &tcq{r: r, cqn: uint32(prm.CreateCqOut.Cqn.Get(out)), log: log, buf: buf, dbr: dbr, timeout: 5 * time.Second}
+	h, out := r.createH(in, 16)
+	return &tcq{r: r, h: h, cqn: uint32(prm.CreateCqOut.Cqn.Get(out)), log: log, buf: buf, dbr: dbr, timeout: 5 * time.Second}
 }
 
 // opOwn reads a CQE's last byte atomically (with its word).
@@ -211,6 +222,7 @@ func (c *tcq) none(d time.Duration) {
 // doorbell record in the misc UMEM.
 type tqp struct {
 	r              *rig
+	h              seam.Handle
 	qpn            uint32
 	uidx           uint32
 	scq, rcq       *tcq
@@ -271,8 +283,8 @@ func (r *rig) qp(scq, rcq *tcq, o qpOpts) *tqp {
 		prm.Qpc.DrainSigerr.At(qpc).Set(in, 1)
 	}
 	prm.CreateQpIn.WqUmemId.Set(in, uint64(wqID))
-	out := r.create(in, 16)
-	return &tqp{r: r, qpn: uint32(prm.CreateQpOut.Qpn.Get(out)), uidx: o.uidx, scq: scq, rcq: rcq, wq: wq,
+	h, out := r.createH(in, 16)
+	return &tqp{r: r, h: h, qpn: uint32(prm.CreateQpOut.Qpn.Get(out)), uidx: o.uidx, scq: scq, rcq: rcq, wq: wq,
 		rq: wq[:rqBytes], sq: wq[rqBytes:], logSQ: o.logSQ, logRQ: o.logRQ, rqStride: 16 << o.logRQStride, dbr: dbr,
 		uarPage: o.uarPage, rnrRetry: o.rnrRetry, rnrT: o.minRNRNak}
 }

@@ -384,7 +384,12 @@ func TestSignatureMkeys(t *testing.T) {
 		}
 		// Corrupt block 5's data: its guard no longer matches. The WRITE
 		// completes, after a SIG_ERR CQE on the requester's send CQ,
-		// and with drain_sigerr the send queue stops (SQD).
+		// and with drain_sigerr the send queue stops: it drains, enters
+		// SQD and raises SQ_DRAINED.
+		ch := newChannel(t, r.d)
+		if err := r.d.Subscribe(ch, a.h, []uint16{evSQDrained}, 5); err != nil {
+			t.Fatal(err)
+		}
 		mem[5*520+17] ^= 0x40
 		want := make([]byte, 8*512)
 		wantErr, err := eng.Transfer(sig.TX, want, mem)
@@ -398,7 +403,22 @@ func TestSignatureMkeys(t *testing.T) {
 		if !bytes.Equal(dst[:8*512], want) {
 			t.Error("the corrupted transfer did not complete as the engine's")
 		}
-		a.waitState(StateSQD)
+		ev := nextEvent(t, ch, 5*time.Second)
+		if _, qpn := ev.qpSrq(); ev.cookie != 5 || ev.typ != evSQDrained || qpn != a.qpn {
+			t.Errorf("event %+v, want SQ_DRAINED for QP %#x", ev, a.qpn)
+		}
+		// What mlx5dv_qp_cancel_posted_send_wrs reads: state SQD (0x5),
+		// and hw_sq_wqebb_counter at the first WQE that did not run.
+		in := mbox(prm.QueryQpIn.Layout(), prm.MLX5_CMD_OP_QUERY_QP)
+		prm.QueryQpIn.Qpn.Set(in, uint64(a.qpn))
+		out := prm.QueryQpOut.Layout().New()
+		if err := r.d.ObjQuery(a.h, in, out); err != nil {
+			t.Fatal(err)
+		}
+		qpc := prm.QueryQpOut.Qpc
+		if st, ci := prm.Qpc.State.At(qpc).Get(out), prm.Qpc.HwSqWqebbCounter.At(qpc).Get(out); st != 0x5 || ci != uint64(nop) {
+			t.Errorf("QUERY_QP: state %#x, hw_sq_wqebb_counter %d; want 0x5 and %d", st, ci, nop)
+		}
 		a.scq.none(2 * time.Millisecond)
 		if e := r.mkeyState(mk.key).sigErr; e == nil || *e != wantErr {
 			t.Errorf("the mkey's error is %v", e)

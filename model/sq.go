@@ -160,8 +160,8 @@ func (h *hca) runSQ(q *qpObj) {
 		}
 		if len(r.sigs) > 0 && prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
 			// Signature pipelining: the send queue stops after the WQE
-			// whose check failed, until SQD->RTS.
-			prm.Qpc.State.Set(q.qpc, StateSQD)
+			// whose check failed, drains, and waits for SQD_RTS.
+			h.drainStop(q)
 			return
 		}
 	}
@@ -276,8 +276,9 @@ func (h *hca) scatter(pdn uint32, sges []sge, msg []byte) (sigs []sigEvent, long
 }
 
 // responder finds the QP at the other end of RC QP q: the QP of this HCA
-// numbered qpc.remote_qpn, an RC QP that can receive (RTR, RTS, SQD,
-// SQER) and whose remote_qpn is q. The address path is not read.
+// numbered qpc.remote_qpn, an RC QP that can receive (RTR, RTS, SQER, and
+// both halves of SQD: a drain stops the send queue only) and whose
+// remote_qpn is q. The address path is not read.
 func (h *hca) responder(q *qpObj) (*qpObj, *wqeFail) {
 	n := uint32(prm.Qpc.RemoteQpn.Get(q.qpc))
 	r, ok := h.qps[n]
@@ -285,7 +286,7 @@ func (h *hca) responder(q *qpObj) (*qpObj, *wqeFail) {
 		return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("no RC QP %#x pointing back at the QP: no response, transport retries exhausted", n)}
 	}
 	switch r.state() {
-	case StateRTR, StateRTS, StateSQD, StateSQER:
+	case StateRTR, StateRTS, StateSQER, StateSQDraining, StateSQD:
 		return r, nil
 	}
 	return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("the responder QP %#x is in state %#x: no response, transport retries exhausted", n, r.state())}

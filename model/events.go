@@ -1,0 +1,341 @@
+package model
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/seam"
+	"golang.org/x/sys/unix"
+)
+
+// DEVX events: the firmware writes an EQE on the kernel's event queue, and
+// mlx5_ib's devx_event_notifier hands it to every subscription of its
+// event type and object (drivers/infiniband/hw/mlx5/devx.c). A reader gets
+// the subscription's cookie and the 64-byte EQE (struct
+// mlx5_ib_uapi_devx_async_event_hdr, then struct mlx5_eqe).
+
+// Event types (enum mlx5_event, include/linux/mlx5/device.h).
+const (
+	evComp            = 0x00
+	evPathMig         = 0x01
+	evCommEst         = 0x02
+	evSQDrained       = 0x03
+	evCQError         = 0x04
+	evWQCatasError    = 0x05
+	evPathMigFailed   = 0x07
+	evWQInvalReqError = 0x10
+	evWQAccessError   = 0x11
+	evSRQCatasError   = 0x12
+	evSRQLastWQE      = 0x13
+	evSRQRQLimit      = 0x14
+	evXRQError        = 0x18
+	evDCTDrained      = 0x1c
+	evDCTKeyViolation = 0x1d
+)
+
+// Queue types of a QP/SRQ event's EQE (MLX5_EVENT_QUEUE_TYPE_*,
+// device.h).
+const (
+	queueTypeQP  = 0x0
+	queueTypeRQ  = 0x1
+	queueTypeSQ  = 0x2
+	queueTypeDCT = 0x6
+)
+
+// cqErrorCQOverrun is MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN (mlx5_ifc.h), the
+// syndrome of a CQ_ERROR event for an overrun.
+const cqErrorCQOverrun = 0x1
+
+// maxSubscribeEvents is MAX_NUM_EVENTS in devx.c: event types a
+// subscribe call may list.
+const maxSubscribeEvents = 16
+
+// The EQE's layout (struct mlx5_eqe and the members of union ev_data the
+// model writes, include/linux/mlx5/device.h), as byte offsets.
+const (
+	eqeType       = 0x01 // mlx5_eqe.type
+	eqeSubType    = 0x03 // mlx5_eqe.sub_type
+	eqeData       = 0x20 // mlx5_eqe.data
+	eqeSignature  = 0x3e // mlx5_eqe.signature
+	eqeOwner      = 0x3f // mlx5_eqe.owner
+	cqErrCQN      = 0x00 // mlx5_eqe_cq_err.cqn (24 bits)
+	cqErrSyndrome = 0x0b // mlx5_eqe_cq_err.syndrome
+	qpSrqType     = 0x14 // mlx5_eqe_qp_srq.type: MLX5_EVENT_QUEUE_TYPE_*
+	qpSrqN        = 0x18 // mlx5_eqe_qp_srq.qp_srq_n (24 bits)
+)
+
+// legacyObjEvents are the events devx.c lets a context subscribe to on an
+// object when the device has no event_cap (is_legacy_obj_event_num); every
+// profile's event_cap is 0, so is_valid_events_legacy is the rule. It does
+// not look at the object's type: any of them on any DEVX object is valid.
+var legacyObjEvents = map[uint16]bool{
+	evPathMig: true, evCommEst: true, evSQDrained: true, evSRQLastWQE: true, evSRQRQLimit: true,
+	evCQError: true, evWQCatasError: true, evPathMigFailed: true, evWQInvalReqError: true,
+	evWQAccessError: true, evSRQCatasError: true, evDCTDrained: true, evComp: true,
+	evDCTKeyViolation: true, evXRQError: true,
+}
+
+// legacyObjType is get_legacy_obj_type: the queue type a legacy event of
+// the object carries, by the opcode that created it; 0 for every other
+// object (a CQ's, a PD's...).
+func legacyObjType(objID uint64) uint8 {
+	switch uint16(objID >> 32) {
+	case prm.MLX5_CMD_OP_CREATE_RQ:
+		return queueTypeRQ
+	case prm.MLX5_CMD_OP_CREATE_SQ:
+		return queueTypeSQ
+	case prm.MLX5_CMD_OP_CREATE_DCT:
+		return queueTypeDCT
+	}
+	return queueTypeQP // MLX5_CMD_OP_CREATE_QP, and 0 for the rest
+}
+
+// subKey is where devx.c files a subscription: its first-level key, the
+// event type | the object type << 16, and the object's number.
+type subKey struct {
+	level1 uint32
+	objID  uint32
+}
+
+// subscription is one event type of one object on one channel (struct
+// devx_event_subscription).
+type subscription struct {
+	key    subKey
+	cookie uint64
+	ch     *eventChannel
+	obj    *uobj
+}
+
+// eventChannel is the model's DEVX event channel (struct
+// devx_async_event_file without OMIT_EV_DATA): events queue in memory,
+// each the 8-byte cookie and the 64-byte EQE.
+type eventChannel struct {
+	d    *Device
+	subs []*subscription // guarded by the HCA's lock
+
+	mu        sync.Mutex
+	queue     [][]byte
+	closed    bool // Close was called
+	destroyed bool // the context was closed
+	wake      chan struct{}
+}
+
+// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC with no
+// flags.
+func (d *Device) NewEventChannel() (seam.EventChannel, error) {
+	const call = "devx async event fd alloc"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return nil, err
+	}
+	c := &eventChannel{d: d, wake: make(chan struct{}, 1)}
+	d.chans[c] = true
+	return c, nil
+}
+
+// Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT on a DEVX object, with
+// a cookie: the uverbs layer looks up the channel (EBADF) and the object
+// (ENOENT, or EINVAL for another kind of handle) and checks that the list
+// is not empty; the method allows 16 events a call and, without
+// event_cap, only the legacy object events. Subscribing twice to one
+// event delivers it twice, as in devx.c.
+func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
+	const call = "devx subscribe event"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	if err := d.enter(call); err != nil {
+		return err
+	}
+	c, ok := ch.(*eventChannel)
+	if !ok || c == nil || c.d != d || !d.chans[c] {
+		return kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
+	}
+	o, err := d.lookupKind(call, h, kindDevxObj)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(types) == 0:
+		return kerr(call, unix.EINVAL, "UVERBS_ATTR_MIN_SIZE: the event list holds at least one u16")
+	case len(types) > maxSubscribeEvents:
+		return kerr(call, unix.EINVAL, fmt.Sprintf("MAX_NUM_EVENTS: %d events, at most %d a call", len(types), maxSubscribeEvents))
+	}
+	for _, t := range types {
+		if !legacyObjEvents[t] {
+			return kerr(call, unix.EINVAL, fmt.Sprintf("is_valid_events_legacy: event %#x is not an object event", t))
+		}
+	}
+	for _, t := range types {
+		s := &subscription{key: subKey{uint32(t) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}, cookie: cookie, ch: c, obj: o}
+		d.h.subs[s.key] = append(d.h.subs[s.key], s)
+		c.subs = append(c.subs, s)
+		o.subs = append(o.subs, s)
+	}
+	return nil
+}
+
+// Next waits for an event, as read(2) on the channel
+// (devx_async_event_read): EINVAL if buf cannot hold it (it stays
+// queued), EIO once the context is closed, EBADF after Close, and ctx's
+// error if ctx is done first.
+func (c *eventChannel) Next(ctx context.Context, buf []byte) (int, error) {
+	const call = "devx async event read"
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return 0, kerr(call, unix.EBADF, "the channel is closed")
+		case len(c.queue) > 0:
+			ev := c.queue[0]
+			if len(buf) < len(ev) {
+				c.mu.Unlock()
+				return 0, kerr(call, unix.EINVAL, fmt.Sprintf("devx_async_event_read: an event of %d bytes, a buffer of %d", len(ev), len(buf)))
+			}
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return copy(buf, ev), nil
+		case c.destroyed:
+			c.mu.Unlock()
+			return 0, kerr(call, unix.EIO, "devx_async_event_read: the context is closed")
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Fd returns -1: the model's channel is no kernel descriptor.
+func (c *eventChannel) Fd() int { return -1 }
+
+// Close releases the channel: its subscriptions end and what it holds is
+// dropped (devx_async_event_destroy_uobj). Closing twice returns nil.
+func (c *eventChannel) Close() error {
+	h := c.d.h
+	h.mu.Lock()
+	if c.d.chans[c] {
+		delete(c.d.chans, c)
+		h.unsubscribeChannel(c)
+	}
+	h.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.queue = nil
+		close(c.wake)
+	}
+	return nil
+}
+
+// destroy is devx_async_event_destroy_uobj when the context closes:
+// readers wake with EIO. Called under the HCA's lock.
+func (c *eventChannel) destroy() {
+	c.d.h.unsubscribeChannel(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.destroyed = true
+	c.queue = nil
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues one event (deliver_event).
+func (c *eventChannel) deliver(cookie uint64, eqe *[seam.EQESize]byte) {
+	ev := make([]byte, seam.EventHeaderSize+seam.EQESize)
+	binary.NativeEndian.PutUint64(ev, cookie)
+	copy(ev[seam.EventHeaderSize:], eqe[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.destroyed {
+		return
+	}
+	c.queue = append(c.queue, ev)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// unsubscribeChannel ends every subscription of channel c.
+func (h *hca) unsubscribeChannel(c *eventChannel) {
+	for _, s := range c.subs {
+		h.dropSub(s)
+		s.obj.subs = slices.DeleteFunc(s.obj.subs, func(x *subscription) bool { return x == s })
+	}
+	c.subs = nil
+}
+
+// unsubscribeObject ends every subscription on object o, once it is
+// destroyed (devx_obj_cleanup).
+func (h *hca) unsubscribeObject(o *uobj) {
+	for _, s := range o.subs {
+		h.dropSub(s)
+		s.ch.subs = slices.DeleteFunc(s.ch.subs, func(x *subscription) bool { return x == s })
+	}
+	o.subs = nil
+}
+
+func (h *hca) dropSub(s *subscription) {
+	l := slices.DeleteFunc(h.subs[s.key], func(x *subscription) bool { return x == s })
+	if len(l) == 0 {
+		delete(h.subs, s.key)
+		return
+	}
+	h.subs[s.key] = l
+}
+
+// dispatch hands an EQE to its subscribers as devx_event_notifier does:
+// the object type is get_event_obj_type's (0 for CQ_ERROR, the EQE's
+// qp_srq.type for SQ_DRAINED), the number devx_get_obj_id_from_event's.
+// Only the events the model raises are decoded.
+func (h *hca) dispatch(eqe *[seam.EQESize]byte) {
+	typ := eqe[eqeType]
+	var objType uint8
+	var id uint32
+	switch typ {
+	case evCQError:
+		id = binary.BigEndian.Uint32(eqe[eqeData+cqErrCQN:]) & 0xffffff
+	case evSQDrained:
+		objType = eqe[eqeData+qpSrqType]
+		id = binary.BigEndian.Uint32(eqe[eqeData+qpSrqN:]) & 0xffffff
+	default:
+		return
+	}
+	for _, s := range h.subs[subKey{uint32(typ) | uint32(objType)<<16, id}] {
+		s.ch.deliver(s.cookie, eqe)
+	}
+}
+
+// cqError raises MLX5_EVENT_TYPE_CQ_ERROR for CQ cqn (struct
+// mlx5_eqe_cq_err: the CQ number and the syndrome).
+func (h *hca) cqError(cqn uint32, syndrome uint8) {
+	var e [seam.EQESize]byte
+	e[eqeType] = evCQError
+	binary.BigEndian.PutUint32(e[eqeData+cqErrCQN:], cqn&0xffffff)
+	e[eqeData+cqErrSyndrome] = syndrome
+	h.dispatch(&e)
+}
+
+// sqDrained raises MLX5_EVENT_TYPE_SQ_DRAINED for QP q (struct
+// mlx5_eqe_qp_srq: the queue type QP and the QP number).
+func (h *hca) sqDrained(q *qpObj) {
+	var e [seam.EQESize]byte
+	e[eqeType] = evSQDrained
+	e[eqeData+qpSrqType] = queueTypeQP
+	binary.BigEndian.PutUint32(e[eqeData+qpSrqN:], q.qpn&0xffffff)
+	h.dispatch(&e)
+}
