@@ -8,16 +8,21 @@ import (
 
 var fuzzOpcodes = []uint8{OpcodeSend, OpcodeSendImm, OpcodeSendInval, OpcodeRDMAWrite, OpcodeRDMAWriteImm, OpcodeRDMARead, OpcodeAtomicCS, OpcodeAtomicFA, OpcodeNOP, 0x42}
 
-// FuzzBuildSend: any work request either fails with one of the documented
-// errors and leaves the ring untouched, or writes exactly its WQEBBs,
-// with a ctrl segment that describes it.
+// FuzzBuildSend: any work request (BuildSend, BuildLocalInv or BuildNOP,
+// by kind) either fails with one of the documented errors and leaves the
+// ring untouched, or writes exactly its WQEBBs, no more than free, with a
+// ctrl segment that describes it. ErrNoRoom says how many WQEBBs the work
+// request needs: more than free, and what it takes when they are free.
 func FuzzBuildSend(f *testing.F) {
-	f.Add(uint8(3), uint8(1), uint16(0), uint8(3), uint16(0), uint8(4), uint16(316), false, uint8(0))
-	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0))
-	f.Add(uint8(1), uint8(0), uint16(65535), uint8(2), uint16(60), uint8(2), uint16(124), true, uint8(2))
-	f.Add(uint8(6), uint8(2), uint16(7), uint8(1), uint16(0), uint8(1), uint16(0), false, uint8(9))
-	f.Add(uint8(0), uint8(10), uint16(5), uint8(63), uint16(0), uint8(63), uint16(0), false, uint8(4))
-	f.Fuzz(func(t *testing.T, opSel, logRing uint8, pi uint16, nsge uint8, inl uint16, maxSGE uint8, maxInl uint16, ud bool, zeroMask uint8) {
+	f.Add(uint8(3), uint8(1), uint16(0), uint8(3), uint16(0), uint8(4), uint16(316), false, uint8(0), int16(2), uint8(0))
+	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(4), uint8(0))
+	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(3), uint8(0))
+	f.Add(uint8(1), uint8(0), uint16(65535), uint8(2), uint16(60), uint8(2), uint16(124), true, uint8(2), int16(1), uint8(0))
+	f.Add(uint8(6), uint8(2), uint16(7), uint8(1), uint16(0), uint8(1), uint16(0), false, uint8(9), int16(-1), uint8(0))
+	f.Add(uint8(0), uint8(10), uint16(5), uint8(63), uint16(0), uint8(63), uint16(0), false, uint8(4), int16(5000), uint8(0))
+	f.Add(uint8(0x18), uint8(3), uint16(7), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(1), uint8(1))
+	f.Add(uint8(0x20), uint8(0), uint16(9), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(0), uint8(2))
+	f.Fuzz(func(t *testing.T, opSel, logRing uint8, pi uint16, nsge uint8, inl uint16, maxSGE uint8, maxInl uint16, ud bool, zeroMask uint8, free int16, kind uint8) {
 		s := &Send{
 			QPN: 0x1a3, Opcode: fuzzOpcodes[int(opSel)%len(fuzzOpcodes)], Flags: SendFlags(opSel >> 4),
 			SmallFence: opSel&8 != 0, Imm: 0x11223344, RemoteAddr: 0x1000, RKey: 7, SwapAdd: 1, Compare: 2,
@@ -36,38 +41,66 @@ func FuzzBuildSend(f *testing.F) {
 		if ud {
 			s.UD = &UD{AV: IBAV(&AHAttr{DLID: 3}), RemoteQPN: 9, QKey: 1}
 		}
+		qpn := s.QPN
+		if zeroMask == 0xff {
+			qpn = 1 << 24
+		}
+		opcode := s.Opcode
+		build := func(r Ring, free int) (Result, error) {
+			switch kind % 3 {
+			case 1:
+				opcode = OpcodeUMR
+				return BuildLocalInv(r, pi, free, &LocalInv{QPN: qpn, RKey: 0x55, Flags: s.Flags, SmallFence: s.SmallFence})
+			case 2:
+				opcode = OpcodeNOP
+				return BuildNOP(r, pi, free, qpn, s.Flags)
+			}
+			return BuildSend(r, pi, free, s)
+		}
 		n := 1 << (logRing % 12)
+		if logRing >= 200 {
+			n = int(logRing) // not a power of two
+		}
 		r := make(Ring, n*WQEBB)
 		for i := range r {
 			r[i] = 0x5a
 		}
-		res, err := BuildSend(r, pi, s)
+		res, err := build(r, int(free))
 		if err != nil {
+			if bytes.Count(r, []byte{0x5a}) != len(r) {
+				t.Fatalf("%v: ring written", err)
+			}
+			if errors.Is(err, ErrNoRoom) {
+				if res.WQEBBs <= int(free) || res.WQEBBs > n {
+					t.Fatalf("ErrNoRoom: %+v with %d free on %d WQEBBs", res, free, n)
+				}
+				full, err := build(r, n)
+				if err != nil || full.WQEBBs != res.WQEBBs {
+					t.Fatalf("ErrNoRoom needs %d WQEBBs; with all %d free: %+v, %v", res.WQEBBs, n, full, err)
+				}
+				return
+			}
 			for _, e := range []error{ErrOpcode, ErrTooManySGEs, ErrInlineTooLong, ErrInline, ErrTooLarge, ErrRing, ErrQPN} {
 				if errors.Is(err, e) {
-					if bytes.Count(r, []byte{0x5a}) != len(r) {
-						t.Fatalf("%v: ring written", err)
-					}
 					return
 				}
 			}
 			t.Fatalf("undocumented error %v", err)
 		}
-		if res.WQEBBs < 1 || res.WQEBBs > n || int(res.DS) > MaxDS || (int(res.DS)*16+63)/64 != res.WQEBBs {
-			t.Fatalf("result %+v on %d WQEBBs", res, n)
+		if res.WQEBBs < 1 || res.WQEBBs > n || res.WQEBBs > int(free) || int(res.DS) > MaxDS || (int(res.DS)*16+63)/64 != res.WQEBBs {
+			t.Fatalf("result %+v on %d WQEBBs, %d free", res, n, free)
 		}
 		ctrl := r.Slot(pi)
-		if be.Uint64(ctrl) != res.Doorbell || ctrl[7]&0x3f != res.DS || ctrl[3] != s.Opcode || be.Uint16(ctrl[1:]) != pi {
+		if be.Uint64(ctrl) != res.Doorbell || ctrl[7]&0x3f != res.DS || ctrl[3] != opcode || be.Uint16(ctrl[1:]) != pi {
 			t.Fatalf("ctrl % x, result %+v", ctrl[:16], res)
 		}
-		written := 0
 		for i := range n {
-			if bytes.Count(r.Slot(uint16(i)), []byte{0x5a}) != WQEBB {
-				written++
+			if int(uint16(i)-pi)&(n-1) < res.WQEBBs {
+				continue
 			}
-		}
-		if written > res.WQEBBs {
-			t.Fatalf("%d WQEBBs written, result %+v", written, res)
+			if bytes.Count(r.Slot(uint16(i)), []byte{0x5a}) != WQEBB {
+				t.Fatalf("WQEBB %d written, result %+v at %d", i, res, pi)
+			}
 		}
 	})
 }

@@ -239,7 +239,7 @@ func checkOracle(t *testing.T, path string) oracleCounts {
 		}
 		ring := make(Ring, r.QP.WQECnt*WQEBB)
 		pi := uint16(r.PIBefore)
-		res, err := BuildMkeyConfigure(ring, pi, &c)
+		res, err := BuildMkeyConfigure(ring, pi, r.QP.WQECnt, &c) // the harness empties the SQ before each case
 		if r.Result.WRComplete != 0 {
 			want := oracleErrors[r.Result.WRComplete]
 			match := false

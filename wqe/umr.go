@@ -49,6 +49,14 @@ var (
 	ErrQPN            = errors.New("wqe: QPN wider than 24 bits")
 )
 
+// ErrNoRoom is returned by the Build functions when the WQEs of a valid
+// work request need more WQEBBs than the caller says are free at the
+// producer counter. The ring is left unchanged and Result.WQEBBs says how
+// many WQEBBs the work request needs: poll completions until that many
+// are free, then build again. (ErrRing: the ring is not valid, or the
+// WQEs are larger than the whole ring, so they never fit.)
+var ErrNoRoom = errors.New("wqe: not enough free WQEBBs in the send queue")
+
 // MkeyConfigure is one mlx5dv_wr_mkey_configure work request with its
 // setters (mlx5dv_wr_set_mkey_access_flags, _layout_list or
 // _layout_interleaved, _sig_block), plus the per-QP and per-mkey state
@@ -110,6 +118,21 @@ func (r Ring) valid() bool {
 	return n > 0 && n&(n-1) == 0 && len(r) == n*WQEBB
 }
 
+// fit checks that n WQEBBs can be written at a producer counter with
+// free WQEBBs free: ErrRing if r is not valid or smaller than n WQEBBs,
+// ErrNoRoom, with the Result a Build function returns then, if n is more
+// than free. A free above the ring size counts as the ring size, one below
+// 0 as 0.
+func (r Ring) fit(n, free int) (Result, error) {
+	if !r.valid() || n > r.wqebbs() {
+		return Result{}, ErrRing
+	}
+	if n > free {
+		return Result{WQEBBs: n}, ErrNoRoom
+	}
+	return Result{}, nil
+}
+
 // Slot returns the WQEBB of producer counter pi (its index modulo the
 // ring size). r must be valid.
 func (r Ring) Slot(pi uint16) []byte {
@@ -157,10 +180,13 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 
 // BuildMkeyConfigure writes the WQEs of c into r at producer counter pi:
 // the UMR WQE (ctrl, UMR ctrl, mkey context, translations, BSF), then one
-// SET_PSV WQE per signature domain (memory first). It checks everything
-// before writing, so on error r is unchanged. It does not ring the
-// doorbell or advance any counter.
-func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
+// SET_PSV WQE per signature domain (memory first). free is the number of
+// WQEBBs from pi on that the caller may write (the ring size minus the
+// WQEBBs posted and not yet completed); WQEs that need more fail with
+// ErrNoRoom and Result.WQEBBs set to what they need. It checks everything
+// before writing, work request errors first, so on error r is unchanged.
+// It does not ring the doorbell or advance any counter.
+func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, error) {
 	var res Result
 	if c.Flags&SendInline == 0 {
 		return res, ErrNotInline
@@ -203,8 +229,8 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 	res.DS = res.UMRDS
 	res.SmallFence = true
 	res.WQEBBs = umrBBs + res.PSVs
-	if !r.valid() || res.WQEBBs > r.wqebbs() {
-		return Result{}, ErrRing
+	if nr, err := r.fit(res.WQEBBs, free); err != nil {
+		return nr, err
 	}
 
 	// The UMR WQE.

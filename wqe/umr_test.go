@@ -25,7 +25,7 @@ func sample() *MkeyConfigure {
 
 func TestBuildSample(t *testing.T) {
 	r := make(Ring, 8*WQEBB)
-	res, err := BuildMkeyConfigure(r, 0, sample())
+	res, err := BuildMkeyConfigure(r, 0, 8, sample())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestBuildErrors(t *testing.T) {
 		c := sample()
 		r := make(Ring, 16*WQEBB+1)[:8*WQEBB]
 		tc.mod(c, &r)
-		_, err := BuildMkeyConfigure(r, 3, c)
+		_, err := BuildMkeyConfigure(r, 3, len(r)/WQEBB, c)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
 		}
@@ -104,7 +104,7 @@ func TestZeroAllocs(t *testing.T) {
 	c := sample()
 	pi := uint16(1020)
 	if n := testing.AllocsPerRun(100, func() {
-		res, err := BuildMkeyConfigure(r, pi, c)
+		res, err := BuildMkeyConfigure(r, pi, 1024, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func BenchmarkBuildMkeyConfigure(b *testing.B) {
 	var pi uint16
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := BuildMkeyConfigure(r, pi, c)
+		res, err := BuildMkeyConfigure(r, pi, 1024, c)
 		if err != nil {
 			b.Fatal(err)
 		}
