@@ -176,9 +176,12 @@ var mlx5Rate = [...]uint8{
 // IBAV returns the address vector libmlx5 builds in ibv_create_ah for an
 // address handle on an InfiniBand port: no kernel command is involved.
 // (RoCE address vectors need the destination MAC from the kernel and are
-// not built here.)
+// not built here.) A nil a gives the zero AV.
 func IBAV(a *AHAttr) AV {
 	var av AV
+	if a == nil {
+		return av
+	}
 	var rate uint8
 	if int(a.StaticRate) < len(mlx5Rate) {
 		rate = mlx5Rate[a.StaticRate]
@@ -206,6 +209,9 @@ type UD struct {
 // mlx5_wqe_datagram_seg): the Q_Key, a zero reserved word, the
 // destination QPN | ExtendedUDAV, then the address vector.
 func PutDatagram(b []byte, u *UD) error {
+	if u == nil {
+		return ErrNil
+	}
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
@@ -354,6 +360,9 @@ const maxWQE = (MaxDS*16 + WQEBB - 1) / WQEBB * WQEBB
 // error r is unchanged. It does not ring the doorbell or advance any
 // counter.
 func BuildSend(r Ring, pi uint16, free int, s *Send) (Result, error) {
+	if s == nil {
+		return Result{}, ErrNil
+	}
 	l, err := s.layout()
 	if err != nil {
 		return Result{}, err
@@ -456,7 +465,7 @@ func BuildNOP(r Ring, pi uint16, free int, qpn uint32, flags SendFlags) (Result,
 	if flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeNOP, WQEIndex: pi, QPN: qpn, DS: 1, FmCeSe: fm})
 	clear(bb[CtrlSegSize:])
 	return Result{WQEBBs: 1, DS: 1, Doorbell: be.Uint64(bb)}, nil
@@ -486,6 +495,9 @@ const (
 // context with the free bit set and qpn 0xffffff. The next WQE must carry
 // the small fence (Result.SmallFence). free is as for BuildSend.
 func BuildLocalInv(r Ring, pi uint16, free int, l *LocalInv) (Result, error) {
+	if l == nil {
+		return Result{}, ErrNil
+	}
 	if l.QPN > 0xffffff {
 		return Result{}, ErrQPN
 	}
@@ -497,10 +509,10 @@ func BuildLocalInv(r Ring, pi uint16, free int, l *LocalInv) (Result, error) {
 	if l.Flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: l.QPN, DS: localInvDS, FmCeSe: fm, Imm: l.RKey})
 	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{Flags: localInvUMRFlags, MkeyMask: localInvMask})
-	_ = PutMkc(r.Slot(pi+1), &Mkc{Free: true, QPN: 0xffffff})
+	_ = PutMkc(r.slot(pi+1), &Mkc{Free: true, QPN: 0xffffff})
 	return Result{WQEBBs: bbs, DS: localInvDS, Doorbell: be.Uint64(bb), SmallFence: true}, nil
 }
 

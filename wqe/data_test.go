@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/sig"
 )
 
 // rdmaWrite is the oracle's wr_rdma_write_sge1 benchmark WR: an RDMA write
@@ -348,6 +350,55 @@ func TestBuildNoRoom(t *testing.T) {
 			if err != nil || res.WQEBBs != b.need {
 				t.Errorf("%s, %d free: %+v, %v", b.name, free, res, err)
 			}
+		}
+	}
+}
+
+// TestNilInputs: every exported function that takes a pointer (or has a
+// pointer receiver) answers a nil one without panicking: the builders,
+// segment writers and decoders with ErrNil and nothing written, the
+// accessors with the zero value.
+func TestNilInputs(t *testing.T) {
+	r := make(Ring, 8*WQEBB)
+	b := make([]byte, 256)
+	for name, f := range map[string]func() (Result, error){
+		"BuildSend":          func() (Result, error) { return BuildSend(r, 0, 8, nil) },
+		"BuildLocalInv":      func() (Result, error) { return BuildLocalInv(r, 0, 8, nil) },
+		"BuildMkeyConfigure": func() (Result, error) { return BuildMkeyConfigure(r, 0, 8, nil) },
+	} {
+		if res, err := f(); !errors.Is(err, ErrNil) || res != (Result{}) {
+			t.Errorf("%s(nil): %+v, %v; want ErrNil", name, res, err)
+		}
+	}
+	var cqe *CQE
+	var sigCQE *SigErrCQE
+	for name, err := range map[string]error{
+		"PutCtrl":          PutCtrl(b, nil),
+		"PutUMRCtrl":       PutUMRCtrl(b, nil),
+		"PutMkc":           PutMkc(b, nil),
+		"PutDatagram":      PutDatagram(b, nil),
+		"CQE.Decode":       cqe.Decode(b),
+		"SigErrCQE.Decode": sigCQE.Decode(b),
+	} {
+		if !errors.Is(err, ErrNil) {
+			t.Errorf("%s(nil): %v; want ErrNil", name, err)
+		}
+	}
+	if !bytes.Equal(r, make([]byte, len(r))) || !bytes.Equal(b, make([]byte, len(b))) {
+		t.Error("written")
+	}
+	if err := PutBSF(b, nil, 1, 2); !errors.Is(err, sig.ErrNoDomain) {
+		t.Errorf("PutBSF(nil): %v", err)
+	}
+	if cqe.SrcQP() != 0 || cqe.SL() != 0 || cqe.GRH() || cqe.IsError() || sigCQE.Sig() != (sig.SigErrCQE{}) {
+		t.Error("accessors of a nil CQE")
+	}
+	if av := IBAV(nil); av != (AV{}) {
+		t.Errorf("IBAV(nil) = %+v", av)
+	}
+	for _, bad := range []Ring{nil, r[:3*WQEBB], r[:WQEBB+1]} {
+		if s := bad.Slot(5); s != nil {
+			t.Errorf("Slot of a %d-byte ring: %d bytes", len(bad), len(s))
 		}
 	}
 }

@@ -134,8 +134,16 @@ func (r Ring) fit(n, free int) (Result, error) {
 }
 
 // Slot returns the WQEBB of producer counter pi (its index modulo the
-// ring size). r must be valid.
+// ring size), or nil if r is not a power-of-two number of WQEBBs.
 func (r Ring) Slot(pi uint16) []byte {
+	if !r.valid() {
+		return nil
+	}
+	return r.slot(pi)
+}
+
+// slot is Slot for a valid r.
+func (r Ring) slot(pi uint16) []byte {
 	i := int(pi) & (r.wqebbs() - 1)
 	return r[i*WQEBB : (i+1)*WQEBB : (i+1)*WQEBB]
 }
@@ -188,6 +196,9 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 // It does not ring the doorbell or advance any counter.
 func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, error) {
 	var res Result
+	if c == nil {
+		return res, ErrNil
+	}
 	if c.Flags&SendInline == 0 {
 		return res, ErrNotInline
 	}
@@ -238,7 +249,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, 
 	if res.PSVs == 0 && c.Flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: c.QPN, DS: uint8(ds), FmCeSe: fm, Imm: c.Mkey})
 	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{
 		Flags:        UMRFlagInline,
@@ -246,7 +257,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, 
 		BSFOctowords: uint16(bsfOct),
 		MkeyMask:     c.mkeyMask(),
 	})
-	_ = PutMkc(r.Slot(pi+1), &Mkc{
+	_ = PutMkc(r.slot(pi+1), &Mkc{
 		Access:              c.Access,
 		QPN:                 0xffffff,
 		Mkey70:              uint8(c.Mkey),
@@ -260,10 +271,10 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, 
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		putBSF(r.Slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
 		next++
 	}
-	res.Doorbell = be.Uint64(r.Slot(pi))
+	res.Doorbell = be.Uint64(r.slot(pi))
 
 	// One SET_PSV per domain, memory first; the work request's completion
 	// moves to the last one.
@@ -279,7 +290,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, 
 		if next == pi+uint16(res.WQEBBs)-1 && c.Flags&SendSignaled != 0 {
 			fm |= CtrlCQUpdate
 		}
-		bb := r.Slot(next)
+		bb := r.slot(next)
 		_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeSetPSV, WQEIndex: next, QPN: c.QPN, DS: 2, FmCeSe: fm})
 		_ = PutSetPSV(bb[CtrlSegSize:], SetPSV{PSVIndex: psv, TransientSignature: d.TransientSignature()})
 		clear(bb[CtrlSegSize+SetPSVSegSize:])
@@ -341,7 +352,7 @@ func (c *MkeyConfigure) mkeyMask() MkeyMask {
 // putTranslations writes the layout's KLMs or repeat block from WQEBB pi
 // on, padded with zeros to klmOct octowords.
 func (c *MkeyConfigure) putTranslations(r Ring, pi uint16, klmOct int) {
-	entry := func(i int) []byte { return r.Slot(pi + uint16(i/4))[(i%4)*16:] }
+	entry := func(i int) []byte { return r.slot(pi + uint16(i/4))[(i%4)*16:] }
 	n := 0
 	if c.List != nil {
 		for _, k := range c.List {
