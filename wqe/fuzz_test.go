@@ -203,17 +203,20 @@ var fuzzSigAttrs = []*sig.BlockAttr{
 
 // FuzzBuildMkeyConfigure: any mkey configure either fails with one of the
 // documented errors and leaves the ring untouched, or writes a UMR WQE
-// and its SET_PSVs, exactly its WQEBBs and no more than free, with the
-// completion on the last WQE only. ErrNoRoom says how many WQEBBs it
+// and its SET_PSVs (of the new block, or of the current one after a
+// signature error counter update), exactly its WQEBBs and no more than
+// free, with the completion on the last WQE only. ErrNoRoom says how many WQEBBs it
 // needs: more than free, and what it takes when they are free.
 func FuzzBuildMkeyConfigure(f *testing.F) {
-	f.Add(uint8(3), uint16(0), int16(8), uint8(0x0b), uint8(1), uint8(1), uint8(1), uint8(0x0d), uint8(0))
-	f.Add(uint8(10), uint16(1021), int16(6), uint8(0x0a), uint8(4), uint8(1), uint8(1), uint8(0x0d), uint8(0))
-	f.Add(uint8(10), uint16(65534), int16(5), uint8(0x0a), uint8(4), uint8(1), uint8(1), uint8(0x0d), uint8(0))
-	f.Add(uint8(4), uint16(3), int16(16), uint8(0x08), uint8(0x83), uint8(2), uint8(2), uint8(0x0c), uint8(1))
-	f.Add(uint8(4), uint16(3), int16(16), uint8(0x08), uint8(0), uint8(0), uint8(0), uint8(0x01), uint8(1))
-	f.Add(uint8(1), uint16(9), int16(-3), uint8(0x08), uint8(60), uint8(0), uint8(4), uint8(0x05), uint8(7))
-	f.Fuzz(func(t *testing.T, logRing uint8, pi uint16, free int16, flags, layout, maxEnt, sigSel, state, sigErrs uint8) {
+	f.Add(uint8(3), uint16(0), int16(8), uint8(0x0b), uint8(1), uint8(1), uint8(1), uint8(0x0d), uint8(0), uint8(1))
+	f.Add(uint8(10), uint16(1021), int16(6), uint8(0x0a), uint8(4), uint8(1), uint8(1), uint8(0x0d), uint8(0), uint8(1))
+	f.Add(uint8(10), uint16(65534), int16(5), uint8(0x0a), uint8(4), uint8(1), uint8(1), uint8(0x0d), uint8(0), uint8(1))
+	f.Add(uint8(4), uint16(3), int16(16), uint8(0x08), uint8(0x83), uint8(2), uint8(2), uint8(0x0c), uint8(1), uint8(1))
+	f.Add(uint8(4), uint16(3), int16(16), uint8(0x08), uint8(0), uint8(0), uint8(0), uint8(0x01), uint8(1), uint8(1))
+	f.Add(uint8(1), uint16(9), int16(-3), uint8(0x08), uint8(60), uint8(0), uint8(4), uint8(0x05), uint8(7), uint8(1))
+	f.Add(uint8(3), uint16(2), int16(8), uint8(0x08), uint8(0x41), uint8(1), uint8(0), uint8(0x15), uint8(1), uint8(1))
+	f.Add(uint8(3), uint16(2), int16(8), uint8(0x08), uint8(0x41), uint8(1), uint8(0), uint8(0x15), uint8(1), uint8(0))
+	f.Fuzz(func(t *testing.T, logRing uint8, pi uint16, free int16, flags, layout, maxEnt, sigSel, state, sigErrs, blockSel uint8) {
 		c := &MkeyConfigure{
 			QPN: 0x1a2, Mkey: 0x207300, Flags: SendFlags(flags & 0xf), SmallFence: flags&0x10 != 0,
 			SetAccess: flags&0x20 != 0, Access: AccessLocalWrite | AccessRemoteRead,
@@ -221,10 +224,11 @@ func FuzzBuildMkeyConfigure(f *testing.F) {
 			Sig:        fuzzSigAttrs[int(sigSel)%len(fuzzSigAttrs)],
 			MemPSV:     0x3e1, WirePSV: 0x3e2,
 			SigMkey:      state&1 != 0,
-			BSF:          BSFState(state >> 1 & 3),
+			BSF:          BSFState(state >> 4 & 3),
 			ResetSig:     state&8 != 0,
 			UpdateSigErr: state&4 != 0,
 			SigErrs:      uint32(sigErrs),
+			Block:        PSVsOf(fuzzSigAttrs[int(blockSel)%len(fuzzSigAttrs)]),
 		}
 		if flags&0x40 != 0 {
 			c.QPN = 1 << 24
@@ -267,7 +271,7 @@ func FuzzBuildMkeyConfigure(f *testing.F) {
 				}
 				return
 			}
-			for _, e := range []error{ErrNotInline, ErrTooManyEntries, ErrLayout, ErrNotSigMkey, ErrResetWithSig, ErrRing, ErrQPN, ErrPSV, sig.ErrInvalidAttr} {
+			for _, e := range []error{ErrNotInline, ErrTooManyEntries, ErrLayout, ErrNotSigMkey, ErrResetWithSig, ErrRing, ErrQPN, ErrPSV, ErrNoSigBlock, sig.ErrInvalidAttr} {
 				if errors.Is(err, e) {
 					return
 				}
@@ -275,6 +279,16 @@ func FuzzBuildMkeyConfigure(f *testing.F) {
 			t.Fatalf("undocumented error %v", err)
 		}
 		umrBBs := (int(res.UMRDS)*16 + WQEBB - 1) / WQEBB
+		psvs := 0 // a new block's SET_PSVs, or the current block's after a counter update
+		switch {
+		case c.Sig != nil:
+			psvs = PSVsOf(c.Sig).count()
+		case c.SigMkey && c.UpdateSigErr && c.BSF == BSFSet && !c.ResetSig:
+			psvs = c.Block.count()
+		}
+		if res.PSVs != psvs {
+			t.Fatalf("%d SET_PSVs, want %d: %+v", res.PSVs, psvs, res)
+		}
 		if res.WQEBBs > int(free) || res.WQEBBs > size || umrBBs+res.PSVs != res.WQEBBs || res.PSVs > 2 ||
 			(res.PSVs == 0) != (res.PSVDS == 0) || !res.SmallFence {
 			t.Fatalf("result %+v, %d free on %d WQEBBs", res, free, size)
