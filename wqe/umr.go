@@ -130,7 +130,13 @@ func PSVsOf(a *sig.BlockAttr) BlockPSVs {
 // count is the number of SET_PSV WQEs.
 func (p BlockPSVs) count() int { return int(b2u(p.Mem) + b2u(p.Wire)) }
 
-// Result says what a Build function wrote.
+// Result says what a Build function wrote, and what the caller needs to
+// ring the doorbell as libmlx5 does: a post of one WQE of 2 to
+// bf_size/16 ds is copied whole to the BlueFlame register (its WQEBBs
+// from the producer counter it was built at), any other post rings the
+// 8-byte doorbell with Doorbell. BuildMkeyConfigure posts 1+PSVs WQEs, so
+// with SET_PSVs it always rings the doorbell (DS is then a SET_PSV's);
+// the other builders post one WQE.
 type Result struct {
 	WQEBBs   int    // WQEBBs used: the producer counter advances by this
 	DS       uint8  // ds of the last WQE (its size in 16-byte units)
