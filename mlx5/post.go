@@ -79,7 +79,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	}
 	s := wqe.Send{QPN: qp.qpn, Opcode: uint8(wr.Opcode), Flags: wr.Flags, Imm: wr.Imm,
 		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE}
-	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, &s)
+	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, len(qp.sq.wrID)-int(qp.sq.pi-uint16(qp.sq.tail.Load())), &s)
 	if err != nil {
 		return fmt.Errorf("mlx5: post send: %w", err)
 	}
@@ -192,7 +192,7 @@ func (qp *QP) PostMkeyConfigure(wr *MkeyConfigureWR) error {
 		SetAccess: wr.SetAccess, Access: wr.Access, List: wr.List, Interleaved: wr.Interleaved, RepeatCount: wr.RepeatCount,
 		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: m.updateSigErr, SigErrs: m.sigErrs.Load()}
-	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, &c)
+	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, len(qp.sq.wrID)-int(qp.sq.pi-uint16(qp.sq.tail.Load())), &c)
 	if err != nil {
 		return fmt.Errorf("mlx5: post mkey configure: %w", err)
 	}

@@ -86,7 +86,7 @@ func (q *tqp) configure(m *tmkey, c wqe.MkeyConfigure) uint16 {
 	if m.umrs > 0 {
 		c.BSF = wqe.BSFSet
 	}
-	res, err := wqe.BuildMkeyConfigure(wqe.Ring(q.sq), q.sqPI, &c)
+	res, err := wqe.BuildMkeyConfigure(wqe.Ring(q.sq), q.sqPI, len(q.sq)/wqe.WQEBB, &c)
 	if err != nil {
 		q.r.t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func FuzzWQE(f *testing.F) {
 	ring := wqe.Ring(umr)
 	attr := &sig.BlockAttr{Mem: t10dif(sig.BlockSize512, 1), Wire: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize512,
 		CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10}}, CheckMask: 0xff}
-	res, err := wqe.BuildMkeyConfigure(ring, 0, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline | wqe.SendSignaled,
+	res, err := wqe.BuildMkeyConfigure(ring, 0, len(ring)/wqe.WQEBB, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline | wqe.SendSignaled,
 		SetAccess: true, Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead | wqe.AccessRemoteWrite,
 		List: []wqe.KLM{{Addr: 0, ByteCount: 8 * 520, Mkey: fuzzMR}}, Sig: attr, MemPSV: firstPSV, WirePSV: firstPSV + 1, SigMkey: true, UpdateSigErr: true})
 	if err != nil {
@@ -530,7 +530,7 @@ func FuzzWQE(f *testing.F) {
 	write2 := twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, rkey: fuzzMR, sges: []tsge{{7 * 520, firstMkey << 8, 520}}}.encode(firstQPN, uint16(res.WQEBBs))
 	copy(umr[64*res.WQEBBs:], write2)
 	il := make([]byte, 64*16)
-	res2, err := wqe.BuildMkeyConfigure(wqe.Ring(il), 0, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline,
+	res2, err := wqe.BuildMkeyConfigure(wqe.Ring(il), 0, len(il)/wqe.WQEBB, &wqe.MkeyConfigure{QPN: firstQPN, Mkey: firstMkey << 8, Flags: wqe.SendInline,
 		SetAccess: true, Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead | wqe.AccessRemoteWrite, Interleaved: []wqe.RepeatEntry{{Addr: 0, ByteCount: 512, Mkey: fuzzMR}, {Addr: 8192, ByteCount: 8, Mkey: fuzzMR}}, RepeatCount: 8})
 	if err != nil {
 		f.Fatal(err)

@@ -234,13 +234,29 @@ type BlockAttr struct {
 	CompMask uint64 // comp_mask: reserved, must be 0
 }
 
+// hasStructure reports whether d has a block structure: it is present,
+// its block size, signature type and (for CRC) CRC type are known, and the
+// parameters of its type are set.
+func (d *Domain) hasStructure() bool {
+	switch {
+	case d == nil || d.BlockSize.Bytes() == 0:
+		return false
+	case d.Type == SigTypeT10DIF:
+		return d.T10DIF != nil
+	case d.Type == SigTypeCRC:
+		return d.CRC != nil && d.CRC.Type <= CRCTypeCRC64XP10
+	}
+	return false
+}
+
 // sameStructure reports whether mem and wire have the same block structure
 // in libmlx5's sense (its "same block structure", which the copy mask
 // needs): both present, the same signature type and block size and, for
-// CRC, the same CRC type. It also returns the copy mask libmlx5 computes
-// when BlockAttrCopyMask is not set.
+// CRC, the same CRC type. A domain without a block structure
+// (hasStructure) has the same structure as none. It also returns the copy
+// mask libmlx5 computes when BlockAttrCopyMask is not set.
 func sameStructure(mem, wire *Domain) (Mask, bool) {
-	if mem == nil || wire == nil || mem.Type != wire.Type || mem.BlockSize != wire.BlockSize {
+	if !mem.hasStructure() || !wire.hasStructure() || mem.Type != wire.Type || mem.BlockSize != wire.BlockSize {
 		return 0, false
 	}
 	if mem.Type == SigTypeCRC {
@@ -269,8 +285,14 @@ func sameStructure(mem, wire *Domain) (Mask, bool) {
 // SameBlockStructure reports whether a's domains have the same block
 // structure (libmlx5's "same block structure", the BSF's SBS bit): both
 // present, with the same signature type and block size and, for CRC, the
-// same CRC type.
+// same CRC type. It is false for a nil a and when either domain has an
+// unknown block size, signature type or CRC type, or lacks the parameters
+// of its type (T10DIF or CRC nil): such a domain has no block structure,
+// and Validate rejects it.
 func (a *BlockAttr) SameBlockStructure() bool {
+	if a == nil {
+		return false
+	}
 	_, same := sameStructure(a.Mem, a.Wire)
 	return same
 }

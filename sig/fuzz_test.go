@@ -267,6 +267,7 @@ func FuzzAttr(f *testing.F) {
 		a := fuzzAttr(present, typ, sub, bs, seed, app, ref, flags, masks, comp)
 		err := a.Validate()
 		_ = a.EffectiveCopyMask()
+		checkSameBlockStructure(t, a, err == nil)
 		if err != nil {
 			var ae *AttrError
 			if !errors.As(err, &ae) || !errors.Is(err, ErrInvalidAttr) {
@@ -317,6 +318,25 @@ func FuzzAttr(f *testing.F) {
 			src = dst
 		}
 	})
+}
+
+// checkSameBlockStructure checks SameBlockStructure of any a: symmetric in
+// the domains, true only for two domains with a block structure of the
+// same type and block size (and CRC type), and for a valid a exactly then.
+func checkSameBlockStructure(t *testing.T, a *BlockAttr, valid bool) {
+	t.Helper()
+	same := a.SameBlockStructure()
+	if swapped := (&BlockAttr{Mem: a.Wire, Wire: a.Mem}).SameBlockStructure(); swapped != same {
+		t.Fatalf("SameBlockStructure %v, with the domains swapped %v", same, swapped)
+	}
+	m, w := a.Mem, a.Wire
+	both := m != nil && w != nil && m.Type == w.Type && m.BlockSize == w.BlockSize
+	if same && (!both || !m.hasStructure() || !w.hasStructure() || m.Type == SigTypeCRC && m.CRC.Type != w.CRC.Type) {
+		t.Fatalf("SameBlockStructure true for %+v, %+v", m, w)
+	}
+	if valid && both && (m.Type != SigTypeCRC || m.CRC.Type == w.CRC.Type) && !same {
+		t.Fatalf("SameBlockStructure false for valid %+v, %+v", m, w)
+	}
 }
 
 // FuzzDecodeSigErrCQE: any CQE fields decode without panicking, to an

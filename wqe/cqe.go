@@ -166,23 +166,36 @@ type CQE struct {
 	VendorSyndrome uint8    // vendor_err_synd
 }
 
+// The accessors below read a decoded CQE; a nil c reads as the zero CQE.
+
 // SrcQP is the remote QP number of a responder CQE (UD).
-func (c *CQE) SrcQP() uint32 { return c.FlagsRQPN & 0xffffff }
+func (c *CQE) SrcQP() uint32 { return c.flagsRQPN() & 0xffffff }
 
 // SL is the service level of a responder CQE.
-func (c *CQE) SL() uint8 { return uint8(c.FlagsRQPN>>24) & 0xf }
+func (c *CQE) SL() uint8 { return uint8(c.flagsRQPN()>>24) & 0xf }
 
 // GRH reports whether a received UD packet carried a GRH (its first 40
 // bytes in the receive buffer).
-func (c *CQE) GRH() bool { return (c.FlagsRQPN>>28)&3 != 0 }
+func (c *CQE) GRH() bool { return (c.flagsRQPN()>>28)&3 != 0 }
 
 // IsError reports whether the CQE reports a failed work request.
-func (c *CQE) IsError() bool { return c.Opcode == CQEReqErr || c.Opcode == CQERespErr }
+func (c *CQE) IsError() bool { return c != nil && (c.Opcode == CQEReqErr || c.Opcode == CQERespErr) }
+
+func (c *CQE) flagsRQPN() uint32 {
+	if c == nil {
+		return 0
+	}
+	return c.FlagsRQPN
+}
 
 // Decode decodes the 64-byte CQE b into c. For a CQESigErr entry only the
 // opcode, owner, format, signature and QP number are decoded; use
 // SigErrCQE.Decode for the rest. It does not check ownership (CQEOwned).
+// A nil c fails with ErrNil.
 func (c *CQE) Decode(b []byte) error {
+	if c == nil {
+		return ErrNil
+	}
 	if len(b) < CQESize {
 		return ErrShort
 	}
@@ -235,8 +248,11 @@ type SigErrCQE struct {
 }
 
 // Decode decodes the 64-byte signature error CQE b into c. It fails with
-// ErrNotSigErr if b's opcode is not CQESigErr.
+// ErrNotSigErr if b's opcode is not CQESigErr, with ErrNil if c is nil.
 func (c *SigErrCQE) Decode(b []byte) error {
+	if c == nil {
+		return ErrNil
+	}
 	if len(b) < CQESize {
 		return ErrShort
 	}
@@ -262,8 +278,12 @@ func (c *SigErrCQE) Decode(b []byte) error {
 }
 
 // Sig returns the fields sig.DecodeSigErrCQE interprets against the
-// mkey's signature configuration (what mlx5dv_mkey_check reports).
+// mkey's signature configuration (what mlx5dv_mkey_check reports); zero
+// for a nil c.
 func (c *SigErrCQE) Sig() sig.SigErrCQE {
+	if c == nil {
+		return sig.SigErrCQE{}
+	}
 	return sig.SigErrCQE{
 		ExpectedTransSig: c.ExpectedTransSig,
 		ActualTransSig:   c.ActualTransSig,

@@ -176,9 +176,12 @@ var mlx5Rate = [...]uint8{
 // IBAV returns the address vector libmlx5 builds in ibv_create_ah for an
 // address handle on an InfiniBand port: no kernel command is involved.
 // (RoCE address vectors need the destination MAC from the kernel and are
-// not built here.)
+// not built here.) A nil a gives the zero AV.
 func IBAV(a *AHAttr) AV {
 	var av AV
+	if a == nil {
+		return av
+	}
 	var rate uint8
 	if int(a.StaticRate) < len(mlx5Rate) {
 		rate = mlx5Rate[a.StaticRate]
@@ -206,6 +209,9 @@ type UD struct {
 // mlx5_wqe_datagram_seg): the Q_Key, a zero reserved word, the
 // destination QPN | ExtendedUDAV, then the address vector.
 func PutDatagram(b []byte, u *UD) error {
+	if u == nil {
+		return ErrNil
+	}
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
@@ -347,16 +353,23 @@ const maxWQE = (MaxDS*16 + WQEBB - 1) / WQEBB * WQEBB
 // atomics), the atomic segment, then the data segments or the inline
 // segment. A WQE that crosses the ring's end continues at its start. Every
 // byte of the WQEBBs it uses is written (the tail of the last one is
-// zeroed). It checks s before writing, so on error r is unchanged. It does
-// not ring the doorbell or advance any counter.
-func BuildSend(r Ring, pi uint16, s *Send) (Result, error) {
+// zeroed). free is the number of WQEBBs from pi on that the caller may
+// write (the ring size minus the WQEBBs posted and not yet completed); a
+// WQE that needs more fails with ErrNoRoom and Result.WQEBBs set to what
+// it needs. It checks s before writing, work request errors first, so on
+// error r is unchanged. It does not ring the doorbell or advance any
+// counter.
+func BuildSend(r Ring, pi uint16, free int, s *Send) (Result, error) {
+	if s == nil {
+		return Result{}, ErrNil
+	}
 	l, err := s.layout()
 	if err != nil {
 		return Result{}, err
 	}
 	size := (l.ds*16 + WQEBB - 1) &^ (WQEBB - 1)
-	if !r.valid() || size > len(r) {
-		return Result{}, ErrRing
+	if res, err := r.fit(size/WQEBB, free); err != nil {
+		return res, err
 	}
 	var db uint64
 	if at := int(pi) & (r.wqebbs() - 1) * WQEBB; at+size <= len(r) {
@@ -439,19 +452,20 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 
 // BuildNOP writes a NOP WQE into r at producer counter pi: a ctrl segment
 // alone (ds 1), with the fence, CQ update and solicited bits of flags; the
-// rest of the WQEBB is zeroed.
-func BuildNOP(r Ring, pi uint16, qpn uint32, flags SendFlags) (Result, error) {
+// rest of the WQEBB is zeroed. free is as for BuildSend: with none free
+// it fails with ErrNoRoom (Result.WQEBBs 1).
+func BuildNOP(r Ring, pi uint16, free int, qpn uint32, flags SendFlags) (Result, error) {
 	if qpn > 0xffffff {
 		return Result{}, ErrQPN
 	}
-	if !r.valid() {
-		return Result{}, ErrRing
+	if res, err := r.fit(1, free); err != nil {
+		return res, err
 	}
 	fm := flags.fence(false)
 	if flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeNOP, WQEIndex: pi, QPN: qpn, DS: 1, FmCeSe: fm})
 	clear(bb[CtrlSegSize:])
 	return Result{WQEBBs: 1, DS: 1, Doorbell: be.Uint64(bb)}, nil
@@ -479,23 +493,26 @@ const (
 // posts a local invalidation as a UMR WQE (opcode OpcodeUMR, imm = the
 // key, 2 WQEBBs): a UMR control segment with no translations and an mkey
 // context with the free bit set and qpn 0xffffff. The next WQE must carry
-// the small fence (Result.SmallFence).
-func BuildLocalInv(r Ring, pi uint16, l *LocalInv) (Result, error) {
+// the small fence (Result.SmallFence). free is as for BuildSend.
+func BuildLocalInv(r Ring, pi uint16, free int, l *LocalInv) (Result, error) {
+	if l == nil {
+		return Result{}, ErrNil
+	}
 	if l.QPN > 0xffffff {
 		return Result{}, ErrQPN
 	}
 	bbs := localInvDS * 16 / WQEBB
-	if !r.valid() || bbs > r.wqebbs() {
-		return Result{}, ErrRing
+	if res, err := r.fit(bbs, free); err != nil {
+		return res, err
 	}
 	fm := l.Flags.fence(l.SmallFence)
 	if l.Flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: l.QPN, DS: localInvDS, FmCeSe: fm, Imm: l.RKey})
 	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{Flags: localInvUMRFlags, MkeyMask: localInvMask})
-	_ = PutMkc(r.Slot(pi+1), &Mkc{Free: true, QPN: 0xffffff})
+	_ = PutMkc(r.slot(pi+1), &Mkc{Free: true, QPN: 0xffffff})
 	return Result{WQEBBs: bbs, DS: localInvDS, Doorbell: be.Uint64(bb), SmallFence: true}, nil
 }
 

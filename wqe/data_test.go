@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/sig"
 )
 
 // rdmaWrite is the oracle's wr_rdma_write_sge1 benchmark WR: an RDMA write
@@ -39,7 +41,7 @@ const benchWQE = "000000080001a2030000000800000000000000001000000000abcd01000000
 
 func TestBuildSendRDMAWrite(t *testing.T) {
 	r := make(Ring, 4*WQEBB)
-	res, err := BuildSend(r, 0, rdmaWrite())
+	res, err := BuildSend(r, 0, 4, rdmaWrite())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestBuildSendWrap(t *testing.T) {
 	for i := range r {
 		r[i] = 0xff
 	}
-	res, err := BuildSend(r, 3, s)
+	res, err := BuildSend(r, 3, 3, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestBuildSendErrors(t *testing.T) {
 		s := rdmaWrite()
 		r := make(Ring, 8*WQEBB+1)[:4*WQEBB]
 		tc.mod(s, &r)
-		_, err := BuildSend(r, 3, s)
+		_, err := BuildSend(r, 3, len(r)/WQEBB, s)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
 		}
@@ -146,7 +148,7 @@ func TestBuildNOP(t *testing.T) {
 	for i := range r {
 		r[i] = 0xff
 	}
-	res, err := BuildNOP(r, 0xfffe, 0x1a2, SendSignaled|SendFence)
+	res, err := BuildNOP(r, 0xfffe, 1, 0x1a2, SendSignaled|SendFence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,16 +160,16 @@ func TestBuildNOP(t *testing.T) {
 	if res != (Result{WQEBBs: 1, DS: 1, Doorbell: 0x00fffe000001a201}) {
 		t.Errorf("result %+v", res)
 	}
-	if _, err := BuildNOP(r, 0, 1<<24, 0); !errors.Is(err, ErrQPN) {
+	if _, err := BuildNOP(r, 0, 2, 1<<24, 0); !errors.Is(err, ErrQPN) {
 		t.Errorf("qpn: %v", err)
 	}
-	if _, err := BuildNOP(r[:WQEBB+1], 0, 1, 0); !errors.Is(err, ErrRing) {
+	if _, err := BuildNOP(r[:WQEBB+1], 0, 1, 1, 0); !errors.Is(err, ErrRing) {
 		t.Errorf("ring: %v", err)
 	}
-	if _, err := BuildLocalInv(r[:WQEBB], 0, &LocalInv{QPN: 1}); !errors.Is(err, ErrRing) {
+	if _, err := BuildLocalInv(r[:WQEBB], 0, 1, &LocalInv{QPN: 1}); !errors.Is(err, ErrRing) {
 		t.Errorf("local inv ring: %v", err)
 	}
-	if _, err := BuildLocalInv(r, 0, &LocalInv{QPN: 1 << 24}); !errors.Is(err, ErrQPN) {
+	if _, err := BuildLocalInv(r, 0, 2, &LocalInv{QPN: 1 << 24}); !errors.Is(err, ErrQPN) {
 		t.Errorf("local inv qpn: %v", err)
 	}
 }
@@ -251,15 +253,15 @@ func TestDataZeroAllocs(t *testing.T) {
 	pi := uint16(1020)
 	if n := testing.AllocsPerRun(100, func() {
 		for _, s := range []*Send{ws, s4, inl} {
-			res, err := BuildSend(r, pi, s)
+			res, err := BuildSend(r, pi, 1024, s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			pi += uint16(res.WQEBBs)
 		}
-		res, _ := BuildLocalInv(r, pi, li)
+		res, _ := BuildLocalInv(r, pi, 1024, li)
 		pi += uint16(res.WQEBBs)
-		res, _ = BuildNOP(r, pi, 1, 0)
+		res, _ = BuildNOP(r, pi, 1024, 1, 0)
 		pi += uint16(res.WQEBBs)
 		_ = PutRecv(rq, s4.SGL)
 	}); n != 0 {
@@ -284,10 +286,119 @@ func benchSend(b *testing.B, s *Send) {
 	var pi uint16
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := BuildSend(r, pi, s)
+		res, err := BuildSend(r, pi, 1024, s)
 		if err != nil {
 			b.Fatal(err)
 		}
 		pi += uint16(res.WQEBBs)
+	}
+}
+
+// TestBuildNoRoom checks every builder against the free WQEBBs: exactly
+// enough succeeds, one fewer fails with ErrNoRoom, the WQEBBs needed and
+// an untouched ring; more than the ring counts as the ring; work request
+// and ring errors come first.
+func TestBuildNoRoom(t *testing.T) {
+	mc := sample()
+	builders := []struct {
+		name  string
+		need  int
+		build func(r Ring, free int) (Result, error)
+		bad   func(r Ring, free int) (Result, error) // an invalid work request
+	}{
+		{"send", 2,
+			func(r Ring, free int) (Result, error) { return BuildSend(r, 7, free, send4()) },
+			func(r Ring, free int) (Result, error) { s := send4(); s.MaxSGE = 3; return BuildSend(r, 7, free, s) }},
+		{"local inv", 2,
+			func(r Ring, free int) (Result, error) { return BuildLocalInv(r, 7, free, &LocalInv{QPN: 1, RKey: 2}) },
+			func(r Ring, free int) (Result, error) { return BuildLocalInv(r, 7, free, &LocalInv{QPN: 1 << 24}) }},
+		{"nop", 1,
+			func(r Ring, free int) (Result, error) { return BuildNOP(r, 7, free, 1, 0) },
+			func(r Ring, free int) (Result, error) { return BuildNOP(r, 7, free, 1<<24, 0) }},
+		{"mkey configure", 6,
+			func(r Ring, free int) (Result, error) { return BuildMkeyConfigure(r, 7, free, mc) },
+			func(r Ring, free int) (Result, error) {
+				c := *mc
+				c.Flags = 0
+				return BuildMkeyConfigure(r, 7, free, &c)
+			}},
+	}
+	for _, b := range builders {
+		r := make(Ring, 8*WQEBB)
+		for _, free := range []int{b.need - 1, 0, -1, -1 << 40} {
+			res, err := b.build(r, free)
+			if !errors.Is(err, ErrNoRoom) || res != (Result{WQEBBs: b.need}) {
+				t.Errorf("%s, %d free: %+v, %v; want ErrNoRoom needing %d", b.name, free, res, err, b.need)
+			}
+			if !bytes.Equal(r, make([]byte, len(r))) {
+				t.Fatalf("%s, %d free: ring written", b.name, free)
+			}
+			if _, err := b.bad(r, free); err == nil || errors.Is(err, ErrNoRoom) {
+				t.Errorf("%s, %d free, invalid request: %v", b.name, free, err)
+			}
+			if _, err := b.build(r[:8*WQEBB-1], free); !errors.Is(err, ErrRing) {
+				t.Errorf("%s, %d free, bad ring: %v, want ErrRing", b.name, free, err)
+			}
+			if b.need > 1 {
+				if _, err := b.build(r[:WQEBB], free); !errors.Is(err, ErrRing) {
+					t.Errorf("%s, %d free, ring of 1 WQEBB: %v, want ErrRing", b.name, free, err)
+				}
+			}
+		}
+		for _, free := range []int{b.need, 8, 9, 1 << 40} {
+			res, err := b.build(r, free)
+			if err != nil || res.WQEBBs != b.need {
+				t.Errorf("%s, %d free: %+v, %v", b.name, free, res, err)
+			}
+		}
+	}
+}
+
+// TestNilInputs: every exported function that takes a pointer (or has a
+// pointer receiver) answers a nil one without panicking: the builders,
+// segment writers and decoders with ErrNil and nothing written, the
+// accessors with the zero value.
+func TestNilInputs(t *testing.T) {
+	r := make(Ring, 8*WQEBB)
+	b := make([]byte, 256)
+	for name, f := range map[string]func() (Result, error){
+		"BuildSend":          func() (Result, error) { return BuildSend(r, 0, 8, nil) },
+		"BuildLocalInv":      func() (Result, error) { return BuildLocalInv(r, 0, 8, nil) },
+		"BuildMkeyConfigure": func() (Result, error) { return BuildMkeyConfigure(r, 0, 8, nil) },
+	} {
+		if res, err := f(); !errors.Is(err, ErrNil) || res != (Result{}) {
+			t.Errorf("%s(nil): %+v, %v; want ErrNil", name, res, err)
+		}
+	}
+	var cqe *CQE
+	var sigCQE *SigErrCQE
+	for name, err := range map[string]error{
+		"PutCtrl":          PutCtrl(b, nil),
+		"PutUMRCtrl":       PutUMRCtrl(b, nil),
+		"PutMkc":           PutMkc(b, nil),
+		"PutDatagram":      PutDatagram(b, nil),
+		"CQE.Decode":       cqe.Decode(b),
+		"SigErrCQE.Decode": sigCQE.Decode(b),
+	} {
+		if !errors.Is(err, ErrNil) {
+			t.Errorf("%s(nil): %v; want ErrNil", name, err)
+		}
+	}
+	if !bytes.Equal(r, make([]byte, len(r))) || !bytes.Equal(b, make([]byte, len(b))) {
+		t.Error("written")
+	}
+	if err := PutBSF(b, nil, 1, 2); !errors.Is(err, sig.ErrNoDomain) {
+		t.Errorf("PutBSF(nil): %v", err)
+	}
+	if cqe.SrcQP() != 0 || cqe.SL() != 0 || cqe.GRH() || cqe.IsError() || sigCQE.Sig() != (sig.SigErrCQE{}) {
+		t.Error("accessors of a nil CQE")
+	}
+	if av := IBAV(nil); av != (AV{}) {
+		t.Errorf("IBAV(nil) = %+v", av)
+	}
+	for _, bad := range []Ring{nil, r[:3*WQEBB], r[:WQEBB+1]} {
+		if s := bad.Slot(5); s != nil {
+			t.Errorf("Slot of a %d-byte ring: %d bytes", len(bad), len(s))
+		}
 	}
 }

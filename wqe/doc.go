@@ -9,9 +9,10 @@
 // configuration (UMR control, mkey context, KLM or repeat block, BSF,
 // SET_PSV segments). Each Build function writes at a producer counter into
 // a Ring, continues at the ring's start when a WQE crosses its end, checks
-// its input before writing anything, and returns the WQEBBs used, the
-// doorbell word and whether the next WQE needs the small fence. Receive
-// queue: PutRecv writes one receive WQE.
+// its input before writing anything, writes no more than the free WQEBBs
+// the caller gives it (ErrNoRoom says how many it needs), and returns the
+// WQEBBs used, the doorbell word and whether the next WQE needs the small
+// fence. Receive queue: PutRecv writes one receive WQE.
 //
 // Completion queue: CQEOwned tells whether software owns the CQE at a
 // consumer index, InitCQE prepares a fresh CQ buffer, CQE.Decode and

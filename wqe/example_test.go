@@ -14,8 +14,13 @@ import (
 // new producer counter.
 func ExampleBuildSend() {
 	sq := make(wqe.Ring, 8*wqe.WQEBB)
-	var pi uint16 // the send queue's producer counter
-	res, err := wqe.BuildSend(sq, pi, &wqe.Send{
+	var pi uint16   // the send queue's producer counter
+	var tail uint16 // the producer counter after the last completed WQE
+	// The WQEBBs posted and not yet completed are not free: a WQE that
+	// needs more than the rest fails with wqe.ErrNoRoom (poll the CQ,
+	// then build it again).
+	free := 8 - int(pi-tail)
+	res, err := wqe.BuildSend(sq, pi, free, &wqe.Send{
 		QPN:        0x1a2,
 		Opcode:     wqe.OpcodeRDMAWrite,
 		Flags:      wqe.SendSignaled,

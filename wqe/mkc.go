@@ -64,6 +64,9 @@ func word(f prm.Field) prm.Word32 {
 // PutMkc writes m into b[:64]; every other bit is zeroed. The fields are
 // composed in sixteen 32-bit words, then stored big-endian.
 func PutMkc(b []byte, m *Mkc) error {
+	if m == nil {
+		return ErrNil
+	}
 	if len(b) < MkcSegSize {
 		return ErrShort
 	}

@@ -49,6 +49,11 @@ const (
 // ErrShort is returned when a buffer cannot hold the segment or WQE.
 var ErrShort = errors.New("wqe: buffer too short")
 
+// ErrNil is returned for a nil work request (BuildSend, BuildLocalInv,
+// BuildMkeyConfigure), a nil segment value (PutCtrl, PutUMRCtrl, PutMkc,
+// PutDatagram) or a nil CQE to decode into; nothing is written.
+var ErrNil = errors.New("wqe: nil work request, segment or CQE")
+
 var be = binary.BigEndian
 
 // Ctrl is the control segment (struct mlx5_wqe_ctrl_seg) that starts
@@ -77,6 +82,9 @@ const (
 // PutCtrl writes c into b[:16] (mlx5_wqe_ctrl_seg: opmod_idx_opcode,
 // qpn_ds, signature, dci_stream_channel_id (0), fm_ce_se, imm).
 func PutCtrl(b []byte, c *Ctrl) error {
+	if c == nil {
+		return ErrNil
+	}
 	if len(b) < CtrlSegSize {
 		return ErrShort
 	}
@@ -147,6 +155,9 @@ const (
 
 // PutUMRCtrl writes u into b[:48]; the 32 reserved bytes are zeroed.
 func PutUMRCtrl(b []byte, u *UMRCtrl) error {
+	if u == nil {
+		return ErrNil
+	}
 	if len(b) < UMRCtrlSegSize {
 		return ErrShort
 	}

@@ -47,7 +47,19 @@ var (
 	ErrResetWithSig   = errors.New("wqe: signature block and RESET_SIG_ATTR in one work request")
 	ErrRing           = errors.New("wqe: ring is not a power-of-two number of WQEBBs large enough for the WQEs")
 	ErrQPN            = errors.New("wqe: QPN wider than 24 bits")
+	// ErrNoSigBlock: the work request updates the signature error counter
+	// of an mkey whose signature block stays (BSF BSFSet, no Sig, no
+	// ResetSig), so its PSVs must be set again, but Block has no domain.
+	ErrNoSigBlock = errors.New("wqe: signature error counter update without the mkey's signature block (MkeyConfigure.Block)")
 )
+
+// ErrNoRoom is returned by the Build functions when the WQEs of a valid
+// work request need more WQEBBs than the caller says are free at the
+// producer counter. The ring is left unchanged and Result.WQEBBs says how
+// many WQEBBs the work request needs: poll completions until that many
+// are free, then build again. (ErrRing: the ring is not valid, or the
+// WQEs are larger than the whole ring, so they never fit.)
+var ErrNoRoom = errors.New("wqe: not enough free WQEBBs in the send queue")
 
 // MkeyConfigure is one mlx5dv_wr_mkey_configure work request with its
 // setters (mlx5dv_wr_set_mkey_access_flags, _layout_list or
@@ -78,16 +90,58 @@ type MkeyConfigure struct {
 	SigMkey         bool     // created with MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE
 	BSF             BSFState // the mkey's BSF state before this UMR
 	ResetSig        bool     // MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR
-	UpdateSigErr    bool     // first UMR of the mkey, or first after a signature error
-	SigErrs         uint32   // signature errors mlx5dv_mkey_check has reported on the mkey
+	// UpdateSigErr: the UMR updates the mkey's signature error counter
+	// (libmlx5 does on the first UMR of the mkey and on the first after
+	// each SIG_ERR CQE the CQ reported for it); SigErrs is the number of
+	// those CQEs so far.
+	UpdateSigErr bool
+	SigErrs      uint32
+	// Block is the mkey's current signature block (PSVsOf the Sig of the
+	// configure that set it), looked at only when BSF is BSFSet: a UMR
+	// that updates the signature error counter without setting or
+	// resetting the block (UpdateSigErr, Sig nil, no ResetSig) is followed
+	// by the block's SET_PSVs again, as for a new block, so the PSVs leave
+	// their error state. Without a domain in Block it fails with
+	// ErrNoSigBlock.
+	Block BlockPSVs
 }
 
-// Result says what a Build function wrote.
+// BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
+// domain whether the block has a signature there, and its transient
+// signature (sig.Domain.TransientSignature). It has no pointers, so the
+// mkey's owner keeps it by value.
+type BlockPSVs struct {
+	Mem, Wire       bool
+	MemSig, WireSig uint64
+}
+
+// PSVsOf returns the SET_PSV values of the signature block a (none for a
+// nil a).
+func PSVsOf(a *sig.BlockAttr) BlockPSVs {
+	if a == nil {
+		return BlockPSVs{}
+	}
+	return BlockPSVs{
+		Mem: a.Mem != nil, MemSig: a.Mem.TransientSignature(),
+		Wire: a.Wire != nil, WireSig: a.Wire.TransientSignature(),
+	}
+}
+
+// count is the number of SET_PSV WQEs.
+func (p BlockPSVs) count() int { return int(b2u(p.Mem) + b2u(p.Wire)) }
+
+// Result says what a Build function wrote, and what the caller needs to
+// ring the doorbell as libmlx5 does: a post of one WQE of 2 to
+// bf_size/16 ds is copied whole to the BlueFlame register (its WQEBBs
+// from the producer counter it was built at), any other post rings the
+// 8-byte doorbell with Doorbell. BuildMkeyConfigure posts 1+PSVs WQEs, so
+// with SET_PSVs it always rings the doorbell (DS is then a SET_PSV's);
+// the other builders post one WQE.
 type Result struct {
 	WQEBBs   int    // WQEBBs used: the producer counter advances by this
 	DS       uint8  // ds of the last WQE (its size in 16-byte units)
 	UMRDS    uint8  // BuildMkeyConfigure: ds of the UMR WQE
-	PSVDS    uint8  // BuildMkeyConfigure: ds of each SET_PSV WQE (0 without signature)
+	PSVDS    uint8  // BuildMkeyConfigure: ds of each SET_PSV WQE (0 without SET_PSVs)
 	PSVs     int    // BuildMkeyConfigure: SET_PSV WQEs after the UMR (one per signature domain)
 	Doorbell uint64 // the first 8 bytes of the last WQE, big-endian: the doorbell write
 
@@ -110,9 +164,32 @@ func (r Ring) valid() bool {
 	return n > 0 && n&(n-1) == 0 && len(r) == n*WQEBB
 }
 
+// fit checks that n WQEBBs can be written at a producer counter with
+// free WQEBBs free: ErrRing if r is not valid or smaller than n WQEBBs,
+// ErrNoRoom, with the Result a Build function returns then, if n is more
+// than free. A free above the ring size counts as the ring size, one below
+// 0 as 0.
+func (r Ring) fit(n, free int) (Result, error) {
+	if !r.valid() || n > r.wqebbs() {
+		return Result{}, ErrRing
+	}
+	if n > free {
+		return Result{WQEBBs: n}, ErrNoRoom
+	}
+	return Result{}, nil
+}
+
 // Slot returns the WQEBB of producer counter pi (its index modulo the
-// ring size). r must be valid.
+// ring size), or nil if r is not a power-of-two number of WQEBBs.
 func (r Ring) Slot(pi uint16) []byte {
+	if !r.valid() {
+		return nil
+	}
+	return r.slot(pi)
+}
+
+// slot is Slot for a valid r.
+func (r Ring) slot(pi uint16) []byte {
 	i := int(pi) & (r.wqebbs() - 1)
 	return r[i*WQEBB : (i+1)*WQEBB : (i+1)*WQEBB]
 }
@@ -157,54 +234,45 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 
 // BuildMkeyConfigure writes the WQEs of c into r at producer counter pi:
 // the UMR WQE (ctrl, UMR ctrl, mkey context, translations, BSF), then one
-// SET_PSV WQE per signature domain (memory first). It checks everything
-// before writing, so on error r is unchanged. It does not ring the
+// SET_PSV WQE per signature domain (memory first) of the new block, or of
+// the current one (c.Block) when the UMR updates the signature error
+// counter of an mkey that keeps its block. The completion, if signaled, is
+// on the last WQE. free is the number of WQEBBs from pi on that the
+// caller may write (the ring size minus the WQEBBs posted and not yet
+// completed); WQEs that need more fail with ErrNoRoom and Result.WQEBBs
+// set to what they need. It checks everything before writing, work
+// request errors first, so on error r is unchanged. It does not ring the
 // doorbell or advance any counter.
-func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
-	var res Result
+func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, error) {
+	if c == nil {
+		return Result{}, ErrNil
+	}
 	if c.Flags&SendInline == 0 {
-		return res, ErrNotInline
+		return Result{}, ErrNotInline
 	}
 	if c.QPN > 0xffffff {
-		return res, ErrQPN
+		return Result{}, ErrQPN
 	}
 	klmOct, length, err := c.layout()
 	if err != nil {
-		return res, err
+		return Result{}, err
+	}
+	psvs, err := c.psvs()
+	if err != nil {
+		return Result{}, err
 	}
 	var bsfOct int
 	if c.Sig != nil {
-		if !c.SigMkey {
-			return res, ErrNotSigMkey
-		}
-		if c.ResetSig {
-			return res, ErrResetWithSig
-		}
-		if err := c.Sig.Validate(); err != nil {
-			return res, err
-		}
-		if (c.Sig.Mem != nil && c.MemPSV > 0xffffff) || (c.Sig.Wire != nil && c.WirePSV > 0xffffff) {
-			return res, ErrPSV
-		}
 		bsfOct = BSFSegSize / 16
-		if c.Sig.Mem != nil {
-			res.PSVs++
-		}
-		if c.Sig.Wire != nil {
-			res.PSVs++
-		}
 	}
 	ds := 1 + 3 + 4 + klmOct + bsfOct // ctrl, UMR ctrl, mkey context, translations, BSF
-	if ds > 0x3f {
-		return res, ErrTooManyEntries
+	if ds > MaxDS {
+		return Result{}, ErrTooManyEntries
 	}
 	umrBBs := (ds*16 + WQEBB - 1) / WQEBB
-	res.UMRDS = uint8(ds)
-	res.DS = res.UMRDS
-	res.SmallFence = true
-	res.WQEBBs = umrBBs + res.PSVs
-	if !r.valid() || res.WQEBBs > r.wqebbs() {
-		return Result{}, ErrRing
+	res := Result{WQEBBs: umrBBs + psvs.count(), DS: uint8(ds), UMRDS: uint8(ds), PSVs: psvs.count(), SmallFence: true}
+	if nr, err := r.fit(res.WQEBBs, free); err != nil {
+		return nr, err
 	}
 
 	// The UMR WQE.
@@ -212,7 +280,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 	if res.PSVs == 0 && c.Flags&SendSignaled != 0 {
 		fm |= CtrlCQUpdate
 	}
-	bb := r.Slot(pi)
+	bb := r.slot(pi)
 	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeUMR, WQEIndex: pi, QPN: c.QPN, DS: uint8(ds), FmCeSe: fm, Imm: c.Mkey})
 	_ = PutUMRCtrl(bb[CtrlSegSize:], &UMRCtrl{
 		Flags:        UMRFlagInline,
@@ -220,7 +288,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 		BSFOctowords: uint16(bsfOct),
 		MkeyMask:     c.mkeyMask(),
 	})
-	_ = PutMkc(r.Slot(pi+1), &Mkc{
+	_ = PutMkc(r.slot(pi+1), &Mkc{
 		Access:              c.Access,
 		QPN:                 0xffffff,
 		Mkey70:              uint8(c.Mkey),
@@ -234,43 +302,75 @@ func BuildMkeyConfigure(r Ring, pi uint16, c *MkeyConfigure) (Result, error) {
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		putBSF(r.Slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
 		next++
 	}
-	res.Doorbell = be.Uint64(r.Slot(pi))
+	res.Doorbell = be.Uint64(r.slot(pi))
 
 	// One SET_PSV per domain, memory first; the work request's completion
 	// moves to the last one.
-	for i, d := range c.domains() {
-		if d == nil {
-			continue
-		}
-		psv := c.MemPSV
-		if i == 1 {
-			psv = c.WirePSV
-		}
-		fm := c.Flags.fence(true)
-		if next == pi+uint16(res.WQEBBs)-1 && c.Flags&SendSignaled != 0 {
-			fm |= CtrlCQUpdate
-		}
-		bb := r.Slot(next)
-		_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeSetPSV, WQEIndex: next, QPN: c.QPN, DS: 2, FmCeSe: fm})
-		_ = PutSetPSV(bb[CtrlSegSize:], SetPSV{PSVIndex: psv, TransientSignature: d.TransientSignature()})
-		clear(bb[CtrlSegSize+SetPSVSegSize:])
-		res.PSVDS = 2
-		res.DS = 2
-		res.Doorbell = be.Uint64(bb)
+	if psvs.Mem {
+		res.Doorbell = c.putSetPSV(r.slot(next), next, c.MemPSV, psvs.MemSig, !psvs.Wire)
 		next++
+	}
+	if psvs.Wire {
+		res.Doorbell = c.putSetPSV(r.slot(next), next, c.WirePSV, psvs.WireSig, true)
+	}
+	if res.PSVs > 0 {
+		res.PSVDS = setPSVDS
+		res.DS = setPSVDS
 	}
 	return res, nil
 }
 
-// domains returns the signature domains, memory first.
-func (c *MkeyConfigure) domains() [2]*sig.Domain {
-	if c.Sig == nil {
-		return [2]*sig.Domain{}
+// setPSVDS is the ds of a SET_PSV WQE: ctrl and SET_PSV segments.
+const setPSVDS = (CtrlSegSize + SetPSVSegSize) / 16
+
+// psvs checks c's signature block and returns the SET_PSVs the work
+// request posts after the UMR: those of the new block Sig, or, when the
+// UMR updates the signature error counter of an mkey whose block stays
+// (BSF BSFSet, no Sig, no ResetSig), those of its current block Block, as
+// libmlx5 posts them; none otherwise.
+func (c *MkeyConfigure) psvs() (BlockPSVs, error) {
+	var p BlockPSVs
+	switch {
+	case c.Sig != nil:
+		if !c.SigMkey {
+			return p, ErrNotSigMkey
+		}
+		if c.ResetSig {
+			return p, ErrResetWithSig
+		}
+		if err := c.Sig.Validate(); err != nil {
+			return p, err
+		}
+		p = PSVsOf(c.Sig)
+	case c.SigMkey && c.UpdateSigErr && c.BSF == BSFSet && !c.ResetSig:
+		p = c.Block
+		if !p.Mem && !p.Wire {
+			return p, ErrNoSigBlock
+		}
+	default:
+		return p, nil
 	}
-	return [2]*sig.Domain{c.Sig.Mem, c.Sig.Wire}
+	if (p.Mem && c.MemPSV > 0xffffff) || (p.Wire && c.WirePSV > 0xffffff) {
+		return p, ErrPSV
+	}
+	return p, nil
+}
+
+// putSetPSV writes the SET_PSV WQE at counter idx into its WQEBB bb, the
+// completion on it if it is the work request's last, and returns its
+// doorbell word.
+func (c *MkeyConfigure) putSetPSV(bb []byte, idx uint16, psv uint32, ts uint64, last bool) uint64 {
+	fm := c.Flags.fence(true)
+	if last && c.Flags&SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	_ = PutCtrl(bb, &Ctrl{Opcode: OpcodeSetPSV, WQEIndex: idx, QPN: c.QPN, DS: setPSVDS, FmCeSe: fm})
+	_ = PutSetPSV(bb[CtrlSegSize:], SetPSV{PSVIndex: psv, TransientSignature: ts})
+	clear(bb[CtrlSegSize+SetPSVSegSize:])
+	return be.Uint64(bb)
 }
 
 // fence returns the fence and solicited bits of a WQE of the request:
@@ -315,7 +415,7 @@ func (c *MkeyConfigure) mkeyMask() MkeyMask {
 // putTranslations writes the layout's KLMs or repeat block from WQEBB pi
 // on, padded with zeros to klmOct octowords.
 func (c *MkeyConfigure) putTranslations(r Ring, pi uint16, klmOct int) {
-	entry := func(i int) []byte { return r.Slot(pi + uint16(i/4))[(i%4)*16:] }
+	entry := func(i int) []byte { return r.slot(pi + uint16(i/4))[(i%4)*16:] }
 	n := 0
 	if c.List != nil {
 		for _, k := range c.List {

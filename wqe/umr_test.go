@@ -25,7 +25,7 @@ func sample() *MkeyConfigure {
 
 func TestBuildSample(t *testing.T) {
 	r := make(Ring, 8*WQEBB)
-	res, err := BuildMkeyConfigure(r, 0, sample())
+	res, err := BuildMkeyConfigure(r, 0, 8, sample())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestBuildErrors(t *testing.T) {
 		c := sample()
 		r := make(Ring, 16*WQEBB+1)[:8*WQEBB]
 		tc.mod(c, &r)
-		_, err := BuildMkeyConfigure(r, 3, c)
+		_, err := BuildMkeyConfigure(r, 3, len(r)/WQEBB, c)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
 		}
@@ -104,7 +104,7 @@ func TestZeroAllocs(t *testing.T) {
 	c := sample()
 	pi := uint16(1020)
 	if n := testing.AllocsPerRun(100, func() {
-		res, err := BuildMkeyConfigure(r, pi, c)
+		res, err := BuildMkeyConfigure(r, pi, 1024, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,10 +122,87 @@ func BenchmarkBuildMkeyConfigure(b *testing.B) {
 	var pi uint16
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := BuildMkeyConfigure(r, pi, c)
+		res, err := BuildMkeyConfigure(r, pi, 1024, c)
 		if err != nil {
 			b.Fatal(err)
 		}
 		pi += uint16(res.WQEBBs)
+	}
+}
+
+// TestSigErrCounterUpdate checks when a UMR without a signature block is
+// followed by the SET_PSVs of the mkey's current block: only when it
+// updates the signature error counter of a signature mkey whose block
+// stays set.
+func TestSigErrCounterUpdate(t *testing.T) {
+	s := sample()
+	block := PSVsOf(s.Sig)
+	reconf := func() *MkeyConfigure {
+		c := sample()
+		c.Sig, c.SetAccess, c.Access = nil, false, 0
+		c.BSF, c.Block, c.UpdateSigErr, c.SigErrs = BSFSet, block, true, 1
+		return c
+	}
+	cases := []struct {
+		name string
+		mod  func(c *MkeyConfigure)
+		psvs int
+		err  error
+	}{
+		{"after an error", func(*MkeyConfigure) {}, 2, nil},
+		{"wire only", func(c *MkeyConfigure) { c.Block = PSVsOf(&sig.BlockAttr{Wire: s.Sig.Wire}) }, 1, nil},
+		{"no update", func(c *MkeyConfigure) { c.UpdateSigErr = false }, 0, nil},
+		{"bsf init", func(c *MkeyConfigure) { c.BSF = BSFInit }, 0, nil},
+		{"bsf reset", func(c *MkeyConfigure) { c.BSF = BSFReset }, 0, nil},
+		{"reset now", func(c *MkeyConfigure) { c.ResetSig = true }, 0, nil},
+		{"plain mkey", func(c *MkeyConfigure) { c.SigMkey = false }, 0, nil},
+		{"new block", func(c *MkeyConfigure) { c.Sig = &sig.BlockAttr{Mem: s.Sig.Mem} }, 1, nil},
+		{"no block", func(c *MkeyConfigure) { c.Block = BlockPSVs{} }, 0, ErrNoSigBlock},
+		{"no block, no update", func(c *MkeyConfigure) { c.Block, c.UpdateSigErr = BlockPSVs{}, false }, 0, nil},
+		{"psv", func(c *MkeyConfigure) { c.WirePSV = 1 << 24 }, 0, ErrPSV},
+		{"psv of an absent domain", func(c *MkeyConfigure) { c.Block.Wire, c.WirePSV = false, 1<<24 }, 1, nil},
+	}
+	for _, tc := range cases {
+		c := reconf()
+		tc.mod(c)
+		r := make(Ring, 8*WQEBB)
+		res, err := BuildMkeyConfigure(r, 0, 8, c)
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if res.PSVs != tc.psvs {
+			t.Errorf("%s: %d SET_PSVs, want %d", tc.name, res.PSVs, tc.psvs)
+		}
+	}
+
+	// The SET_PSVs after the counter update are those of the block, with
+	// the completion moved to the last one.
+	c := reconf()
+	c.Flags |= SendSignaled
+	r := make(Ring, 8*WQEBB)
+	res, err := BuildMkeyConfigure(r, 0, 8, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{WQEBBs: 5, DS: 2, UMRDS: 12, PSVDS: 2, PSVs: 2, Doorbell: 0x000004200001a202, SmallFence: true}
+	if res != want {
+		t.Errorf("got %+v, want %+v", res, want)
+	}
+	umr, mem, wire := r.Slot(0), r.Slot(3), r.Slot(4)
+	if mask := MkeyMask(be.Uint64(umr[CtrlSegSize+umrOffMkeyMask:])); mask != MkeyMaskFree|MkeyMaskMkey|MkeyMaskLen|MkeyMaskSigErr || umr[11] != 0 {
+		t.Errorf("UMR mkey mask %#x, fm_ce_se %#x", mask, umr[11])
+	}
+	if be.Uint32(mem[16:]) != s.MemPSV || be.Uint64(mem[24:]) != block.MemSig || mem[11] != CtrlSmallFence {
+		t.Errorf("memory SET_PSV %x", mem[:32])
+	}
+	if be.Uint32(wire[16:]) != s.WirePSV || be.Uint64(wire[24:]) != block.WireSig || wire[11] != CtrlSmallFence|CtrlCQUpdate {
+		t.Errorf("wire SET_PSV %x", wire[:32])
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = BuildMkeyConfigure(r, 0, 8, c) }); n != 0 {
+		t.Errorf("%v allocs", n)
 	}
 }
