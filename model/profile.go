@@ -69,6 +69,7 @@ var common = []capValue{
 	{prm.CmdHcaCap.CqeVersion, 1},
 	{prm.CmdHcaCap.UmrFence, 1}, // MLX5_CAP_UMR_FENCE_SMALL
 	{prm.CmdHcaCap.SigerrCqe, 1},
+	{prm.CmdHcaCap.Sho, 1}, // signature handover offload: every ConnectX since the ConnectX-4
 	{prm.CmdHcaCap.Dct, 1},
 	{prm.CmdHcaCap.Roce, 1},
 	{prm.CmdHcaCap.Atomic, 1},
@@ -168,7 +169,7 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.QpcExtension, 1},
 			{prm.CmdHcaCap.LogMaxDciStreamChannels, 4},
 			{prm.CmdHcaCap.LogMaxDciErroredStreams, 2},
-			{prm.CmdHcaCap.SigerrDomainAndSigType, 0},
+			{prm.CmdHcaCap.SigerrDomainAndSigType, 1},
 			{prm.CmdHcaCap.HcaCap2, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
 		}),

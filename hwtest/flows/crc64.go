@@ -55,11 +55,7 @@ func CRC64XP10(t *testing.T, c *mlx5.Context) []CRC64Result {
 	for i := range src {
 		src[i] = byte(i*7 + i>>9*13 + 1) // every block different
 	}
-	mkey, err := l.PD.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
-	if err != nil {
-		t.Fatalf("create signature mkey: %v", err)
-	}
-	t.Cleanup(func() { closeAll(t, mkey) })
+	mkey := sigMkey(t, l.PD)
 
 	var results []CRC64Result
 	for _, seed := range []uint64{0, ^uint64(0)} {
