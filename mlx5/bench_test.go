@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/doorbell"
@@ -19,10 +20,11 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	}
 	tb.Cleanup(func() { buf.Close() })
 	mem := buf.Bytes()
-	qp := &QP{c: c, qpn: 0x1a2}
+	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2), maxWQE: 1}
+	qp.initErrors()
 	qp.sq.ring = wqe.Ring(mem[:n*wqe.WQEBB])
-	qp.sq.wrID, qp.sq.op, qp.sq.next = make([]uint64, n), make([]WCOpcode, n), make([]uint16, n)
-	qp.sq.maxWR, qp.sq.maxSGE = 1, 4
+	qp.sq.slots = make([]sqSlot, n)
+	qp.sq.maxSGE = 4
 	rec := mem[n*wqe.WQEBB : n*wqe.WQEBB+8]
 	uar := mem[n*wqe.WQEBB+4096:]
 	if qp.dbSQ, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], defaultBFSize); err != nil {
@@ -52,8 +54,8 @@ func TestPostSendRings(t *testing.T) {
 		if got := binary.BigEndian.Uint32(uar[half+4:]); got != 0x1a2<<8|3 {
 			t.Errorf("post %d: UAR qpn_ds %#x", i, got)
 		}
-		if qp.sq.wrID[i] != 7 || qp.sq.op[i] != WCRDMAWrite || qp.sq.next[i] != uint16(i+1) {
-			t.Errorf("post %d: tracked %d %v %d", i, qp.sq.wrID[i], qp.sq.op[i], qp.sq.next[i])
+		if s := qp.sq.slots[i]; s != (sqSlot{wrID: 7, op: WCRDMAWrite, next: uint16(i + 1), last: uint16(i)}) {
+			t.Errorf("post %d: tracked %+v", i, s)
 		}
 	}
 }
@@ -67,7 +69,7 @@ func TestPostSendQueueFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := qp.PostSend(&wr); err != ErrQueueFull {
+	if err := qp.PostSend(&wr); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("fifth post: %v, want ErrQueueFull", err)
 	}
 	qp.sq.tail.Store(1)
@@ -93,7 +95,7 @@ func BenchmarkPoll(b *testing.B) {
 	c := &Context{}
 	cq := testCQ(b, c, 256, 0)
 	qp, _ := testQP(b, c, 256)
-	cq.attach(qp)
+	cq.attachLocked(qp)
 	var cqe [cqeSize]byte
 	binary.BigEndian.PutUint32(cqe[56:], 0x1a2) // sop_drop_qpn
 	wc := make([]Completion, 1)
@@ -103,8 +105,8 @@ func BenchmarkPoll(b *testing.B) {
 		binary.BigEndian.PutUint16(cqe[60:], uint16(cq.ci)) // wqe_counter
 		cqe[63] = byte(cq.ci>>8) & 1                        // REQ, owner bit of this pass
 		copy(cq.ring[i*cqeSize:], cqe[:])
-		if cq.Poll(wc) != 1 {
-			b.Fatal("no completion")
+		if n, err := cq.Poll(wc); n != 1 || err != nil {
+			b.Fatal("no completion", err)
 		}
 	}
 }

@@ -25,3 +25,23 @@ func (c *Context) QueryHCACap(capType uint16, cur bool) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// generalCaps returns the device's current general capabilities
+// (cmd_hca_cap), read once per context.
+func (c *Context) generalCaps() ([]byte, error) {
+	c.capsOnce.Do(func() { c.general, c.capsErr = c.QueryHCACap(prm.MLX5_CAP_GENERAL, true) })
+	return c.general, c.capsErr
+}
+
+// blockSignature reports whether the device offers block signature
+// offload as libmlx5 decides it (get_hca_sig_caps in providers/mlx5
+// verbs.c): only with both the signature handover offload (sho) and the
+// SIG_ERR CQE's domain and type fields (sigerr_domain_and_sig_type);
+// otherwise mlx5dv_create_mkey refuses BLOCK_SIGNATURE with EOPNOTSUPP.
+func (c *Context) blockSignature() (bool, error) {
+	caps, err := c.generalCaps()
+	if err != nil {
+		return false, err
+	}
+	return prm.CmdHcaCap.Sho.Get(caps) != 0 && prm.CmdHcaCap.SigerrDomainAndSigType.Get(caps) != 0, nil
+}

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -11,12 +12,6 @@ import (
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
-
-// ErrNoDEVX is returned by DEVX calls on a context opened without DEVX.
-var ErrNoDEVX = errors.New("mlx5: the context has no DEVX (the kernel refused it, or it was not requested)")
-
-// ErrClosed is returned by calls on a closed context or object.
-var ErrClosed = errors.New("mlx5: use of closed object")
 
 // Options tune Open.
 type Options struct {
@@ -43,12 +38,50 @@ type Context struct {
 	devx bool
 	Caps Caps
 
-	mu     sync.Mutex
-	closed bool
+	mu sync.Mutex
+	// closing: Close has begun; no new object is made. closed: the
+	// device is closed too.
+	closing, closed bool
+	// children are the objects made on the context that Close closes,
+	// newest first, by creation sequence.
+	children map[child]uint64
+	seq      uint64
 
 	// mkeys are the context's mkeys by index, for SIG_ERR CQEs.
 	mkeys  atomic.Pointer[mkeyTable]
 	mkeyMu sync.Mutex
+
+	ev events // the DEVX event channel and its reader
+
+	capsOnce sync.Once
+	general  []byte // QUERY_HCA_CAP general (current) output, once read
+	capsErr  error
+}
+
+// child is an object of the context that Context.Close closes.
+type child interface{ Close() error }
+
+// adopt records x as a child of the context; it fails once Close has
+// begun, and the caller then releases x.
+func (c *Context) adopt(x child) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	if c.children == nil {
+		c.children = map[child]uint64{}
+	}
+	c.seq++
+	c.children[x] = c.seq
+	return nil
+}
+
+// forget removes a closed child.
+func (c *Context) forget(x child) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.children, x)
 }
 
 // Open opens the named mlx5 device (e.g. "mlx5_0") with a DEVX context.
@@ -131,24 +164,51 @@ func (c *Context) Verbs() *uverbs.Context { return c.uctx }
 // DEVX reports whether the context has DEVX.
 func (c *Context) DEVX() bool { return c.devx }
 
-// Close closes the context and everything created on it. Closing twice is
-// safe.
+// Close closes everything created on the context, newest first (mkeys,
+// QPs, CQs, DEVX objects, MRs, PDs, UARs, UMEMs, asynchronous queues:
+// each after what was made with it), then the context itself. Calls on
+// those objects then fail with ErrClosed. A child the device refuses to
+// destroy is tried again after the others, and left to the kernel, which
+// releases everything of a closed context. Closing twice is safe.
 func (c *Context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.closing {
+		c.mu.Unlock()
 		return nil
 	}
+	c.closing = true
+	kids := make([]child, 0, len(c.children))
+	for x := range c.children {
+		kids = append(kids, x)
+	}
+	seq := c.children
+	c.mu.Unlock()
+	sort.Slice(kids, func(i, j int) bool { return seq[kids[i]] > seq[kids[j]] })
+	for pass := 0; pass < 3 && len(kids) > 0; pass++ {
+		left := kids[:0]
+		for _, x := range kids {
+			if x.Close() != nil {
+				left = append(left, x)
+			}
+		}
+		kids = left
+	}
+	c.ev.stop()
+	c.mu.Lock()
 	c.closed = true
-	return c.dev.Close()
+	c.mu.Unlock()
+	if err := c.dev.Close(); err != nil {
+		return opErr("close context", "", err)
+	}
+	return nil
 }
 
-// checkOpen fails once the context is closed; verbs calls need no DEVX.
+// checkOpen fails once the context is closing; verbs calls need no DEVX.
 func (c *Context) checkOpen(op string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("mlx5: %s: %w", op, ErrClosed)
+	if c.closing {
+		return opErr(op, "", ErrClosed)
 	}
 	return nil
 }
@@ -159,11 +219,19 @@ func addrOf(mem []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Sli
 func (c *Context) check(op string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("mlx5: %s: %w", op, ErrClosed)
+	if c.closing {
+		return opErr(op, "", ErrClosed)
 	}
 	if !c.devx {
-		return fmt.Errorf("mlx5: %s: %w", op, ErrNoDEVX)
+		return opErr(op, "", ErrNoDEVX)
 	}
 	return nil
+}
+
+// closedNow reports whether the device is closed: the kernel has
+// released every object of the context.
+func (c *Context) closedNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }

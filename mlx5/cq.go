@@ -26,23 +26,30 @@ type CQOptions struct {
 
 // CQ is a completion queue created through DEVX, with its CQE ring and
 // doorbell record in memory mlx5go owns (UMEMs). It has a single poller:
-// Poll is not safe for concurrent use.
+// Poll is not safe for concurrent use with itself, but is with posts on
+// its QPs and with Close of its QPs or of itself.
 type CQ struct {
 	c       *Context
+	obj     *DevxObj
 	cqn     uint32
+	name    string
 	logSize uint8
 	ring    []byte // 64-byte CQEs
 	ci      uint32
 	db      *doorbell.CQ
+	g       guard // Poll inside; Close and QP cleans
 
 	// qps are the QPs whose completions arrive here, by qpn; replaced
 	// whole (copy on write) so Poll reads it without a lock.
 	qps atomic.Pointer[map[uint32]*QP]
-	mu  sync.Mutex // serialises attach and detach
+	// fault is the CQ error the device reported (an overrun), for Poll.
+	fault     atomic.Pointer[Error]
+	errClosed error
 
+	mu     sync.Mutex // attach, detach, clean, refs and Close
+	refs   int        // QPs created, or being created, on the CQ
 	res    resources
 	closed bool
-	dead   atomic.Bool // closed: the ring is unmapped
 }
 
 // resources is what an object made, closed in reverse order.
@@ -67,22 +74,33 @@ const cqeSize = 64
 
 // CreateCQ creates a completion queue: a ring of CQEs and a doorbell
 // record in UMEMs, on an NC UAR page for its arm doorbell and on the EQ of
-// the completion vector.
+// the completion vector. The CQ is subscribed to its error event, so that
+// Poll reports an overrun (ErrCQOverrun).
 func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	const op = "create cq"
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
 	if opt.Entries <= 0 || opt.Entries > 1<<22 {
-		return nil, fmt.Errorf("mlx5: %s: %d entries (1 to 4194304)", op, opt.Entries)
+		return nil, invalid(op, "", "%d entries (1 to 4194304)", opt.Entries)
 	}
 	logSize := uint8(bits.Len(uint(max(opt.Entries, 2) - 1)))
 	cq := &CQ{c: c, logSize: logSize}
 	m := map[uint32]*QP{}
 	cq.qps.Store(&m)
-	if err := cq.create(opt); err != nil {
+	err := cq.create(opt)
+	if err == nil {
+		cq.name = cqName(cq.cqn)
+		cq.errClosed = opErr("poll", cq.name, ErrClosed)
+		if err = c.subscribeCQ(cq); err == nil {
+			if err = c.adopt(cq); err != nil {
+				c.unsubscribeCQ(cq)
+			}
+		}
+	}
+	if err != nil {
 		cq.res.close()
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
 	return cq, nil
 }
@@ -114,11 +132,12 @@ func (cq *CQ) create(opt CQOptions) error {
 	prm.CreateCqIn.CqUmemValid.Set(in, 1)
 	prm.CreateCqIn.CqUmemId.Set(in, uint64(q.bufID))
 	out := make([]byte, prm.CreateCqOut.Layout().Size)
-	obj, err := c.CreateObj(in, out)
+	obj, err := c.createObj("devx obj create", in, out)
 	if err != nil {
 		return err
 	}
 	cq.res.add(obj)
+	cq.obj = obj
 	cq.cqn = uint32(prm.CreateCqOut.Cqn.Get(out))
 	cq.db, err = doorbell.NewCQ(q.dbr, q.uar.Page, cq.cqn)
 	return err
@@ -133,32 +152,34 @@ type queueMemory struct {
 	uar          *UAR
 }
 
-// queueMemory makes it, adding each piece to res.
+// queueMemory makes it, adding each piece to res. The pieces belong to
+// the object, not to the context: only the object's Close (or the
+// context's, through the object) releases them.
 func (c *Context) queueMemory(res *resources, size int, uarType uint32) (queueMemory, error) {
 	var q queueMemory
-	buf, err := AllocBuffer(size)
+	buf, err := allocBuffer(size)
 	if err != nil {
 		return q, err
 	}
 	res.add(buf)
-	dbr, err := AllocBuffer(4096)
+	dbr, err := allocBuffer(4096)
 	if err != nil {
 		return q, err
 	}
 	res.add(dbr)
-	q.buf, q.dbr = buf.Bytes(), dbr.Bytes()[:doorbell.RecordSize]
+	q.buf, q.dbr = buf.mem, dbr.mem[:doorbell.RecordSize]
 	for _, m := range []struct {
 		mem []byte
 		id  *uint32
-	}{{q.buf, &q.bufID}, {dbr.Bytes(), &q.dbrID}} {
-		u, err := c.RegUMem(m.mem, uint32(uverbs.AccessLocalWrite))
+	}{{q.buf, &q.bufID}, {dbr.mem, &q.dbrID}} {
+		u, err := c.regUMem(m.mem, uint32(uverbs.AccessLocalWrite))
 		if err != nil {
 			return q, err
 		}
 		res.add(u)
 		*m.id = u.ID
 	}
-	if q.uar, err = c.AllocUAR(uarType); err != nil {
+	if q.uar, err = c.allocUAR(uarType); err != nil {
 		return q, err
 	}
 	res.add(q.uar)
@@ -178,28 +199,67 @@ func (cq *CQ) CQN() uint32 { return cq.cqn }
 // Size is the number of CQEs the ring holds.
 func (cq *CQ) Size() int { return 1 << cq.logSize }
 
-// Close destroys the CQ; the QPs on it must be closed first. Closing twice
-// is safe.
+// Close destroys the CQ; the QPs on it must be closed first (EBUSY
+// otherwise). If the device refuses the destroy, the CQ stays as it was
+// and usable. Closing twice is safe.
 func (cq *CQ) Close() error {
+	const op = "destroy cq"
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
 		return nil
 	}
-	if n := len(*cq.qps.Load()); n > 0 && !cq.c.closedNow() {
-		return fmt.Errorf("mlx5: destroy cq %#x: %d QPs still use it: %w", cq.cqn, n, errBusy)
+	if cq.refs > 0 && !cq.c.closedNow() {
+		return opErr(op, cq.name, fmt.Errorf("%d QPs use it: %w", cq.refs, unix.EBUSY))
 	}
+	if err := cq.obj.Close(); err != nil {
+		return opErr(op, cq.name, err)
+	}
+	cq.g.close()
+	cq.c.unsubscribeCQ(cq)
 	cq.closed = true
-	cq.dead.Store(true)
+	cq.c.forget(cq)
 	if err := cq.res.close(); err != nil {
-		return fmt.Errorf("mlx5: destroy cq %#x: %w", cq.cqn, err)
+		return opErr(op, cq.name, err)
 	}
 	return nil
 }
 
-func (cq *CQ) attach(qp *QP) {
+// ref records a QP being created on the CQ: Close fails with EBUSY until
+// unref.
+func (cq *CQ) ref() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
+	if cq.closed {
+		return opErr("create qp", cq.name, ErrClosed)
+	}
+	cq.refs++
+	return nil
+}
+
+func (cq *CQ) unref() {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	cq.refs--
+}
+
+// lockCQs locks the CQs of a QP (one or two), the lower CQN first, and
+// returns the unlock.
+func lockCQs(a, b *CQ) func() {
+	if a == b {
+		a.mu.Lock()
+		return a.mu.Unlock
+	}
+	if a.cqn > b.cqn {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	b.mu.Lock()
+	return func() { b.mu.Unlock(); a.mu.Unlock() }
+}
+
+// attachLocked adds qp to the CQ's map; cq.mu is held.
+func (cq *CQ) attachLocked(qp *QP) {
 	old := *cq.qps.Load()
 	m := make(map[uint32]*QP, len(old)+1)
 	for k, v := range old {
@@ -209,37 +269,110 @@ func (cq *CQ) attach(qp *QP) {
 	cq.qps.Store(&m)
 }
 
-func (cq *CQ) detach(qp *QP) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+// detachLocked removes qp from the CQ's map; cq.mu is held.
+func (cq *CQ) detachLocked(qp *QP) {
 	old := *cq.qps.Load()
-	if _, ok := old[qp.qpn]; !ok {
+	if old[qp.qpn] != qp {
 		return
 	}
 	m := make(map[uint32]*QP, len(old))
 	for k, v := range old {
-		if k != qp.qpn {
+		if v != qp {
 			m[k] = v
 		}
 	}
 	cq.qps.Store(&m)
 }
 
-var errBusy = unix.EBUSY
+// cleanLocked removes the CQEs of QP qpn from the ring, as libmlx5's
+// __mlx5_cq_clean does for a destroyed QP: between the consumer index and
+// the first CQE the device still owns, the completions that name qpn are
+// dropped and the others move up, in order, so that a later QP with the
+// same number never sees them. Signature error CQEs stay: they report an
+// mkey, not the QP's work. The poller waits meanwhile; cq.mu is held.
+func (cq *CQ) cleanLocked(qpn uint32) {
+	if cq.closed {
+		return
+	}
+	cq.g.pause()
+	defer cq.g.resume()
+	size := uint32(1) << cq.logSize
+	slot := func(i uint32) []byte {
+		off := (i & (size - 1)) * cqeSize
+		return cq.ring[off : off+cqeSize : off+cqeSize]
+	}
+	pi := cq.ci
+	for pi-cq.ci < size && owned(slot(pi), pi, cq.logSize) {
+		pi++
+	}
+	var freed uint32
+	for p := pi; p != cq.ci; {
+		p--
+		b := slot(p)
+		if cqeQPN(b) == qpn {
+			freed++
+			continue
+		}
+		if freed > 0 {
+			to := p + freed
+			d := slot(to)
+			copy(d, b)
+			d[cqeSize-1] = b[cqeSize-1]&^1 | uint8(to>>cq.logSize)&1
+		}
+	}
+	if freed > 0 {
+		cq.ci += freed
+		cq.db.SetCI(cq.ci)
+	}
+}
+
+// cqeQPN is the QP a completion CQE names, or ^0 for a CQE that names
+// none (signature errors, resize and others).
+func cqeQPN(b []byte) uint32 {
+	switch b[cqeSize-1] >> 4 {
+	case wqe.CQEReq, wqe.CQERespWRImm, wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespSendInv, wqe.CQEReqErr, wqe.CQERespErr:
+		return binary.BigEndian.Uint32(b[56:]) & 0xffffff
+	}
+	return ^uint32(0)
+}
+
+// failed records a CQ error event for Poll (the event reader's).
+func (cq *CQ) failed(syndrome uint8) {
+	var err error
+	switch syndrome {
+	case MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN:
+		err = ErrCQOverrun
+	case MLX5_CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION_ERROR:
+		err = fmt.Errorf("the device reported a CQ access violation (CQ error syndrome %#x); the CQ takes no more completions", syndrome)
+	default:
+		err = fmt.Errorf("the device reported a CQ error, syndrome %#x; the CQ takes no more completions", syndrome)
+	}
+	cq.fault.CompareAndSwap(nil, &Error{Op: "poll", Obj: cq.name, Err: err})
+}
 
 // Poll reads up to len(wc) completions into wc and returns how many it
-// read (ibv_poll_cq); 0 once the CQ is closed. Signature error reports (SIG_ERR CQEs) are not
-// completions: Poll hands them to their Mkey, for Mkey.Check. It does not
-// allocate, lock or make a system call.
-func (cq *CQ) Poll(wc []Completion) int {
-	if cq.dead.Load() {
-		return 0
+// read (ibv_poll_cq). The completions are valid even when err is not nil.
+// err reports:
+//   - ErrCQOverrun (or another CQ error) once the device reported it, on
+//     every poll after the CQEs written before it are read;
+//   - a signature error CQE naming no mkey of the context, once, as
+//     libmlx5's poll fails for it;
+//   - ErrClosed after Close.
+//
+// A work request of several WQEs (an mkey configure) completes once,
+// whatever happened to each WQE. Signature error reports (SIG_ERR CQEs)
+// are not completions: Poll hands them to their Mkey, for Mkey.Check. It
+// does not allocate, lock or make a system call.
+func (cq *CQ) Poll(wc []Completion) (int, error) {
+	if !cq.g.enter() {
+		return 0, cq.errClosed
 	}
 	qps := *cq.qps.Load()
 	mask := uint32(1)<<cq.logSize - 1
 	n := 0
 	start := cq.ci
 	var q wqe.CQE
+	var err error
 	for n < len(wc) {
 		off := (cq.ci & mask) * cqeSize
 		b := cq.ring[off : off+cqeSize : off+cqeSize]
@@ -251,12 +384,14 @@ func (cq *CQ) Poll(wc []Completion) int {
 			continue
 		}
 		if q.Opcode == wqe.CQESigErr {
-			cq.sigErr(b)
+			if err = cq.sigErr(b); err != nil {
+				break
+			}
 			continue
 		}
 		qp := qps[q.QPN]
 		if qp == nil {
-			continue // a closed QP's
+			continue // a closed QP's (a clean removes those; this is a stray)
 		}
 		if qp.complete(&q, &wc[n]) {
 			n++
@@ -265,7 +400,13 @@ func (cq *CQ) Poll(wc []Completion) int {
 	if cq.ci != start {
 		cq.db.SetCI(cq.ci)
 	}
-	return n
+	cq.g.exit()
+	if err == nil {
+		if f := cq.fault.Load(); f != nil {
+			err = f
+		}
+	}
+	return n, err
 }
 
 // owned is wqe.CQEOwned with the ordering the device's write needs: the
@@ -281,54 +422,19 @@ func owned(cqe []byte, ci uint32, logSize uint8) bool {
 	return wqe.CQEOwned(probe[:], ci, logSize)
 }
 
-// sigErr hands a SIG_ERR CQE's report to its mkey.
-func (cq *CQ) sigErr(b []byte) {
+// sigErr hands a SIG_ERR CQE's report to its mkey. A CQE that names no
+// mkey of the context is an error, as libmlx5's poll fails for it.
+func (cq *CQ) sigErr(b []byte) error {
 	var s wqe.SigErrCQE
-	if s.Decode(b) != nil {
-		return
+	if err := s.Decode(b); err != nil {
+		return opErr("poll", cq.name, fmt.Errorf("signature error CQE: %w", err))
 	}
 	m := cq.c.mkeyByIndex(s.Mkey >> 8)
 	if m == nil {
-		return
+		return opErr("poll", cq.name, fmt.Errorf("signature error CQE for mkey %#x, which is not an mkey of this context", s.Mkey))
 	}
 	m.recordSigErr(s.Sig())
-}
-
-// complete turns a CQE of the QP into a completion; false for a CQE that
-// completes nothing the user posted.
-func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
-	*wc = Completion{QPN: qp.qpn, ByteLen: q.ByteCount}
-	switch q.Opcode {
-	case wqe.CQEReq, wqe.CQEReqErr:
-		i := int(q.WQECounter) & (len(qp.sq.wrID) - 1)
-		wc.WrID, wc.Opcode = qp.sq.wrID[i], qp.sq.op[i]
-		qp.sq.tail.Store(uint32(qp.sq.next[i]))
-		if wc.Opcode != WCRDMARead {
-			wc.ByteLen = 0
-		}
-	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
-		n := len(qp.rq.wrID)
-		if n == 0 {
-			return false
-		}
-		i := int(q.WQECounter) & (n - 1)
-		wc.WrID = qp.rq.wrID[i]
-		qp.rq.tail.Add(1)
-		wc.Opcode = WCRecv
-		switch q.Opcode {
-		case wqe.CQERespWRImm:
-			wc.Opcode, wc.Imm, wc.WithImm = WCRecvRDMAWithImm, q.Imm, true
-		case wqe.CQERespSendImm:
-			wc.Imm, wc.WithImm = q.Imm, true
-		}
-	default:
-		return false
-	}
-	if q.Opcode == wqe.CQEReqErr || q.Opcode == wqe.CQERespErr {
-		wc.Status, wc.VendorErr = statusOf(q.Syndrome), q.VendorSyndrome
-		wc.ByteLen, wc.Imm, wc.WithImm = 0, 0, false
-	}
-	return true
+	return nil
 }
 
 // statusOf maps an error CQE's syndrome to the work completion status

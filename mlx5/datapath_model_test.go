@@ -73,8 +73,8 @@ func TestModelDataPathLifecycle(t *testing.T) {
 	if err := qp.PostRecv(1, nil); !errors.Is(err, mlx5.ErrClosed) {
 		t.Errorf("post recv on a closed QP: %v", err)
 	}
-	if n := cq.Poll(make([]mlx5.Completion, 1)); n != 0 {
-		t.Errorf("poll of a closed CQ: %d", n)
+	if n, err := cq.Poll(make([]mlx5.Completion, 1)); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("poll of a closed CQ: %d, %v; want 0 and ErrClosed", n, err)
 	}
 	if n := dev.Objects(); n != 0 {
 		t.Errorf("%d objects left", n)

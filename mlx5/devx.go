@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
@@ -49,6 +51,7 @@ func checkMailboxes(op string, in, out []byte) error {
 type DevxObj struct {
 	c      *Context
 	handle seam.Handle
+	child  bool // the context's (CreateObj), not another object's
 	mu     sync.Mutex
 	closed bool
 }
@@ -61,6 +64,21 @@ func (o *DevxObj) Handle() seam.Handle { return o.handle }
 // context closes.
 func (c *Context) CreateObj(in, out []byte) (*DevxObj, error) {
 	const op = "devx obj create"
+	o, err := c.createObj(op, in, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.adopt(o); err != nil {
+		o.Close()
+		return nil, opErr(op, "", err)
+	}
+	o.child = true
+	return o, nil
+}
+
+// createObj is CreateObj for an object another one owns (a QP's, a CQ's,
+// an mkey's): the owner closes it, not the context.
+func (c *Context) createObj(op string, in, out []byte) (*DevxObj, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -74,11 +92,28 @@ func (c *Context) CreateObj(in, out []byte) (*DevxObj, error) {
 	return &DevxObj{c: c, handle: h}, nil
 }
 
+// isClosed reports whether Close succeeded.
+func (o *DevxObj) isClosed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed
+}
+
 // Query runs a query command on the object (mlx5dv_devx_obj_query).
-func (o *DevxObj) Query(in, out []byte) error { return o.c.QueryObj(o.handle, in, out) }
+func (o *DevxObj) Query(in, out []byte) error {
+	if o.isClosed() {
+		return opErr("devx obj query", "", ErrClosed)
+	}
+	return o.c.QueryObj(o.handle, in, out)
+}
 
 // Modify runs a modify command on the object (mlx5dv_devx_obj_modify).
-func (o *DevxObj) Modify(in, out []byte) error { return o.c.ModifyObj(o.handle, in, out) }
+func (o *DevxObj) Modify(in, out []byte) error {
+	if o.isClosed() {
+		return opErr("devx obj modify", "", ErrClosed)
+	}
+	return o.c.ModifyObj(o.handle, in, out)
+}
 
 // QueryObj runs a query command on the object with handle h: a DevxObj's,
 // or a verbs QP's, CQ's or SRQ's (mlx5dv_devx_qp_query and friends). The
@@ -115,28 +150,25 @@ func (o *DevxObj) Close() error {
 	if o.closed {
 		return nil
 	}
-	if o.c.closedNow() {
-		o.closed = true // the context's close released it
-		return nil
-	}
-	if err := o.c.dev.ObjDestroy(o.handle); err != nil {
-		return fmt.Errorf("mlx5: devx obj destroy: %w", err)
-	}
+	if !o.c.closedNow() {
+		if err := o.c.dev.ObjDestroy(o.handle); err != nil {
+			return opErr("devx obj destroy", "", err)
+		}
+	} // else the context's close released it
 	o.closed = true
+	if o.child {
+		o.c.forget(o)
+	}
 	return nil
-}
-
-func (c *Context) closedNow() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
 }
 
 // AsyncCmdQueue receives the completions of asynchronous DEVX queries
 // (mlx5dv_devx_cmd_comp).
 type AsyncCmdQueue struct {
-	c  *Context
-	fd seam.AsyncCmdFD
+	c      *Context
+	fd     seam.AsyncCmdFD
+	mu     sync.Mutex
+	closed bool
 }
 
 // NewAsyncCmdQueue creates a completion queue for asynchronous queries
@@ -148,13 +180,36 @@ func (c *Context) NewAsyncCmdQueue() (*AsyncCmdQueue, error) {
 	}
 	fd, err := c.dev.NewAsyncCmdFD()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
-	return &AsyncCmdQueue{c: c, fd: fd}, nil
+	q := &AsyncCmdQueue{c: c, fd: fd}
+	if err := c.adopt(q); err != nil {
+		fd.Close()
+		return nil, opErr(op, "", err)
+	}
+	return q, nil
 }
 
 // Close closes the queue. Closing twice is safe.
-func (q *AsyncCmdQueue) Close() error { return q.fd.Close() }
+func (q *AsyncCmdQueue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	q.c.forget(q)
+	if err := q.fd.Close(); err != nil {
+		return opErr("devx async cmd fd close", "", err)
+	}
+	return nil
+}
+
+func (q *AsyncCmdQueue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
 
 // maxAsyncBytes is the kernel's limit on the output bytes of asynchronous
 // commands not yet read (MAX_ASYNC_BYTES_IN_USE in devx.c).
@@ -173,7 +228,10 @@ func (o *DevxObj) QueryAsync(in []byte, outLen int, wrID uint64, q *AsyncCmdQueu
 		return err
 	}
 	if q == nil || q.c != o.c {
-		return fmt.Errorf("mlx5: %s: the completion queue must belong to the object's context", op)
+		return invalid(op, "", "the completion queue must belong to the object's context")
+	}
+	if o.isClosed() || q.isClosed() {
+		return opErr(op, "", ErrClosed)
 	}
 	if outLen < 16 || outLen%4 != 0 || outLen > maxAsyncBytes {
 		return fmt.Errorf("mlx5: %s: output length %d (16 bytes to 1 MiB, a multiple of 4)", op, outLen)
@@ -201,6 +259,9 @@ type AsyncCompletion struct {
 // done. buf must hold the 8-byte header and the largest output mailbox
 // outstanding.
 func (q *AsyncCmdQueue) Next(ctx context.Context, buf []byte) (AsyncCompletion, error) {
+	if q.isClosed() {
+		return AsyncCompletion{}, opErr("devx async cmd completion", "", ErrClosed)
+	}
 	n, err := q.fd.Next(ctx, buf)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -222,6 +283,7 @@ type UMem struct {
 	handle seam.Handle
 	// ID is the umem id PRM commands refer to.
 	ID     uint32
+	child  bool
 	mu     sync.Mutex
 	closed bool
 }
@@ -229,16 +291,30 @@ type UMem struct {
 // RegUMem registers mem, which must be outside the Go heap (mmap), with
 // the access rights (enum ib_uverbs_access_flags).
 func (c *Context) RegUMem(mem []byte, access uint32) (*UMem, error) {
+	u, err := c.regUMem(mem, access)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.adopt(u); err != nil {
+		u.Close()
+		return nil, opErr("devx umem reg", "", err)
+	}
+	u.child = true
+	return u, nil
+}
+
+// regUMem is RegUMem for memory another object owns.
+func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
 	const op = "devx umem reg"
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
 	if len(mem) == 0 {
-		return nil, fmt.Errorf("mlx5: %s: empty region", op)
+		return nil, invalid(op, "", "empty region")
 	}
 	h, id, err := c.dev.UMemReg(mem, access)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
 	return &UMem{c: c, handle: h, ID: id}, nil
 }
@@ -247,14 +323,18 @@ func (c *Context) RegUMem(mem []byte, access uint32) (*UMem, error) {
 func (u *UMem) Close() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.closed || u.c.closedNow() {
-		u.closed = true
+	if u.closed {
 		return nil
 	}
-	if err := u.c.dev.UMemDereg(u.handle); err != nil {
-		return fmt.Errorf("mlx5: devx umem dereg: %w", err)
+	if !u.c.closedNow() {
+		if err := u.c.dev.UMemDereg(u.handle); err != nil {
+			return opErr("devx umem dereg", "", err)
+		}
 	}
 	u.closed = true
+	if u.child {
+		u.c.forget(u)
+	}
 	return nil
 }
 
@@ -263,31 +343,80 @@ type UAR struct {
 	c *Context
 	seam.UAR
 	// Page is the mapped page: doorbells and BlueFlame writes go here.
-	Page   []byte
-	mu     sync.Mutex
-	closed bool
+	// Keep the UAR reachable while the page is in use: an unreachable UAR
+	// is unmapped and freed by a cleanup.
+	Page    []byte
+	child   bool
+	cleanup runtime.Cleanup
+	mu      sync.Mutex
+	closed  bool
 }
 
 // AllocUAR allocates and maps a UAR page (typ MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
-// or _NC).
+// or _NC). Close releases it; so does a cleanup once the UAR is
+// unreachable, as a safety net.
 func (c *Context) AllocUAR(typ uint32) (*UAR, error) {
+	u, err := c.allocUAR(typ)
+	if err != nil {
+		return nil, err
+	}
+	// The context holds it weakly, so that the cleanup can run.
+	if err := c.adopt(weakUAR{weak.Make(u)}); err != nil {
+		u.Close()
+		return nil, opErr("uar alloc", "", err)
+	}
+	u.child = true
+	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.UAR.Handle, u.Page, c, weakUAR{weak.Make(u)}})
+	return u, nil
+}
+
+// weakUAR is a UAR as a child of its context: closed by the context's
+// Close if it is still reachable.
+type weakUAR struct{ p weak.Pointer[UAR] }
+
+func (w weakUAR) Close() error {
+	if u := w.p.Value(); u != nil {
+		return u.Close()
+	}
+	return nil
+}
+
+// allocUAR is AllocUAR for a page another object owns.
+func (c *Context) allocUAR(typ uint32) (*UAR, error) {
 	const op = "uar alloc"
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
 	if typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF && typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC {
-		return nil, fmt.Errorf("mlx5: %s: type %d is neither BF (0) nor NC (1)", op, typ)
+		return nil, invalid(op, "", "type %d is neither BF (0) nor NC (1)", typ)
 	}
 	u, err := c.dev.UARAlloc(typ)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
 	page, err := c.dev.MapUAR(u)
 	if err != nil {
 		c.dev.UARFree(u.Handle)
-		return nil, err
+		return nil, opErr(op, "", err)
 	}
 	return &UAR{c: c, UAR: u, Page: page}, nil
+}
+
+// uarRelease is what the cleanup of an unreachable UAR needs.
+type uarRelease struct {
+	dev  seam.Device
+	h    seam.Handle
+	page []byte
+	c    *Context
+	w    weakUAR
+}
+
+func (r uarRelease) release() {
+	r.dev.UnmapUAR(r.page)
+	if !r.c.closedNow() {
+		r.dev.UARFree(r.h)
+	}
+	r.c.forget(r.w)
 }
 
 // Close unmaps and frees the page. Closing twice is safe.
@@ -298,6 +427,10 @@ func (u *UAR) Close() error {
 		return nil
 	}
 	u.closed = true
+	u.cleanup.Stop()
+	if u.child {
+		u.c.forget(weakUAR{weak.Make(u)})
+	}
 	err := u.c.dev.UnmapUAR(u.Page)
 	u.Page = nil
 	if !u.c.closedNow() {
@@ -306,7 +439,7 @@ func (u *UAR) Close() error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("mlx5: uar free: %w", err)
+		return opErr("uar free", "", err)
 	}
 	return nil
 }

@@ -37,14 +37,23 @@ type Mkey struct {
 	// the same key.
 	LKey, RKey uint32
 
+	name string
+
 	// State of the send queue that configures it (the poster's).
-	bsf          wqe.BSFState
-	updateSigErr bool
+	bsf wqe.BSFState
+	// sentErrs is the count of signature errors the last counter update
+	// carried to the device; ^0 before the first configure (libmlx5's
+	// err_count_updated is the difference from sigErrs).
+	sentErrs uint32
+	// sigPSV are the transient signatures of the mkey's current signature
+	// block, which a counter update posts again.
+	sigPSV wqe.BlockPSVs
 	// shape is what Check needs of the last signature block configured
 	// (sigShape), published by the poster without a lock.
 	shape atomic.Uint32
 	// sigErrs counts the signature errors the CQ reported.
 	sigErrs atomic.Uint32
+	dead    atomic.Bool // Close began: configures are refused
 
 	// The signature error the CQ saw, for Check (the poller's and the
 	// checker's; errors only, off the hot path).
@@ -114,14 +123,30 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 		return nil, err
 	}
 	if o.MaxEntries < 1 || o.MaxEntries > 1024 {
-		return nil, fmt.Errorf("mlx5: %s: max entries %d (1 to 1024): %w", op, o.MaxEntries, unix.EINVAL)
+		return nil, invalid(op, "", "max entries %d (1 to 1024)", o.MaxEntries)
 	}
-	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, updateSigErr: true}
-	if err := m.create(); err != nil {
+	if o.BlockSignature {
+		ok, err := p.c.blockSignature()
+		if err != nil {
+			return nil, opErr(op, "", err)
+		}
+		if !ok {
+			return nil, unsupported(op, "", "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
+		}
+	}
+	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sentErrs: ^uint32(0)}
+	err := m.create()
+	if err == nil {
+		m.name = mkeyName(m.LKey)
+		p.c.addMkey(m)
+		if err = p.c.adopt(m); err != nil {
+			p.c.removeMkey(m)
+		}
+	}
+	if err != nil {
 		m.release()
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
-	p.c.addMkey(m)
 	return m, nil
 }
 
@@ -132,7 +157,7 @@ func (m *Mkey) create() error {
 			prm.CreatePsvIn.NumPsv.Set(in, 1)
 			prm.CreatePsvIn.Pd.Set(in, uint64(m.pd.pdn))
 			out := make([]byte, prm.CreatePsvOut.Layout().Size)
-			obj, err := m.c.CreateObj(in, out)
+			obj, err := m.c.createObj("devx obj create", in, out)
 			if err != nil {
 				return err
 			}
@@ -155,7 +180,7 @@ func (m *Mkey) create() error {
 		set(prm.Mkc.BsfOctwordSize, wqe.BSFSegSize/16)
 	}
 	out := make([]byte, prm.CreateMkeyOut.Layout().Size)
-	obj, err := m.c.CreateObj(in, out)
+	obj, err := m.c.createObj("devx obj create", in, out)
 	if err != nil {
 		return err
 	}
@@ -165,32 +190,39 @@ func (m *Mkey) create() error {
 	return nil
 }
 
-// release destroys what create made: the mkey, then the PSVs.
+// release destroys what create made: the mkey, then the PSVs. It stops at
+// the first the device refuses, so that what is left stays whole.
 func (m *Mkey) release() error {
-	var first error
 	for _, o := range []*DevxObj{m.obj, m.psv[0], m.psv[1]} {
 		if o == nil {
 			continue
 		}
-		if err := o.Close(); err != nil && first == nil {
-			first = err
+		if err := o.Close(); err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
 }
 
-// Close destroys the mkey and its PSVs. Closing twice is safe.
+// Close destroys the mkey and its PSVs; configures of it are refused from
+// then on (ErrClosed). If the device refuses the destroy, the mkey stays
+// usable. Closing twice is safe.
 func (m *Mkey) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil
 	}
+	m.dead.Store(true)
+	if err := m.release(); err != nil {
+		if !m.obj.isClosed() {
+			m.dead.Store(false) // nothing was destroyed: still usable
+		}
+		return opErr("destroy", m.name, err)
+	}
 	m.closed = true
 	m.c.removeMkey(m)
-	if err := m.release(); err != nil {
-		return fmt.Errorf("mlx5: destroy mkey %#x: %w", m.LKey, err)
-	}
+	m.c.forget(m)
 	return nil
 }
 
@@ -207,22 +239,28 @@ func (m *Mkey) PSVs() (mem, wire uint32) { return m.psvIndex[0], m.psvIndex[1] }
 // CQE: poll the QP's CQ first. The result is decoded with the signature
 // block the mkey had when it was last configured; a report that does not
 // fit it (an unknown syndrome, a domain without a signature, a
-// transaction signature) is an error wrapping EINVAL, and is forgotten too.
+// transaction signature) is an error wrapping EINVAL, and the report is
+// kept, as libmlx5 keeps it: every Check returns the same error until the
+// next signature error replaces it.
 func (m *Mkey) Check() (sig.MkeyErr, error) {
+	const op = "mkey check"
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return sig.MkeyErr{}, opErr(op, m.name, ErrClosed)
+	}
 	if !m.sigMkey {
-		return sig.MkeyErr{}, fmt.Errorf("mlx5: mkey check %#x: the mkey has no block signature: %w", m.LKey, unix.EINVAL)
+		return sig.MkeyErr{}, invalid(op, m.name, "the mkey has no block signature")
 	}
 	e := m.pending
 	if e == nil {
 		return sig.MkeyErr{}, nil
 	}
-	m.pending = nil
 	me, err := e.decode()
 	if err != nil {
-		return sig.MkeyErr{}, fmt.Errorf("mlx5: mkey check %#x: %w", m.LKey, err)
+		return sig.MkeyErr{}, opErr(op, m.name, err)
 	}
+	m.pending = nil
 	return me, nil
 }
 
@@ -253,7 +291,7 @@ func (s sigShape) attr() *sig.Domain {
 }
 
 // recordSigErr keeps a SIG_ERR CQE's report for Check and makes the next
-// configure of the mkey clear the error in the device.
+// configure of the mkey update the device's signature error counter.
 func (m *Mkey) recordSigErr(c sig.SigErrCQE) {
 	e := sigErrInfo{cqe: c, shape: sigShape(m.shape.Load())}
 	m.mu.Lock()

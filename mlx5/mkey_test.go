@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,7 @@ func TestOracleCreateMkey(t *testing.T) {
 					copy(call.Data[2], out)
 				}
 			}
+			seedCaps(t, r.Context)
 			pd := &PD{c: r.Context, pdn: 0x11} // the fake kernel's pdn
 			m, err := pd.CreateMkey(tc.opt)
 			if err != nil {
@@ -80,6 +82,25 @@ func TestOracleCreateMkey(t *testing.T) {
 	}
 }
 
+// seedCaps gives c the general capabilities libmlx5 read when it opened
+// the oracle's device (open_device's QUERY_HCA_CAP), as if c had read them.
+func seedCaps(t *testing.T, c *Context) {
+	t.Helper()
+	open := oracle.Load(t, "testdata/create_cmds.jsonl", "open_device")
+	for _, k := range open.KernelCmds {
+		if k.Method != "DEVX_OTHER" {
+			continue
+		}
+		out, err := hex.DecodeString(k.Attrs[1].OutHex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.capsOnce.Do(func() { c.general = prm.QueryHcaCapOut.Capability.Bytes(out) })
+		return
+	}
+	t.Fatal("open_device has no QUERY_HCA_CAP")
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -104,6 +125,7 @@ func TestCreateMkeyRejectsBadInput(t *testing.T) {
 // A failed CREATE_MKEY leaves no PSV behind.
 func TestCreateMkeyFailureReleasesPSVs(t *testing.T) {
 	r := newRecorded(t)
+	seedCaps(t, r.Context)
 	pd := &PD{c: r.Context, pdn: 0x11}
 	var methods []string
 	r.fill = func(call *uverbs.Call) {

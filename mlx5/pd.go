@@ -27,9 +27,14 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	h, pdn, err := c.dev.AllocPD()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
-	return &PD{c: c, handle: h, pdn: pdn}, nil
+	p := &PD{c: c, handle: h, pdn: pdn}
+	if err := c.adopt(p); err != nil {
+		p.Close()
+		return nil, opErr(op, "", err)
+	}
+	return p, nil
 }
 
 // PDN is the protection domain number PRM commands and WQEs refer to.
@@ -40,14 +45,16 @@ func (p *PD) PDN() uint32 { return p.pdn }
 func (p *PD) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.c.closedNow() {
-		p.closed = true
+	if p.closed {
 		return nil
 	}
-	if err := p.c.dev.DeallocPD(p.handle); err != nil {
-		return fmt.Errorf("mlx5: dealloc pd: %w", err)
+	if !p.c.closedNow() {
+		if err := p.c.dev.DeallocPD(p.handle); err != nil {
+			return opErr("dealloc pd", fmt.Sprintf("PD %#x", p.pdn), err)
+		}
 	}
 	p.closed = true
+	p.c.forget(p)
 	return nil
 }
 
@@ -76,29 +83,42 @@ func (p *PD) RegMR(mem []byte, access uverbs.AccessFlags) (*MR, error) {
 		return nil, err
 	}
 	if len(mem) == 0 {
-		return nil, fmt.Errorf("mlx5: %s: empty region", op)
+		return nil, invalid(op, "", "empty region")
 	}
 	if access&(uverbs.AccessRemoteWrite|uverbs.AccessRemoteAtomic) != 0 && access&uverbs.AccessLocalWrite == 0 {
-		return nil, fmt.Errorf("mlx5: %s: remote write or atomic access needs local write (IB spec 10.6.3.1)", op)
+		return nil, invalid(op, "", "remote write or atomic access needs local write (IB spec 10.6.3.1)")
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, opErr(op, fmt.Sprintf("PD %#x", p.pdn), ErrClosed)
 	}
 	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
+		return nil, opErr(op, "", err)
 	}
-	return &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem))}, nil
+	mr := &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem))}
+	if err := p.c.adopt(mr); err != nil {
+		mr.Close()
+		return nil, opErr(op, "", err)
+	}
+	return mr, nil
 }
 
 // Close deregisters the region. Closing twice is safe.
 func (m *MR) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.c.closedNow() {
-		m.closed = true
+	if m.closed {
 		return nil
 	}
-	if err := m.c.dev.DeregMR(m.handle); err != nil {
-		return fmt.Errorf("mlx5: dereg mr: %w", err)
+	if !m.c.closedNow() {
+		if err := m.c.dev.DeregMR(m.handle); err != nil {
+			return opErr("dereg mr", fmt.Sprintf("lkey %#x", m.LKey), err)
+		}
 	}
 	m.closed = true
+	m.c.forget(m)
 	return nil
 }

@@ -2,11 +2,11 @@ package mlx5
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
 )
 
 // SendOpcode is a send work request's operation.
@@ -50,73 +50,84 @@ type SendWR struct {
 	SGL []wqe.SGE
 }
 
-// ErrQueueFull is returned by a post when the queue has no room for the
-// work request: poll completions first.
-var ErrQueueFull = errors.New("mlx5: work queue full")
+// free is the number of WQEBBs at the producer counter that no posted
+// work request still uses, by the consumer counter the poller advances.
+func (sq *sendQueue) free() int {
+	return len(sq.slots) - int(sq.pi-uint16(sq.tail.Load()))
+}
 
-// room checks that n more WQEBBs fit in the send queue.
-func (qp *QP) room(n int) error {
-	if qp.dead.Load() {
-		return ErrClosed
+// room is how many WQEBBs a work request may take now: what is free, and
+// no more than the largest work request the QP was created for.
+func (qp *QP) room() int { return min(qp.sq.free(), qp.maxWQE) }
+
+// buildErr is the error of a work request the builder refused: the queue
+// has no room for it now (ErrQueueFull), it is larger than the QP was
+// created for, or it is invalid (ErrInvalid, with the builder's reason).
+func (qp *QP) buildErr(op postOp, res wqe.Result, err error) error {
+	if err == wqe.ErrNoRoom {
+		if res.WQEBBs > qp.maxWQE {
+			return invalid(postOpNames[op], qp.name, "the work request takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", res.WQEBBs, qp.maxWQE)
+		}
+		return qp.errs.full[op]
 	}
-	used := int(qp.sq.pi - uint16(qp.sq.tail.Load()))
-	if used+n > len(qp.sq.wrID) {
-		return ErrQueueFull
-	}
-	return nil
+	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: err.Error(), errs: []error{ErrInvalid, unix.EINVAL, err}}}
 }
 
 // PostSend posts one send work request and rings the doorbell. It does
 // not allocate or make a system call; one goroutine at a time may post on
 // a QP.
 func (qp *QP) PostSend(wr *SendWR) error {
+	if wr == nil {
+		return invalid(postOpNames[postSend], qp.name, "nil work request")
+	}
 	wc, ok := wr.Opcode.completes()
 	if !ok {
-		return fmt.Errorf("mlx5: post send: opcode %#x", uint8(wr.Opcode))
+		return invalid(postOpNames[postSend], qp.name, "opcode %#x", uint8(wr.Opcode))
 	}
-	if err := qp.room(qp.sq.maxWR); err != nil {
-		return err
+	if !qp.g.enter() {
+		return qp.errs.closed[postSend]
 	}
 	s := wqe.Send{QPN: qp.qpn, Opcode: uint8(wr.Opcode), Flags: wr.Flags, Imm: wr.Imm,
 		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE}
-	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, len(qp.sq.wrID)-int(qp.sq.pi-uint16(qp.sq.tail.Load())), &s)
+	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, qp.room(), &s)
 	if err != nil {
-		return fmt.Errorf("mlx5: post send: %w", err)
+		qp.g.exit()
+		return qp.buildErr(postSend, res, err)
 	}
 	qp.fmCache = res.SmallFence
-	qp.track(wr.WrID, wc, res.WQEBBs)
-	return qp.ring(qp.sq.pi-uint16(res.WQEBBs), res)
+	start := qp.sq.pi
+	qp.track(wr.WrID, wc, res.WQEBBs, start)
+	err = qp.ring(start, res, 1)
+	qp.g.exit()
+	return err
 }
 
-// track records the work request of wqebbs WQEBBs at the producer
-// counter, in each of its WQEBBs (the CQE names the WQE that asked for it,
-// which for an mkey configure may be its last), and advances the counter.
-func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int) {
-	mask := len(qp.sq.wrID) - 1
+// track records the work request of wqebbs WQEBBs at the producer counter
+// in each of its WQEBBs (a CQE names the WQE that asked for it, which for
+// an mkey configure may be its last, or, on error, any of them), with the
+// counter of its last WQE, and advances the producer counter.
+func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16) {
+	mask := len(qp.sq.slots) - 1
 	next := qp.sq.pi + uint16(wqebbs)
+	rec := sqSlot{wrID: wrID, next: next, last: last, op: op}
 	for j := qp.sq.pi; j != next; j++ {
-		i := int(j) & mask
-		qp.sq.wrID[i], qp.sq.op[i], qp.sq.next[i] = wrID, op, next
+		qp.sq.slots[int(j)&mask] = rec
 	}
 	qp.sq.pi = next
+	qp.sq.sync.publish()
 }
 
-// ring rings the send doorbell for the WQE at start: a BlueFlame copy when
-// it is a single WQE of more than one segment that fits, as libmlx5 does,
-// else the control segment's first 8 bytes.
-func (qp *QP) ring(start uint16, res wqe.Result) error {
+// ring rings the send doorbell for the work request of nreq WQEs that
+// starts at start: a BlueFlame copy when it is a single WQE of more than
+// one segment that fits, as libmlx5 does, else the first 8 bytes of the
+// last WQE's control segment (the 8-byte doorbell).
+func (qp *QP) ring(start uint16, res wqe.Result, nreq int) error {
 	ring := qp.sq.ring
 	bbs := len(ring) / wqe.WQEBB
-	// The last WQE: the work request's only one, or its last SET_PSV.
-	last := start
-	if res.PSVs > 0 {
-		last = qp.sq.pi - 1
-	}
-	i := int(last) & (bbs - 1)
 	ds := int(res.DS)
-	n := (ds*16 + wqe.WQEBB - 1) / wqe.WQEBB
-	if qp.dbSQ.UseBlueFlame(1, ds) {
-		end := i + n
+	if qp.dbSQ.UseBlueFlame(nreq, ds) {
+		i := int(start) & (bbs - 1)
+		end := i + (ds*16+wqe.WQEBB-1)/wqe.WQEBB
 		if end <= bbs {
 			return qp.dbSQ.RingBF(qp.sq.pi, ring[i*wqe.WQEBB:end*wqe.WQEBB], nil)
 		}
@@ -129,26 +140,31 @@ func (qp *QP) ring(start uint16, res wqe.Result) error {
 
 // PostRecv posts one receive work request and rings the receive doorbell.
 func (qp *QP) PostRecv(wrID uint64, sgl []wqe.SGE) error {
-	if qp.dead.Load() {
-		return fmt.Errorf("mlx5: post recv: %w", ErrClosed)
-	}
+	const op = postRecv
 	n := len(qp.rq.wrID)
 	if n == 0 {
-		return fmt.Errorf("mlx5: post recv: QP %#x has no receive queue", qp.qpn)
+		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 	}
 	if len(sgl) > qp.rq.maxSGE {
-		return fmt.Errorf("mlx5: post recv: %d SGEs, the queue takes %d", len(sgl), qp.rq.maxSGE)
+		return invalid(postOpNames[op], qp.name, "%d SGEs, the queue takes %d", len(sgl), qp.rq.maxSGE)
+	}
+	if !qp.g.enter() {
+		return qp.errs.closed[op]
 	}
 	if int(qp.rq.pi-uint16(qp.rq.tail.Load())) >= n {
-		return ErrQueueFull
+		qp.g.exit()
+		return qp.errs.full[op]
 	}
 	i := int(qp.rq.pi) & (n - 1)
 	if err := wqe.PutRecv(qp.rq.ring[i*qp.rq.stride:(i+1)*qp.rq.stride], sgl); err != nil {
-		return fmt.Errorf("mlx5: post recv: %w", err)
+		qp.g.exit()
+		return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: err.Error(), errs: []error{ErrInvalid, unix.EINVAL, err}}}
 	}
 	qp.rq.wrID[i] = wrID
 	qp.rq.pi++
+	qp.rq.sync.publish()
 	qp.dbRQ.Ring(qp.rq.pi)
+	qp.g.exit()
 	return nil
 }
 
@@ -176,37 +192,61 @@ type MkeyConfigureWR struct {
 	ResetSig bool
 }
 
-// PostMkeyConfigure posts an mkey configure work request (a UMR WQE, and a
-// SET_PSV WQE per signature domain) and rings the doorbell. Its completion
-// has opcode WCUMR.
+// PostMkeyConfigure posts an mkey configure work request and rings the
+// doorbell: a UMR WQE, then a SET_PSV WQE per signature domain when it
+// sets a signature block, or when the device reported a signature error
+// on the mkey since its last configure (the UMR then also updates the
+// mkey's signature error counter, as libmlx5 does). The work request
+// completes once, with opcode WCUMR, whatever happened to each of its
+// WQEs: the first error, or success. The QP must have been created with
+// MkeyConfigure, for mkeys of up to as many layout entries.
 func (qp *QP) PostMkeyConfigure(wr *MkeyConfigureWR) error {
-	m := wr.Mkey
-	if m == nil || m.c != qp.c {
-		return fmt.Errorf("mlx5: post mkey configure: no mkey, or an mkey of another context")
+	const op = postMkeyConfigure
+	if wr == nil {
+		return invalid(postOpNames[op], qp.name, "nil work request")
 	}
-	if err := qp.room(qp.sq.maxWR); err != nil {
-		return err
+	m := wr.Mkey
+	switch {
+	case m == nil || m.c != qp.c:
+		return invalid(postOpNames[op], qp.name, "no mkey, or an mkey of another context")
+	case !qp.mkeyConf:
+		return invalid(postOpNames[op], qp.name, "the QP was created without MkeyConfigure")
+	case m.dead.Load():
+		return opErr(postOpNames[op], qp.name, fmt.Errorf("%s: %w", m.name, ErrClosed))
+	}
+	if !qp.g.enter() {
+		return qp.errs.closed[op]
 	}
 	mem, wire := m.PSVs()
+	errs := m.sigErrs.Load()
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wr.Flags | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: wr.Access, List: wr.List, Interleaved: wr.Interleaved, RepeatCount: wr.RepeatCount,
 		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
-		ResetSig: wr.ResetSig, UpdateSigErr: m.updateSigErr, SigErrs: m.sigErrs.Load()}
-	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, len(qp.sq.wrID)-int(qp.sq.pi-uint16(qp.sq.tail.Load())), &c)
+		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
+	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, qp.room(), &c)
 	if err != nil {
-		return fmt.Errorf("mlx5: post mkey configure: %w", err)
+		qp.g.exit()
+		return qp.buildErr(op, res, err)
 	}
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
 		m.shape.Store(uint32(shapeOf(wr.Sig)))
+		m.sigPSV = wqe.PSVsOf(wr.Sig)
 	case wr.ResetSig:
 		m.bsf = wqe.BSFReset
 		m.shape.Store(0)
+		m.sigPSV = wqe.BlockPSVs{}
 	}
-	m.updateSigErr = false
+	m.sentErrs = errs
 	qp.fmCache = res.SmallFence
 	start := qp.sq.pi
-	qp.track(wr.WrID, WCUMR, res.WQEBBs)
-	return qp.ring(start, res)
+	last := start
+	if res.PSVs > 0 {
+		last = start + uint16(res.WQEBBs) - 1
+	}
+	qp.track(wr.WrID, WCUMR, res.WQEBBs, last)
+	err = qp.ring(start, res, 1+res.PSVs)
+	qp.g.exit()
+	return err
 }

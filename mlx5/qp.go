@@ -34,37 +34,59 @@ type QPOptions struct {
 // QP is a reliable-connected queue pair created through DEVX, its work
 // queue and doorbell record in memory mlx5go owns. One goroutine at a
 // time may post on it (the Post methods take no lock); another may poll
-// its CQs.
+// its CQs, and any may Close it: posts in flight finish first, later ones
+// return ErrClosed.
 type QP struct {
 	c      *Context
 	pd     *PD
 	obj    *DevxObj
 	qpn    uint32
+	name   string
 	sendCQ *CQ
 	recvCQ *CQ
 
+	g       guard // posts inside; Close
 	sq      sendQueue
 	rq      recvQueue
 	dbSQ    *doorbell.SQ
 	dbRQ    *doorbell.RQ
-	fmCache bool        // the last WQE asked the next one for a small fence
-	dead    atomic.Bool // closed: the queues are unmapped
+	fmCache bool // the last WQE asked the next one for a small fence
+	// maxWQE is the WQEBBs of the largest work request the QP was
+	// created for; mkeyConf whether that includes mkey configures.
+	maxWQE   int
+	mkeyConf bool
+	errs     postErrors
 
 	mu     sync.Mutex
 	res    resources
 	closed bool
 }
 
+// sqSlot is the send queue's record of the work request that uses a
+// WQEBB; every WQEBB of a work request holds the same record.
+type sqSlot struct {
+	wrID uint64
+	next uint16 // producer counter after the work request
+	last uint16 // counter of its last WQE
+	op   WCOpcode
+}
+
 // sendQueue is the send side's ring and per-WQEBB bookkeeping.
 type sendQueue struct {
 	ring   wqe.Ring
-	pi     uint16 // producer counter, in WQEBBs
-	tail   atomic.Uint32
-	wrID   []uint64
-	op     []WCOpcode
-	next   []uint16 // producer counter after the WQE that starts here
-	maxWR  int      // WQEBBs a work request may take
-	maxSGE int      // SGEs a send work request may have
+	pi     uint16 // producer counter, in WQEBBs (the poster's)
+	slots  []sqSlot
+	maxSGE int
+	sync   handoff
+
+	_ [64]byte // the poller's fields on their own cache line
+	// tail is the consumer counter: the WQEBBs before it are free. The
+	// poller advances it past a work request when the CQE of its last WQE
+	// arrives (all of its WQEs are then done with).
+	tail atomic.Uint32
+	// reported is the next of the last work request a completion was
+	// reported for: CQEs of its other WQEs complete nothing more.
+	reported uint16
 }
 
 type recvQueue struct {
@@ -72,8 +94,34 @@ type recvQueue struct {
 	stride int
 	maxSGE int
 	pi     uint16
-	tail   atomic.Uint32
 	wrID   []uint64
+	sync   handoff
+	_      [64]byte
+	tail   atomic.Uint32
+}
+
+// postErrors are a QP's errors for a full queue and a closed QP, made at
+// creation so that the hot path returns them without allocating.
+type postErrors struct {
+	full, closed [numPostOps]error
+}
+
+type postOp int
+
+const (
+	postSend postOp = iota
+	postRecv
+	postMkeyConfigure
+	numPostOps
+)
+
+var postOpNames = [numPostOps]string{"post send", "post recv", "post mkey configure"}
+
+func (qp *QP) initErrors() {
+	for i, op := range postOpNames {
+		qp.errs.full[i] = opErr(op, qp.name, ErrQueueFull)
+		qp.errs.closed[i] = opErr(op, qp.name, ErrClosed)
+	}
 }
 
 // QPN is the QP's number.
@@ -110,32 +158,54 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	}
 	switch {
 	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
-		return nil, fmt.Errorf("mlx5: %s: PD, SendCQ and RecvCQ are required", op)
+		return nil, invalid(op, "", "PD, SendCQ and RecvCQ are required")
 	case o.PD.c != c || o.SendCQ.c != c || o.RecvCQ.c != c:
-		return nil, fmt.Errorf("mlx5: %s: PD or CQ of another context", op)
+		return nil, invalid(op, "", "PD or CQ of another context")
 	case o.MaxSendWR <= 0 || o.MaxSendWR > 1<<15:
-		return nil, fmt.Errorf("mlx5: %s: MaxSendWR %d (1 to 32768)", op, o.MaxSendWR)
+		return nil, invalid(op, "", "MaxSendWR %d (1 to 32768)", o.MaxSendWR)
 	case o.MaxSendSGE < 0 || o.MaxSendSGE > 30 || o.MaxRecvSGE < 0 || o.MaxRecvSGE > 30:
-		return nil, fmt.Errorf("mlx5: %s: at most 30 SGEs per work request", op)
+		return nil, invalid(op, "", "at most 30 SGEs per work request")
 	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
-		return nil, fmt.Errorf("mlx5: %s: MaxRecvWR %d (0 to 32768)", op, o.MaxRecvWR)
+		return nil, invalid(op, "", "MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
 	case o.MaxMkeyEntries < 0 || o.MaxMkeyEntries > 1<<10:
-		return nil, fmt.Errorf("mlx5: %s: MaxMkeyEntries %d (0 to 1024)", op, o.MaxMkeyEntries)
+		return nil, invalid(op, "", "MaxMkeyEntries %d (0 to 1024)", o.MaxMkeyEntries)
 	}
 	perWR := o.sendWQEBBs()
 	sqBBs := roundPow2(o.MaxSendWR * perWR)
 	if sqBBs > 1<<15 {
-		return nil, fmt.Errorf("mlx5: %s: %d send WRs of %d WQEBBs exceed the 32768-WQEBB send queue", op, o.MaxSendWR, perWR)
+		return nil, invalid(op, "", "%d send WRs of %d WQEBBs exceed the 32768-WQEBB send queue", o.MaxSendWR, perWR)
 	}
-	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ}
-	qp.sq.maxWR, qp.sq.maxSGE = perWR, max(o.MaxSendSGE, 1)
-	if err := qp.create(&o, sqBBs); err != nil {
+	// The CQs cannot be destroyed while the QP is being made on them.
+	if err := o.SendCQ.ref(); err != nil {
+		return nil, err
+	}
+	if err := o.RecvCQ.ref(); err != nil {
+		o.SendCQ.unref()
+		return nil, err
+	}
+	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: perWR, mkeyConf: o.MkeyConfigure}
+	qp.sq.maxSGE = max(o.MaxSendSGE, 1)
+	err := qp.create(&o, sqBBs)
+	if err == nil {
+		qp.name = qpName(qp.qpn)
+		qp.initErrors()
+		// A QP closing on these CQs with the same number (the firmware
+		// reuses numbers at once) has cleaned its CQEs out of them before
+		// this one is found there.
+		unlock := lockCQs(o.SendCQ, o.RecvCQ)
+		o.SendCQ.attachLocked(qp)
+		o.RecvCQ.attachLocked(qp)
+		unlock()
+		if err = c.adopt(qp); err != nil {
+			qp.Close()
+			return nil, opErr(op, "", err)
+		}
+	}
+	if err != nil {
 		qp.res.close()
-		return nil, fmt.Errorf("mlx5: %s: %w", op, err)
-	}
-	o.SendCQ.attach(qp)
-	if o.RecvCQ != o.SendCQ {
-		o.RecvCQ.attach(qp)
+		o.SendCQ.unref()
+		o.RecvCQ.unref()
+		return nil, opErr(op, "", err)
 	}
 	return qp, nil
 }
@@ -155,9 +225,7 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	qp.rq.ring, qp.rq.stride, qp.rq.maxSGE = wq[:rqSize*rqStride], rqStride, max(o.MaxRecvSGE, 1)
 	qp.rq.wrID = make([]uint64, rqSize)
 	qp.sq.ring = wqe.Ring(wq[rqSize*rqStride:])
-	qp.sq.wrID = make([]uint64, sqBBs)
-	qp.sq.op = make([]WCOpcode, sqBBs)
-	qp.sq.next = make([]uint16, sqBBs)
+	qp.sq.slots = make([]sqSlot, sqBBs)
 
 	in := mailbox(prm.CreateQpIn.Layout().Size, prm.MLX5_CMD_OP_CREATE_QP)
 	qpc := prm.CreateQpIn.Qpc
@@ -183,7 +251,7 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	prm.CreateQpIn.WqUmemValid.Set(in, 1)
 	prm.CreateQpIn.WqUmemId.Set(in, uint64(q.bufID))
 	out := make([]byte, prm.CreateQpOut.Layout().Size)
-	obj, err := c.CreateObj(in, out)
+	obj, err := c.createObj("devx obj create", in, out)
 	if err != nil {
 		return err
 	}
@@ -234,13 +302,16 @@ type AddressPath struct {
 // QP remoteQPN over path, with remote read, write and atomic access
 // allowed (each mkey still decides its own).
 func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
-	const op = "connect qp"
+	const op = "connect"
 	if path.Port == 0 || path.MTU < 1 || path.MTU > 5 || remoteQPN > 0xffffff {
-		return fmt.Errorf("mlx5: %s %#x: port %d, MTU %d, remote QPN %#x: want a port from 1, MTU 1 to 5, a 24-bit QPN", op, qp.qpn, path.Port, path.MTU, remoteQPN)
+		return invalid(op, qp.name, "port %d, MTU %d, remote QPN %#x: want a port from 1, MTU 1 to 5, a 24-bit QPN", path.Port, path.MTU, remoteQPN)
 	}
-	caps, err := qp.c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
+	caps, err := qp.c.generalCaps()
 	if err != nil {
-		return fmt.Errorf("mlx5: %s %#x: %w", op, qp.qpn, err)
+		return opErr(op, qp.name, err)
 	}
 	capOf := func(f prm.Field) uint64 { return f.Get(caps) }
 	ads := prm.Qpc.PrimaryAddressPath
@@ -284,7 +355,7 @@ func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("mlx5: %s %#x: %w", op, qp.qpn, err)
+		return opErr(op, qp.name, err)
 	}
 	return nil
 }
@@ -316,21 +387,42 @@ func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, 
 	return nil
 }
 
-// Close destroys the QP and frees its queues. Completions of its work
-// requests still in the CQs are dropped by Poll. Closing twice is safe.
+// Close destroys the QP and frees its queues. Posts in flight finish
+// first; later ones return ErrClosed. The QP's completions still in its
+// CQs are removed, unread (libmlx5's __mlx5_cq_clean), so that they are
+// never reported, in particular not as those of a later QP that gets the
+// same number. If the device refuses the destroy, the QP stays as it was
+// and usable. Closing twice is safe.
 func (qp *QP) Close() error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.closed {
 		return nil
 	}
+	if qp.obj == nil { // a failed create
+		qp.closed = true
+		return qp.res.close()
+	}
+	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
+	defer unlock()
+	if err := qp.obj.Close(); err != nil {
+		return opErr("destroy", qp.name, err)
+	}
+	qp.g.close()
+	qp.sendCQ.refs-- // one reference per role, as CreateQP took them
+	qp.recvCQ.refs--
+	cqs := []*CQ{qp.sendCQ, qp.recvCQ}
+	if qp.recvCQ == qp.sendCQ {
+		cqs = cqs[:1]
+	}
+	for _, cq := range cqs {
+		cq.cleanLocked(qp.qpn)
+		cq.detachLocked(qp)
+	}
 	qp.closed = true
-	qp.dead.Store(true)
-	err := qp.res.close()
-	qp.sendCQ.detach(qp)
-	qp.recvCQ.detach(qp)
-	if err != nil {
-		return fmt.Errorf("mlx5: destroy qp %#x: %w", qp.qpn, err)
+	qp.c.forget(qp)
+	if err := qp.res.close(); err != nil {
+		return opErr("destroy", qp.name, err)
 	}
 	return nil
 }
@@ -396,4 +488,49 @@ func ipv4Mapped(g uverbs.GID) bool {
 		}
 	}
 	return g[10] == 0xff && g[11] == 0xff
+}
+
+// complete turns a CQE of the QP into a completion; false for a CQE that
+// completes nothing more: one of a work request already reported (the
+// other WQEs of an mkey configure after its first failed, or were
+// flushed), or a receive CQE on a QP without a receive queue.
+func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
+	switch q.Opcode {
+	case wqe.CQEReq, wqe.CQEReqErr:
+		qp.sq.sync.observe()
+		// A copy: once the tail moves past it, the poster reuses the slot.
+		s := qp.sq.slots[int(q.WQECounter)&(len(qp.sq.slots)-1)]
+		if q.WQECounter == s.last {
+			qp.sq.tail.Store(uint32(s.next)) // the work request is done with its WQEBBs
+		}
+		if s.next == qp.sq.reported {
+			return false
+		}
+		qp.sq.reported = s.next
+		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn}
+		if s.op == WCRDMARead {
+			wc.ByteLen = q.ByteCount
+		}
+	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
+		n := len(qp.rq.wrID)
+		if n == 0 {
+			return false
+		}
+		qp.rq.sync.observe()
+		*wc = Completion{WrID: qp.rq.wrID[int(q.WQECounter)&(n-1)], Opcode: WCRecv, QPN: qp.qpn, ByteLen: q.ByteCount}
+		qp.rq.tail.Add(1)
+		switch q.Opcode {
+		case wqe.CQERespWRImm:
+			wc.Opcode, wc.Imm, wc.WithImm = WCRecvRDMAWithImm, q.Imm, true
+		case wqe.CQERespSendImm:
+			wc.Imm, wc.WithImm = q.Imm, true
+		}
+	default:
+		return false
+	}
+	if q.Opcode == wqe.CQEReqErr || q.Opcode == wqe.CQERespErr {
+		wc.Status, wc.VendorErr = statusOf(q.Syndrome), q.VendorSyndrome
+		wc.ByteLen, wc.Imm, wc.WithImm = 0, 0, false
+	}
+	return true
 }

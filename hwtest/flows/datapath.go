@@ -59,7 +59,11 @@ func (l *Loopback) Wait(t testing.TB, n int) []mlx5.Completion {
 	got := 0
 	deadline := time.Now().Add(10 * time.Second)
 	for got < n {
-		got += l.CQ.Poll(wc[got:])
+		k, err := l.CQ.Poll(wc[got:])
+		if err != nil {
+			t.Fatalf("poll after %d of %d completions: %v", got, n, err)
+		}
+		got += k
 		if got < n && time.Now().After(deadline) {
 			t.Fatalf("%d of %d completions after 10 s: %+v", got, n, wc[:got])
 		}
