@@ -1,6 +1,8 @@
 package mlx5
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -53,12 +55,23 @@ type mkeyCheckRecord struct {
 			Type string `json:"err_type"`
 		} `json:"second_mkey_check"`
 	} `json:"result"`
+	// Next is the configure the harness posted after the poll.
+	Next struct {
+		SQ struct {
+			WQEBBs []struct {
+				Index int    `json:"index"`
+				Hex   string `json:"hex"`
+			} `json:"wqebbs"`
+		} `json:"sq"`
+	} `json:"next_umr_after_error"`
 }
 
 // Poll and Mkey.Check, on the CQEs the oracle wrote, give what libmlx5's
 // ibv_poll_cq and mlx5dv_mkey_check gave: the SIG_ERR CQE is no
 // completion, its report decodes against the mkey's signature block, a
-// second check finds nothing.
+// second check finds nothing (or the same EINVAL). Then the mkey's next
+// configure is libmlx5's, byte for byte: after a signature error it
+// updates the counter and posts the SET_PSVs again.
 func TestOracleMkeyCheck(t *testing.T) {
 	data, err := os.ReadFile("testdata/mkey_check.jsonl")
 	if err != nil {
@@ -78,6 +91,11 @@ func TestOracleMkeyCheck(t *testing.T) {
 	}
 }
 
+// checkSGE is the layout of every mkey of the oracle's mkey_check cases
+// (its sig.c, run_check_case): 4096 bytes of the harness's only MR, at its
+// fixed address, with the first MR key the fake kernel gives out.
+var checkSGE = wqe.KLM{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x2001 << 8}
+
 func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	attr, err := r.Input.Attr.BlockAttr()
 	if err != nil {
@@ -87,16 +105,38 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Context{devx: true}
-	m := &Mkey{c: c, sigMkey: true, LKey: uint32(key), RKey: uint32(key)}
-	m.shape.Store(uint32(shapeOf(attr)))
-	c.addMkey(m)
+	next := make([][]byte, len(r.Next.SQ.WQEBBs))
+	for i, w := range r.Next.SQ.WQEBBs {
+		if next[i], err = hex.DecodeString(w.Hex); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The PSV indexes vary: the first SET_PSV of the next UMR names one;
+	// libmlx5 made the memory domain's, then the wire domain's.
+	var memPSV, wirePSV uint32
+	if len(next) > 3 && next[3][3] == wqe.OpcodeSetPSV {
+		p := binary.BigEndian.Uint32(next[3][16:]) & 0xffffff
+		memPSV, wirePSV = p, p+1
+		if attr.Mem == nil {
+			memPSV, wirePSV = p-1, p
+		}
+	}
 
+	c := &Context{devx: true}
+	m := &Mkey{c: c, sigMkey: true, LKey: uint32(key), RKey: uint32(key), maxEntries: 4, psvIndex: [2]uint32{memPSV, wirePSV},
+		sentErrs: ^uint32(0), name: mkeyName(uint32(key))}
+	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)
-	qp := &QP{c: c, qpn: 418}
-	qp.sq.slots = make([]sqSlot, 64)
-	qp.sq.slots[0] = sqSlot{wrID: 85, op: WCUMR, next: 1} // the mkey configure the harness posted
+	qp, _ := testQP(t, c, 1024) // the harness's main_rc: 1024 WQEBBs, QPN 0x1a2
+	qp.maxWQE, qp.mkeyConf = 1024, true
 	cq.attachLocked(qp)
+
+	// The harness's configure: access, the layout, the case's signature
+	// block, signaled, wr_id 85.
+	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 85, Mkey: m, Flags: wqe.SendSignaled, SetAccess: true,
+		Access: wqe.AccessLocalWrite, List: []wqe.KLM{checkSGE}, Sig: attr}); err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range r.Input.CQEs {
 		b, err := hex.DecodeString(w.Hex)
 		if err != nil {
@@ -126,6 +166,33 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 		t.Errorf("consumer index %d after poll, want %d", cq.ci, want)
 	}
 
+	checkAgainst(t, m, r)
+
+	// The next configure, as the harness posted it: the QP reset (which
+	// zeroes its producer counter, and a SEND that consumed the small
+	// fence), the ring zeroed, then a layout-only configure. After a
+	// signature error it updates the counter and posts the block's
+	// SET_PSVs again; libmlx5's bytes, every one.
+	clear(qp.sq.ring)
+	clear(qp.sq.slots)
+	qp.sq.pi, qp.sq.reported, qp.fmCache = 0, 0, false
+	qp.sq.tail.Store(0)
+	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 86, Mkey: m, List: []wqe.KLM{checkSGE}}); err != nil {
+		t.Fatalf("the next configure: %v", err)
+	}
+	if int(qp.sq.pi) != len(next) {
+		t.Errorf("the next configure took %d WQEBBs, libmlx5 %d", qp.sq.pi, len(next))
+	}
+	for i, w := range next {
+		if g := qp.sq.ring.Slot(uint16(i)); !bytes.Equal(g, w) {
+			t.Errorf("next configure, WQEBB %d\n got %x\nwant %x", i, g, w)
+		}
+	}
+}
+
+// checkAgainst compares Mkey.Check with mlx5dv_mkey_check's answers.
+func checkAgainst(t *testing.T, m *Mkey, r *mkeyCheckRecord) {
+	t.Helper()
 	me, err := m.Check()
 	if r.Result.Check.Ret != 0 {
 		if !errors.Is(err, unix.Errno(r.Result.Check.Ret)) {

@@ -564,3 +564,104 @@ func TestFirmwareErrorPrintsStatusOnce(t *testing.T) {
 		t.Errorf("status or command printed more than once: %s", s)
 	}
 }
+
+// waitState waits until the model's QP qpn is in state st.
+func waitState(t *testing.T, dev *model.Device, qpn uint32, st uint8) {
+	t.Helper()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		if s, _ := dev.QPState(qpn); s == st {
+			return
+		}
+	}
+	s, _ := dev.QPState(qpn)
+	t.Fatalf("QP %#x in state %#x, want %#x", qpn, s, st)
+}
+
+// Item 1: the CQEs of a closed QP are never reported, not even as those
+// of the next QP, which the firmware gave the same number.
+func TestCloseDropsStaleCQEs(t *testing.T) {
+	r := newRig(t, "cx7", model.Options{ReuseQPN: true}, 64)
+	a := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
+	for i := range 3 {
+		if err := a.PostSend(r.write(uint64(100+i), wqe.SendSignaled, r.mr.RKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.PostSend(r.write(103, wqe.SendSignaled, 0xbad00)); err != nil {
+		t.Fatal(err)
+	}
+	// In ERR, all four CQEs are in the CQ, unpolled.
+	waitState(t, r.dev, a.QPN(), model.StateERR)
+	qpn := a.QPN()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
+	if b.QPN() != qpn {
+		t.Fatalf("the model gave QPN %#x, not the closed QP's %#x", b.QPN(), qpn)
+	}
+	if err := b.PostSend(r.write(200, wqe.SendSignaled, r.mr.RKey)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.poll(t, 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mlx5.Completion{{WrID: 200, Status: mlx5.WCSuccess, Opcode: mlx5.WCRDMAWrite, QPN: qpn}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("completions after the QP number came back:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Item 8: an overrun is reported: the device raises the CQ error event,
+// and Poll returns ErrCQOverrun after the CQEs it did write.
+func TestCQOverrunIsReported(t *testing.T) {
+	r := newRig(t, "cx7", model.Options{}, 2)
+	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
+	for i := range 6 {
+		if err := qp.PostSend(r.write(uint64(i), wqe.SendSignaled, r.mr.RKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []mlx5.Completion
+	var err error
+	wc := make([]mlx5.Completion, 8)
+	for end := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		var n int
+		n, err = r.cq.Poll(wc)
+		got = append(got, wc[:n]...)
+	}
+	if !errors.Is(err, mlx5.ErrCQOverrun) || !strings.Contains(err.Error(), fmt.Sprintf("CQ %#x", r.cq.CQN())) {
+		t.Fatalf("6 completions due on a CQ of 2: %d completions, then %v; want ErrCQOverrun naming the CQ", len(got), err)
+	}
+	if len(got) > 2 {
+		t.Errorf("%d completions from a CQ of 2 entries", len(got))
+	}
+	for i, c := range got {
+		if c.WrID != uint64(i) || c.Status != mlx5.WCSuccess {
+			t.Errorf("completion %d: %+v", i, c)
+		}
+	}
+	if _, err := r.cq.Poll(wc); !errors.Is(err, mlx5.ErrCQOverrun) {
+		t.Errorf("the next poll: %v, want ErrCQOverrun again", err)
+	}
+}
+
+// Item 10: a device without block signature offload refuses signature
+// mkeys before any command, as libmlx5 does (EOPNOTSUPP).
+func TestCreateMkeyNeedsSignatureCaps(t *testing.T) {
+	r := newRig(t, "cx5", model.Options{}, 8)
+	before := r.dev.Objects()
+	_, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
+	if !errors.Is(err, mlx5.ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatalf("signature mkey on cx5: %v, want ErrUnsupported and EOPNOTSUPP", err)
+	}
+	if n := r.dev.Objects(); n != before {
+		t.Errorf("the refused create left %d objects", n-before)
+	}
+	m, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1})
+	if err != nil {
+		t.Fatalf("an indirect mkey without signature: %v", err)
+	}
+	m.Close()
+}

@@ -1,96 +1,18 @@
 package wqe
 
 import (
-	"bufio"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
+	"github.com/mlx5go/mlx5go/internal/oracle/umrsig"
 	"github.com/mlx5go/mlx5go/sig"
 )
 
-// Records of testdata/umr_sig.jsonl and the umr_sig records of
-// testdata/wrap.jsonl (see testdata/README.md), as far as the tests read
-// them.
-
-type vecSetter struct {
-	Op          string   `json:"op"`
-	Access      uint32   `json:"access_flags"`
-	SGE         []vecSGE `json:"sge"`
-	RepeatCount uint32   `json:"repeat_count"`
-	Data        []struct {
-		Addr  string `json:"addr"`
-		Count uint32 `json:"bytes_count"`
-		Skip  uint32 `json:"bytes_skip"`
-		Lkey  string `json:"lkey"`
-	} `json:"data"`
-	Attr *sigattr.Attr `json:"sig_block_attr"`
-}
-
-type vecSGE struct {
-	Addr   string `json:"addr"`
-	Length uint32 `json:"length"`
-	Lkey   string `json:"lkey"`
-}
-
-type vecRecord struct {
-	Case  string `json:"case"`
-	Input struct {
-		Mkey struct {
-			BlockSignature bool   `json:"block_signature"`
-			MaxEntries     int    `json:"max_entries"`
-			Fresh          bool   `json:"fresh"`
-			Lkey           string `json:"lkey"`
-		} `json:"mkey"`
-		WRFlags  uint32 `json:"wr_flags"`
-		ConfAttr struct {
-			ConfFlags uint64 `json:"conf_flags"`
-			CompMask  uint64 `json:"comp_mask"`
-		} `json:"mkey_conf_attr"`
-		Setters []vecSetter `json:"setters"`
-	} `json:"input"`
-	QP struct {
-		QPN      uint32 `json:"qpn"`
-		WQECnt   int    `json:"sq_wqe_cnt"`
-		SQStride int    `json:"sq_stride"`
-	} `json:"qp"`
-	Result struct {
-		WRComplete int `json:"wr_complete"`
-	} `json:"result"`
-	PIBefore int `json:"sq_pi_before"`
-	PIAfter  int `json:"sq_pi_after"`
-	SQ       struct {
-		WQEBBs []struct {
-			Index int    `json:"index"`
-			Hex   string `json:"hex"`
-		} `json:"wqebbs"`
-	} `json:"sq"`
-	DBRec struct {
-		Send int `json:"send_counter"`
-	} `json:"dbrec"`
-	BF struct {
-		Size   int `json:"size"`
-		Writes []struct {
-			Len int    `json:"len"`
-			Hex string `json:"hex"`
-		} `json:"writes"`
-	} `json:"bf"`
-	MkeyCreate []struct {
-		Method string `json:"method"`
-		Attrs  []struct {
-			Name   string `json:"name"`
-			Hex    string `json:"hex"`
-			OutHex string `json:"out_hex"`
-		} `json:"attrs"`
-	} `json:"mkey_create_cmds"`
-	Wrap *struct {
-		Schema string `json:"schema"`
-	} `json:"wrap"`
-}
+// The records of testdata/umr_sig.jsonl and the umr_sig records of
+// testdata/wrap.jsonl (see testdata/README.md) are read by
+// internal/oracle/umrsig.
 
 func num(t *testing.T, s string) uint64 {
 	t.Helper()
@@ -110,96 +32,46 @@ type mkeyState struct {
 	memPSV, wirePSV uint32
 }
 
-// psvIndexes returns the PSV indexes of the record's CREATE_PSV commands,
-// in creation order (psv0_index, bits 136..159 of create_psv_out).
-func psvIndexes(t *testing.T, r *vecRecord) []uint32 {
-	var out []uint32
-	for _, c := range r.MkeyCreate {
-		for _, a := range c.Attrs {
-			if a.Name != "CMD_IN" || !strings.HasPrefix(a.Hex, "0600") { // CREATE_PSV
-				continue
-			}
-			for _, o := range c.Attrs {
-				if o.Name == "CMD_OUT" {
-					b, err := hex.DecodeString(o.OutHex)
-					if err != nil || len(b) < 20 {
-						t.Fatalf("%s: bad CREATE_PSV output %q", r.Case, o.OutHex)
-					}
-					out = append(out, uint32(b[17])<<16|uint32(b[18])<<8|uint32(b[19]))
-				}
-			}
-		}
-	}
-	return out
-}
-
 // config turns a record's inputs into a MkeyConfigure; ok is false when
 // the API cannot express them.
-func config(t *testing.T, r *vecRecord, st *mkeyState) (c MkeyConfigure, ok bool) {
-	in := &r.Input
-	if in.ConfAttr.ConfFlags&^1 != 0 || in.ConfAttr.CompMask != 0 {
-		return c, false // only RESET_SIG_ATTR is a conf flag of this API
-	}
-	c = MkeyConfigure{
-		QPN:          r.QP.QPN,
-		Mkey:         uint32(num(t, in.Mkey.Lkey)),
-		Flags:        SendFlags(in.WRFlags),
-		MaxEntries:   in.Mkey.MaxEntries,
-		SigMkey:      in.Mkey.BlockSignature,
-		BSF:          st.bsf,
-		Block:        st.block,
-		ResetSig:     in.ConfAttr.ConfFlags&1 != 0,
-		UpdateSigErr: !st.used,
-		MemPSV:       st.memPSV,
-		WirePSV:      st.wirePSV,
-	}
-	for _, s := range in.Setters {
-		switch s.Op {
-		case "wr_set_mkey_access_flags":
-			c.SetAccess, c.Access = true, Access(s.Access)
-		case "wr_set_mkey_layout_list":
-			c.List = make([]KLM, 0, len(s.SGE))
-			for _, g := range s.SGE {
-				c.List = append(c.List, KLM{Addr: num(t, g.Addr), ByteCount: g.Length, Mkey: uint32(num(t, g.Lkey))})
-			}
-		case "wr_set_mkey_layout_interleaved":
-			c.RepeatCount = s.RepeatCount
-			c.Interleaved = make([]RepeatEntry, 0, len(s.Data))
-			for _, d := range s.Data {
-				c.Interleaved = append(c.Interleaved, RepeatEntry{Addr: num(t, d.Addr), ByteCount: d.Count, Skip: d.Skip, Mkey: uint32(num(t, d.Lkey))})
-			}
-		case "wr_set_mkey_sig_block":
-			a, err := s.Attr.BlockAttr()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Sig = a
-		default:
-			return c, false
-		}
-	}
-	return c, true
-}
-
-func readRecords(t *testing.T, path string, each func(r *vecRecord)) {
-	t.Helper()
-	f, err := os.Open(path)
+func config(t *testing.T, r *umrsig.Record, st *mkeyState) (c MkeyConfigure, ok bool) {
+	in, ok, err := r.Configure()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for sc.Scan() {
-		var r vecRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
+	if !ok {
+		return c, false
+	}
+	c = MkeyConfigure{
+		QPN:          r.QP.QPN,
+		Mkey:         in.Mkey,
+		Flags:        SendFlags(in.Flags),
+		MaxEntries:   r.Input.Mkey.MaxEntries,
+		SigMkey:      r.Input.Mkey.BlockSignature,
+		BSF:          st.bsf,
+		Block:        st.block,
+		ResetSig:     in.ResetSig,
+		UpdateSigErr: !st.used,
+		MemPSV:       st.memPSV,
+		WirePSV:      st.wirePSV,
+		SetAccess:    in.SetAccess,
+		Access:       Access(in.Access),
+		RepeatCount:  in.RepeatCount,
+		Sig:          in.Sig,
+	}
+	if in.List != nil {
+		c.List = make([]KLM, 0, len(in.List))
+		for _, k := range in.List {
+			c.List = append(c.List, KLM{Addr: k.Addr, ByteCount: k.ByteCount, Mkey: k.Key})
 		}
-		each(&r)
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	if in.Interleaved != nil {
+		c.Interleaved = make([]RepeatEntry, 0, len(in.Interleaved))
+		for _, e := range in.Interleaved {
+			c.Interleaved = append(c.Interleaved, RepeatEntry{Addr: e.Addr, ByteCount: e.ByteCount, Skip: e.Skip, Mkey: e.Key})
+		}
 	}
+	return c, true
 }
 
 // oracleErrors maps libmlx5's errno at ibv_wr_complete to the error the
@@ -217,10 +89,7 @@ type oracleCounts struct{ records, exact, errs, skipped int }
 func checkOracle(t *testing.T, path string) oracleCounts {
 	var n oracleCounts
 	mkeys := map[uint32]*mkeyState{}
-	readRecords(t, path, func(r *vecRecord) {
-		if r.Wrap != nil && r.Wrap.Schema != "umr_sig" {
-			return
-		}
+	umrsig.Read(t, path, func(r *umrsig.Record) {
 		n.records++
 		lkey := uint32(num(t, r.Input.Mkey.Lkey))
 		st := mkeys[lkey]
@@ -228,7 +97,11 @@ func checkOracle(t *testing.T, path string) oracleCounts {
 			st = &mkeyState{}
 			mkeys[lkey] = st
 		}
-		if psv := psvIndexes(t, r); len(psv) == 2 {
+		psv, err := r.PSVIndexes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(psv) == 2 {
 			st.memPSV, st.wirePSV = psv[0], psv[1]
 		}
 		c, ok := config(t, r, st)
