@@ -197,7 +197,13 @@ func (c *Context) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	if err := c.dev.Close(); err != nil {
+	err := c.dev.Close()
+	// What the device refused to destroy, the closed context released:
+	// their Close now only unmaps their memory.
+	for _, x := range kids {
+		x.Close()
+	}
+	if err != nil {
 		return opErr("close context", "", err)
 	}
 	return nil

@@ -85,7 +85,11 @@ func (e *events) read(ctx context.Context, ch seam.EventChannel) {
 	buf := make([]byte, seam.EventHeaderSize+seam.EQESize)
 	for {
 		n, err := ch.Next(ctx, buf)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EOVERFLOW) && ctx.Err() == nil:
+			continue // the kernel dropped events it had no room for; read on
+		default:
 			return // the context is closing, or the channel failed
 		}
 		if n < len(buf) {

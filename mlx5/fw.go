@@ -16,7 +16,7 @@ import (
 // not known (asynchronous completions).
 func checkOutput(op string, in, out []byte, err error) error {
 	if err != nil && !errors.Is(err, unix.EREMOTEIO) {
-		return opErr(op, "", err) // the kernel's, naming the call
+		return err // the kernel's, naming the call
 	}
 	if in == nil {
 		in = make([]byte, 8)
@@ -27,8 +27,5 @@ func checkOutput(op string, in, out []byte, err error) error {
 		}
 		return opErr(op, "", ferr)
 	}
-	if err != nil {
-		return opErr(op, "", err)
-	}
-	return nil
+	return err
 }

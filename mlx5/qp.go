@@ -399,10 +399,6 @@ func (qp *QP) Close() error {
 	if qp.closed {
 		return nil
 	}
-	if qp.obj == nil { // a failed create
-		qp.closed = true
-		return qp.res.close()
-	}
 	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
 	defer unlock()
 	if err := qp.obj.Close(); err != nil {

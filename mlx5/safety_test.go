@@ -665,3 +665,33 @@ func TestCreateMkeyNeedsSignatureCaps(t *testing.T) {
 	}
 	m.Close()
 }
+
+// Context.Close unmaps even what the device refused to destroy: a CQ a
+// QP made behind the driver's back (the model's Exec) still uses.
+func TestContextCloseUnmapsWhatTheDeviceRefused(t *testing.T) {
+	before := mlx5.LiveBuffers()
+	r := newRig(t, "cx7", model.Options{}, 64)
+	in := mailbox(prm.CreateQpIn.Layout(), prm.MLX5_CMD_OP_CREATE_QP)
+	qpc := prm.CreateQpIn.Qpc
+	prm.Qpc.Pd.At(qpc).Set(in, uint64(r.pd.PDN()))
+	prm.Qpc.CqnSnd.At(qpc).Set(in, uint64(r.cq.CQN()))
+	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(r.cq.CQN()))
+	prm.Qpc.RqType.At(qpc).Set(in, 3)
+	prm.Qpc.NoSq.At(qpc).Set(in, 0)
+	if st := r.dev.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
+		t.Fatalf("CREATE_QP through Exec: %v", st)
+	}
+	if err := r.cq.Close(); err == nil {
+		t.Fatal("the device destroyed a CQ a QP uses")
+	}
+	r.buf.Close()
+	if err := r.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mlx5.LiveBuffers(); got != before {
+		t.Errorf("%d buffer mappings left after Context.Close, want %d", got, before)
+	}
+	if _, err := r.cq.Poll(make([]mlx5.Completion, 1)); !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("poll: %v, want ErrClosed", err)
+	}
+}
