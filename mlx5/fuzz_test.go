@@ -47,7 +47,7 @@ func FuzzPoll(f *testing.F) {
 		for i := 0; i+64 <= len(data) && i/64 < 16; i += 64 {
 			b := cq.ring[i : i+64]
 			copy(b, data[i:i+64])
-			b[63] = b[63]&^1 | 0 // first pass: owner bit 0
+			b[63] &^= 1 // the first pass: owner bit 0
 		}
 		wc := make([]Completion, int(room)%17)
 		for range 3 {
