@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,7 @@ type Options struct {
 // Caps are what the kernel said about the context (struct
 // mlx5_ib_alloc_ucontext_resp).
 type Caps struct {
-	Mlx5IbAllocUcontextResp
+	mlx5abi.Mlx5IbAllocUcontextResp
 	// SQD2RTS reports MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS: the kernel
 	// moves a QP from SQD back to RTS (signature pipelining needs it).
 	SQD2RTS bool
@@ -98,7 +99,7 @@ func Open(name string, opt *Options) (*Context, error) {
 	devx := !opt.NoDEVX
 	uctx, resp, err := openUcontext(name, &req)
 	if devx && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)) {
-		req.Flags &^= MLX5_IB_ALLOC_UCTX_DEVX
+		req.Flags &^= mlx5abi.MLX5_IB_ALLOC_UCTX_DEVX
 		devx = false
 		uctx, resp, err = openUcontext(name, &req)
 	}
@@ -106,15 +107,15 @@ func Open(name string, opt *Options) (*Context, error) {
 		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
 	}
 	c := &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: devx}
-	c.Caps = Caps{Mlx5IbAllocUcontextResp: resp, SQD2RTS: resp.CompMask&MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0}
+	c.Caps = Caps{Mlx5IbAllocUcontextResp: resp, SQD2RTS: resp.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0}
 	return c, nil
 }
 
 // ucontextRequest is the GET_CONTEXT driver data Open sends, as libmlx5
 // fills it for mlx5dv_open_device.
-func ucontextRequest(opt *Options) (Mlx5IbAllocUcontextReqV2, error) {
-	req := Mlx5IbAllocUcontextReqV2{TotalNumBfregs: opt.TotalBFRegs, NumLowLatencyBfregs: opt.LowLatencyBFRegs,
-		MaxCqeVersion: 1, LibCaps: MLX5_LIB_CAP_4K_UAR | MLX5_LIB_CAP_DYN_UAR}
+func ucontextRequest(opt *Options) (mlx5abi.Mlx5IbAllocUcontextReqV2, error) {
+	req := mlx5abi.Mlx5IbAllocUcontextReqV2{TotalNumBfregs: opt.TotalBFRegs, NumLowLatencyBfregs: opt.LowLatencyBFRegs,
+		MaxCqeVersion: 1, LibCaps: mlx5abi.MLX5_LIB_CAP_4K_UAR | mlx5abi.MLX5_LIB_CAP_DYN_UAR}
 	if req.TotalNumBfregs == 0 {
 		req.TotalNumBfregs = 16
 	}
@@ -125,7 +126,7 @@ func ucontextRequest(opt *Options) (Mlx5IbAllocUcontextReqV2, error) {
 		return req, fmt.Errorf("%d low-latency BlueFlame registers of %d total", req.NumLowLatencyBfregs, req.TotalNumBfregs)
 	}
 	if !opt.NoDEVX {
-		req.Flags = MLX5_IB_ALLOC_UCTX_DEVX
+		req.Flags = mlx5abi.MLX5_IB_ALLOC_UCTX_DEVX
 	}
 	return req, nil
 }
@@ -133,8 +134,8 @@ func ucontextRequest(opt *Options) (Mlx5IbAllocUcontextReqV2, error) {
 // openUcontext runs GET_CONTEXT with the request, shortening it as
 // libmlx5 does for kernels that reject fields they do not know: the whole
 // struct, then without lib_caps, then without max_cqe_version onwards.
-func openUcontext(name string, req *Mlx5IbAllocUcontextReqV2) (*uverbs.Context, Mlx5IbAllocUcontextResp, error) {
-	var resp Mlx5IbAllocUcontextResp
+func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.Context, mlx5abi.Mlx5IbAllocUcontextResp, error) {
+	var resp mlx5abi.Mlx5IbAllocUcontextResp
 	full := unsafe.Slice((*byte)(unsafe.Pointer(req)), unsafe.Sizeof(*req))
 	out := unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp))
 	var err error

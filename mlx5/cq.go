@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -107,7 +108,7 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 
 func (cq *CQ) create(opt CQOptions) error {
 	c := cq.c
-	q, err := c.queueMemory(&cq.res, cqeSize<<cq.logSize, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+	q, err := c.queueMemory(&cq.res, cqeSize<<cq.logSize, UARNonCached)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ type queueMemory struct {
 // queueMemory makes it, adding each piece to res. The pieces belong to
 // the object, not to the context: only the object's Close (or the
 // context's, through the object) releases them.
-func (c *Context) queueMemory(res *resources, size int, uarType uint32) (queueMemory, error) {
+func (c *Context) queueMemory(res *resources, size int, uarType UARType) (queueMemory, error) {
 	var q queueMemory
 	buf, err := allocBuffer(size)
 	if err != nil {
@@ -340,9 +341,9 @@ func cqeQPN(b []byte) uint32 {
 func (cq *CQ) failed(syndrome uint8) {
 	var err error
 	switch syndrome {
-	case MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN:
+	case mlx5abi.MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN:
 		err = ErrCQOverrun
-	case MLX5_CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION_ERROR:
+	case mlx5abi.MLX5_CQ_ERROR_SYNDROME_CQ_ACCESS_VIOLATION_ERROR:
 		err = fmt.Errorf("the device reported a CQ access violation (CQ error syndrome %#x); the CQ takes no more completions", syndrome)
 	default:
 		err = fmt.Errorf("the device reported a CQ error, syndrome %#x; the CQ takes no more completions", syndrome)

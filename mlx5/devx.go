@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"runtime"
 	"sync"
 	"weak"
@@ -352,10 +353,22 @@ type UAR struct {
 	closed  bool
 }
 
-// AllocUAR allocates and maps a UAR page (typ MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
-// or _NC). Close releases it; so does a cleanup once the UAR is
-// unreachable, as a safety net.
-func (c *Context) AllocUAR(typ uint32) (*UAR, error) {
+// UARType is the kind of UAR page AllocUAR maps.
+type UARType uint32
+
+// UAR types (enum mlx5_ib_uapi_uar_alloc_type).
+const (
+	// UARBlueFlame is a write-combining page with BlueFlame registers,
+	// for send queue doorbells.
+	UARBlueFlame UARType = mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
+	// UARNonCached is a non-cached page, for CQ doorbells.
+	UARNonCached UARType = mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC
+)
+
+// AllocUAR allocates and maps a UAR page (mlx5dv_devx_alloc_uar). Close
+// releases it; so does a cleanup once the UAR is unreachable, as a safety
+// net.
+func (c *Context) AllocUAR(typ UARType) (*UAR, error) {
 	u, err := c.allocUAR(typ)
 	if err != nil {
 		return nil, err
@@ -382,15 +395,15 @@ func (w weakUAR) Close() error {
 }
 
 // allocUAR is AllocUAR for a page another object owns.
-func (c *Context) allocUAR(typ uint32) (*UAR, error) {
+func (c *Context) allocUAR(typ UARType) (*UAR, error) {
 	const op = "uar alloc"
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
-	if typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF && typ != MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC {
-		return nil, invalid(op, "", "type %d is neither BF (0) nor NC (1)", typ)
+	if typ != UARBlueFlame && typ != UARNonCached {
+		return nil, invalid(op, "", "type %d is neither BlueFlame (0) nor non-cached (1)", typ)
 	}
-	u, err := c.dev.UARAlloc(typ)
+	u, err := c.dev.UARAlloc(uint32(typ))
 	if err != nil {
 		return nil, opErr(op, "", err)
 	}

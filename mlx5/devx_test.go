@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"testing"
 	"unsafe"
 
@@ -162,7 +163,7 @@ func TestOracleUARAlloc(t *testing.T) {
 		binary.LittleEndian.PutUint32(call.Data[3], 4096)
 		binary.LittleEndian.PutUint32(call.Data[4], 0x82)
 	}
-	u, err := r.dev.UARAlloc(MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
+	u, err := r.dev.UARAlloc(mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +186,8 @@ func TestOracleUcontextRequest(t *testing.T) {
 	if got != want.Attrs[2].Hex {
 		t.Errorf("struct mlx5_ib_alloc_ucontext_req_v2\n %s\nlibmlx5\n %s", got, want.Attrs[2].Hex)
 	}
-	if want.Attrs[3].Len != uint16(unsafe.Sizeof(Mlx5IbAllocUcontextResp{})) {
-		t.Errorf("response of %d bytes, libmlx5 reads %d", unsafe.Sizeof(Mlx5IbAllocUcontextResp{}), want.Attrs[3].Len)
+	if want.Attrs[3].Len != uint16(unsafe.Sizeof(mlx5abi.Mlx5IbAllocUcontextResp{})) {
+		t.Errorf("response of %d bytes, libmlx5 reads %d", unsafe.Sizeof(mlx5abi.Mlx5IbAllocUcontextResp{}), want.Attrs[3].Len)
 	}
 }
 
@@ -285,11 +286,11 @@ func TestCreateCQRespSize(t *testing.T) {
 	c := oracle.Load(t, "testdata/create_cmds.jsonl", "create_cq")
 	want := c.Find(t, "CQ", "CQ_CREATE")
 	for _, a := range want.Attrs {
-		if a.Name == "UHW_OUT" && a.Len != uint16(unsafe.Sizeof(Mlx5IbCreateCqResp{})) {
-			t.Errorf("struct mlx5_ib_create_cq_resp: %d bytes, libmlx5 %d", unsafe.Sizeof(Mlx5IbCreateCqResp{}), a.Len)
+		if a.Name == "UHW_OUT" && a.Len != uint16(unsafe.Sizeof(mlx5abi.Mlx5IbCreateCqResp{})) {
+			t.Errorf("struct mlx5_ib_create_cq_resp: %d bytes, libmlx5 %d", unsafe.Sizeof(mlx5abi.Mlx5IbCreateCqResp{}), a.Len)
 		}
-		if a.Name == "UHW_IN" && a.Len != uint16(unsafe.Sizeof(Mlx5IbCreateCq{})) {
-			t.Errorf("struct mlx5_ib_create_cq: %d bytes, libmlx5 %d", unsafe.Sizeof(Mlx5IbCreateCq{}), a.Len)
+		if a.Name == "UHW_IN" && a.Len != uint16(unsafe.Sizeof(mlx5abi.Mlx5IbCreateCq{})) {
+			t.Errorf("struct mlx5_ib_create_cq: %d bytes, libmlx5 %d", unsafe.Sizeof(mlx5abi.Mlx5IbCreateCq{}), a.Len)
 		}
 	}
 }

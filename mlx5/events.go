@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"sync"
 	"unsafe"
 
@@ -52,7 +53,7 @@ func (c *Context) subscribeCQ(cq *CQ) error {
 	if e.ch == nil {
 		return nil
 	}
-	if err := c.dev.Subscribe(e.ch, cq.obj.handle, []uint16{MLX5_EVENT_TYPE_CQ_ERROR}, uint64(cq.cqn)); err != nil {
+	if err := c.dev.Subscribe(e.ch, cq.obj.handle, []uint16{mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR}, uint64(cq.cqn)); err != nil {
 		return fmt.Errorf("subscribe to CQ errors: %w", err)
 	}
 	e.cqs[cq.cqn] = cq
@@ -95,10 +96,10 @@ func (e *events) read(ctx context.Context, ch seam.EventChannel) {
 		if n < len(buf) {
 			continue
 		}
-		eqe := (*Mlx5Eqe)(unsafe.Pointer(&buf[seam.EventHeaderSize]))
+		eqe := (*mlx5abi.Mlx5Eqe)(unsafe.Pointer(&buf[seam.EventHeaderSize]))
 		switch eqe.Type {
-		case MLX5_EVENT_TYPE_CQ_ERROR:
-			d := (*Mlx5EqeCqErr)(unsafe.Pointer(&eqe.Data))
+		case mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR:
+			d := (*mlx5abi.Mlx5EqeCqErr)(unsafe.Pointer(&eqe.Data))
 			cqn := binary.BigEndian.Uint32(d.Cqn[:]) & 0xffffff
 			e.mu.Lock()
 			cq := e.cqs[cqn]

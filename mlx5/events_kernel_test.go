@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"os"
 	"strconv"
 	"testing"
@@ -85,7 +86,7 @@ func seqpacket(t *testing.T) (int, int) {
 func newTestChannel(t *testing.T, r *recorded, fd int) seam.EventChannel {
 	t.Helper()
 	r.fill = func(c *uverbs.Call) {
-		if c.Hdr.ObjectID == MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD {
+		if c.Hdr.ObjectID == mlx5abi.MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD {
 			c.Attrs[0].Data = uint64(fd)
 		}
 	}
@@ -193,8 +194,8 @@ func TestSubscribeRejectsBadInput(t *testing.T) {
 	closed.Close()
 	for name, f := range map[string]func() error{
 		"no types":       func() error { return r.dev.Subscribe(ch, 779, nil, 1) },
-		"no channel":     func() error { return r.dev.Subscribe(nil, 779, []uint16{MLX5_EVENT_TYPE_CQ_ERROR}, 1) },
-		"closed channel": func() error { return r.dev.Subscribe(closed, 779, []uint16{MLX5_EVENT_TYPE_CQ_ERROR}, 1) },
+		"no channel":     func() error { return r.dev.Subscribe(nil, 779, []uint16{mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR}, 1) },
+		"closed channel": func() error { return r.dev.Subscribe(closed, 779, []uint16{mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR}, 1) },
 		"too many types": func() error { return r.dev.Subscribe(ch, 779, make([]uint16, 1<<15), 1) },
 	} {
 		r.last = nil
@@ -221,12 +222,12 @@ func TestSubscribeRejectsBadInput(t *testing.T) {
 func cqErrorEvent(cookie uint64, cqn uint32, syndrome uint8) []byte {
 	b := make([]byte, eventSize)
 	binary.NativeEndian.PutUint64(b, cookie)
-	eqe := b[unsafe.Sizeof(Mlx5IbUapiDevxAsyncEventHdr{}):]
-	eqe[unsafe.Offsetof(Mlx5Eqe{}.Type)] = MLX5_EVENT_TYPE_CQ_ERROR
-	data := eqe[unsafe.Offsetof(Mlx5Eqe{}.Data):]
-	binary.BigEndian.PutUint32(data[unsafe.Offsetof(Mlx5EqeCqErr{}.Cqn):], cqn)
-	data[unsafe.Offsetof(Mlx5EqeCqErr{}.Syndrome)] = syndrome
-	eqe[unsafe.Offsetof(Mlx5Eqe{}.Owner)] = 1
+	eqe := b[unsafe.Sizeof(mlx5abi.Mlx5IbUapiDevxAsyncEventHdr{}):]
+	eqe[unsafe.Offsetof(mlx5abi.Mlx5Eqe{}.Type)] = mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR
+	data := eqe[unsafe.Offsetof(mlx5abi.Mlx5Eqe{}.Data):]
+	binary.BigEndian.PutUint32(data[unsafe.Offsetof(mlx5abi.Mlx5EqeCqErr{}.Cqn):], cqn)
+	data[unsafe.Offsetof(mlx5abi.Mlx5EqeCqErr{}.Syndrome)] = syndrome
+	eqe[unsafe.Offsetof(mlx5abi.Mlx5Eqe{}.Owner)] = 1
 	return b
 }
 
@@ -235,7 +236,7 @@ func TestEventChannelNext(t *testing.T) {
 	fd, peer := seqpacket(t)
 	ch := newTestChannel(t, r, fd)
 
-	ev := cqErrorEvent(0x0123456789abcdef, 0x000412, MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN)
+	ev := cqErrorEvent(0x0123456789abcdef, 0x000412, mlx5abi.MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN)
 	if _, err := unix.Write(peer, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +249,10 @@ func TestEventChannelNext(t *testing.T) {
 		t.Errorf("cookie %#x", c)
 	}
 	eqe := buf[seam.EventHeaderSize:n]
-	data := eqe[unsafe.Offsetof(Mlx5Eqe{}.Data):]
-	if eqe[unsafe.Offsetof(Mlx5Eqe{}.Type)] != MLX5_EVENT_TYPE_CQ_ERROR ||
+	data := eqe[unsafe.Offsetof(mlx5abi.Mlx5Eqe{}.Data):]
+	if eqe[unsafe.Offsetof(mlx5abi.Mlx5Eqe{}.Type)] != mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR ||
 		binary.BigEndian.Uint32(data)&0xffffff != 0x412 ||
-		data[unsafe.Offsetof(Mlx5EqeCqErr{}.Syndrome)] != MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN {
+		data[unsafe.Offsetof(mlx5abi.Mlx5EqeCqErr{}.Syndrome)] != mlx5abi.MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN {
 		t.Errorf("EQE %x", eqe)
 	}
 	if string(buf[:n]) != string(ev) {

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"context"
 	"fmt"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"io"
 	"sync"
 	"unsafe"
@@ -27,17 +28,17 @@ var _ seam.Device = (*kernelDevice)(nil)
 
 func (k *kernelDevice) GeneralCmd(in, out []byte) error {
 	var a uverbs.Attrs
-	a.In(MLX5_IB_ATTR_DEVX_OTHER_CMD_IN, in)
-	a.Out(MLX5_IB_ATTR_DEVX_OTHER_CMD_OUT, out)
-	return k.ctx.Invoke("devx general cmd", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_OTHER, &a)
+	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_OTHER_CMD_IN, in)
+	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_OTHER_CMD_OUT, out)
+	return k.ctx.Invoke("devx general cmd", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_OTHER, &a)
 }
 
 func (k *kernelDevice) ObjCreate(in, out []byte) (seam.Handle, error) {
 	var a uverbs.Attrs
-	h := a.NewIDR(MLX5_IB_ATTR_DEVX_OBJ_CREATE_HANDLE)
-	a.In(MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_IN, in)
-	a.Out(MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_OUT, out)
-	if err := k.ctx.Invoke("devx obj create", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_CREATE, &a); err != nil {
+	h := a.NewIDR(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_CREATE_HANDLE)
+	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_IN, in)
+	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_CREATE_CMD_OUT, out)
+	if err := k.ctx.Invoke("devx obj create", mlx5abi.MLX5_IB_OBJECT_DEVX_OBJ, mlx5abi.MLX5_IB_METHOD_DEVX_OBJ_CREATE, &a); err != nil {
 		return 0, err
 	}
 	return seam.Handle(a.Handle(h)), nil
@@ -48,39 +49,39 @@ func (k *kernelDevice) objCall(op string, method, hAttr, inAttr, outAttr uint16,
 	a.IDR(hAttr, uint32(h))
 	a.In(inAttr, in)
 	a.Out(outAttr, out)
-	return k.ctx.Invoke(op, MLX5_IB_OBJECT_DEVX_OBJ, method, &a)
+	return k.ctx.Invoke(op, mlx5abi.MLX5_IB_OBJECT_DEVX_OBJ, method, &a)
 }
 
 func (k *kernelDevice) ObjQuery(h seam.Handle, in, out []byte) error {
-	return k.objCall("devx obj query", MLX5_IB_METHOD_DEVX_OBJ_QUERY, MLX5_IB_ATTR_DEVX_OBJ_QUERY_HANDLE,
-		MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_IN, MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_OUT, h, in, out)
+	return k.objCall("devx obj query", mlx5abi.MLX5_IB_METHOD_DEVX_OBJ_QUERY, mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_HANDLE,
+		mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_IN, mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_CMD_OUT, h, in, out)
 }
 
 func (k *kernelDevice) ObjModify(h seam.Handle, in, out []byte) error {
-	return k.objCall("devx obj modify", MLX5_IB_METHOD_DEVX_OBJ_MODIFY, MLX5_IB_ATTR_DEVX_OBJ_MODIFY_HANDLE,
-		MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_IN, MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_OUT, h, in, out)
+	return k.objCall("devx obj modify", mlx5abi.MLX5_IB_METHOD_DEVX_OBJ_MODIFY, mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_MODIFY_HANDLE,
+		mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_IN, mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_MODIFY_CMD_OUT, h, in, out)
 }
 
 func (k *kernelDevice) ObjDestroy(h seam.Handle) error {
 	var a uverbs.Attrs
-	a.IDR(MLX5_IB_ATTR_DEVX_OBJ_DESTROY_HANDLE, uint32(h))
-	return k.ctx.Invoke("devx obj destroy", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_DESTROY, &a)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_DESTROY_HANDLE, uint32(h))
+	return k.ctx.Invoke("devx obj destroy", mlx5abi.MLX5_IB_OBJECT_DEVX_OBJ, mlx5abi.MLX5_IB_METHOD_DEVX_OBJ_DESTROY, &a)
 }
 
 func (k *kernelDevice) ObjQueryAsync(h seam.Handle, in []byte, outLen int, wrID uint64, fd seam.AsyncCmdFD) error {
 	var a uverbs.Attrs
-	a.IDR(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, uint32(h))
-	a.In(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, in)
-	a.InUint64(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, uint64(outLen))
-	a.InUint64(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, wrID)
-	a.FD(MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd.Fd())
-	return k.ctx.Invoke("devx obj query async", MLX5_IB_OBJECT_DEVX_OBJ, MLX5_IB_METHOD_DEVX_OBJ_ASYNC_QUERY, &a)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_HANDLE, uint32(h))
+	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_CMD_IN, in)
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_OUT_LEN, uint64(outLen))
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_WR_ID, wrID)
+	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_OBJ_QUERY_ASYNC_FD, fd.Fd())
+	return k.ctx.Invoke("devx obj query async", mlx5abi.MLX5_IB_OBJECT_DEVX_OBJ, mlx5abi.MLX5_IB_METHOD_DEVX_OBJ_ASYNC_QUERY, &a)
 }
 
 func (k *kernelDevice) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
 	var a uverbs.Attrs
-	i := a.NewFD(MLX5_IB_ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE)
-	if err := k.ctx.Invoke("devx async cmd fd alloc", MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD, MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC, &a); err != nil {
+	i := a.NewFD(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_CMD_FD_ALLOC_HANDLE)
+	if err := k.ctx.Invoke("devx async cmd fd alloc", mlx5abi.MLX5_IB_OBJECT_DEVX_ASYNC_CMD_FD, mlx5abi.MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC, &a); err != nil {
 		return nil, err
 	}
 	fd := int(a.Handle(i))
@@ -100,12 +101,12 @@ func (q kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) { retu
 func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
 	var a uverbs.Attrs
 	var id [4]byte
-	h := a.NewIDR(MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE)
-	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
-	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_LEN, uint64(len(mem)))
-	a.InUint64(MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS, uint64(access))
-	a.Out(MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID, id[:])
-	if err := k.ctx.Invoke("devx umem reg", MLX5_IB_OBJECT_DEVX_UMEM, MLX5_IB_METHOD_DEVX_UMEM_REG, &a); err != nil {
+	h := a.NewIDR(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE)
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_LEN, uint64(len(mem)))
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS, uint64(access))
+	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID, id[:])
+	if err := k.ctx.Invoke("devx umem reg", mlx5abi.MLX5_IB_OBJECT_DEVX_UMEM, mlx5abi.MLX5_IB_METHOD_DEVX_UMEM_REG, &a); err != nil {
 		return 0, 0, err
 	}
 	return seam.Handle(a.Handle(h)), *(*uint32)(unsafe.Pointer(&id)), nil
@@ -113,20 +114,20 @@ func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, 
 
 func (k *kernelDevice) UMemDereg(h seam.Handle) error {
 	var a uverbs.Attrs
-	a.IDR(MLX5_IB_ATTR_DEVX_UMEM_DEREG_HANDLE, uint32(h))
-	return k.ctx.Invoke("devx umem dereg", MLX5_IB_OBJECT_DEVX_UMEM, MLX5_IB_METHOD_DEVX_UMEM_DEREG, &a)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_DEREG_HANDLE, uint32(h))
+	return k.ctx.Invoke("devx umem dereg", mlx5abi.MLX5_IB_OBJECT_DEVX_UMEM, mlx5abi.MLX5_IB_METHOD_DEVX_UMEM_DEREG, &a)
 }
 
 func (k *kernelDevice) UARAlloc(typ uint32) (seam.UAR, error) {
 	var a uverbs.Attrs
 	var off [8]byte
 	var length, page [4]byte
-	h := a.NewIDR(MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE)
-	a.InUint64(MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE, uint64(typ))
-	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET, off[:])
-	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, length[:])
-	a.Out(MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID, page[:])
-	if err := k.ctx.Invoke("uar alloc", MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_ALLOC, &a); err != nil {
+	h := a.NewIDR(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE)
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE, uint64(typ))
+	a.Out(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET, off[:])
+	a.Out(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, length[:])
+	a.Out(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID, page[:])
+	if err := k.ctx.Invoke("uar alloc", mlx5abi.MLX5_IB_OBJECT_UAR, mlx5abi.MLX5_IB_METHOD_UAR_OBJ_ALLOC, &a); err != nil {
 		return seam.UAR{}, err
 	}
 	return seam.UAR{Handle: seam.Handle(a.Handle(h)), PageID: *(*uint32)(unsafe.Pointer(&page)),
@@ -135,16 +136,16 @@ func (k *kernelDevice) UARAlloc(typ uint32) (seam.UAR, error) {
 
 func (k *kernelDevice) UARFree(h seam.Handle) error {
 	var a uverbs.Attrs
-	a.IDR(MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE, uint32(h))
-	return k.ctx.Invoke("uar free", MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_DESTROY, &a)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE, uint32(h))
+	return k.ctx.Invoke("uar free", mlx5abi.MLX5_IB_OBJECT_UAR, mlx5abi.MLX5_IB_METHOD_UAR_OBJ_DESTROY, &a)
 }
 
 func (k *kernelDevice) QueryEQN(vector uint32) (uint32, error) {
 	var a uverbs.Attrs
 	var eqn [4]byte
-	a.InUint32(MLX5_IB_ATTR_DEVX_QUERY_EQN_USER_VEC, vector)
-	a.Out(MLX5_IB_ATTR_DEVX_QUERY_EQN_DEV_EQN, eqn[:])
-	if err := k.ctx.Invoke("devx query eqn", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_QUERY_EQN, &a); err != nil {
+	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_QUERY_EQN_USER_VEC, vector)
+	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_QUERY_EQN_DEV_EQN, eqn[:])
+	if err := k.ctx.Invoke("devx query eqn", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_QUERY_EQN, &a); err != nil {
 		return 0, err
 	}
 	return *(*uint32)(unsafe.Pointer(&eqn)), nil
@@ -163,7 +164,7 @@ func (k *kernelDevice) MapUAR(u seam.UAR) ([]byte, error) {
 func (k *kernelDevice) UnmapUAR(page []byte) error { return unix.Munmap(page) }
 
 func (k *kernelDevice) AllocPD() (seam.Handle, uint32, error) {
-	var resp Mlx5IbAllocPdResp
+	var resp mlx5abi.Mlx5IbAllocPdResp
 	pd, err := k.ctx.AllocPD(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)))
 	if err != nil {
 		return 0, 0, err
@@ -229,9 +230,9 @@ func (k *kernelDevice) DeregMR(h seam.Handle) error {
 // no flags, as mlx5dv_devx_create_event_channel(ctx, 0) sends.
 func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
 	var a uverbs.Attrs
-	i := a.NewFD(MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_HANDLE)
-	a.InUint32(MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_FLAGS, 0)
-	if err := k.ctx.Invoke("devx async event fd alloc", MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD, MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC, &a); err != nil {
+	i := a.NewFD(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_HANDLE)
+	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_FLAGS, 0)
+	if err := k.ctx.Invoke("devx async event fd alloc", mlx5abi.MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD, mlx5abi.MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC, &a); err != nil {
 		return nil, err
 	}
 	fd := int(a.Handle(i))
@@ -280,9 +281,9 @@ func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []ui
 		return fmt.Errorf("mlx5: devx subscribe event: channel closed: %w", unix.EBADF)
 	}
 	var a uverbs.Attrs
-	a.FD(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)
-	a.InUint64(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_COOKIE, cookie)
-	a.IDR(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
-	a.In(MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
-	return k.ctx.Invoke("devx subscribe event", MLX5_IB_OBJECT_DEVX, MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)
+	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_COOKIE, cookie)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
+	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
+	return k.ctx.Invoke("devx subscribe event", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
 }

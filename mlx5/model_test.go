@@ -330,7 +330,7 @@ func TestModelAsyncQuery(t *testing.T) {
 
 func TestModelUARAndEQN(t *testing.T) {
 	c, dev := onModel(t, "cx6dx")
-	u, err := c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+	u, err := c.AllocUAR(mlx5.UARNonCached)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestModelContextClose(t *testing.T) {
 	}
 	c := mlx5.NewContext(dev, mlx5.Caps{})
 	o := createAll(t, c)
-	u, err := c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
+	u, err := c.AllocUAR(mlx5.UARBlueFlame)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestModelLeak(t *testing.T) {
 		if err := u.Close(); err != nil {
 			t.Fatal(err)
 		}
-		uar, err := c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+		uar, err := c.AllocUAR(mlx5.UARNonCached)
 		if err != nil {
 			t.Fatal(err)
 		}

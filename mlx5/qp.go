@@ -217,7 +217,7 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 		rqSize = roundPow2(o.MaxRecvWR)
 		rqStride = roundPow2(max(o.MaxRecvSGE, 1) * dataSegSize)
 	}
-	q, err := c.queueMemory(&qp.res, rqSize*rqStride+sqBBs*wqe.WQEBB, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
+	q, err := c.queueMemory(&qp.res, rqSize*rqStride+sqBBs*wqe.WQEBB, UARBlueFlame)
 	if err != nil {
 		return err
 	}

@@ -358,7 +358,7 @@ func TestContextCloseClosesChildren(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8, MkeyConfigure: true}, true)
 	m := mkey(t, r, r.pd, 1)
-	uar, err := r.c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+	uar, err := r.c.AllocUAR(mlx5.UARNonCached)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestUnreachableBufferAndUARAreUnmapped(t *testing.T) {
 		if _, err := mlx5.AllocBuffer(4096); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC); err != nil {
+		if _, err := r.c.AllocUAR(mlx5.UARNonCached); err != nil {
 			t.Fatal(err)
 		}
 	}()

@@ -139,7 +139,7 @@ func DEVX(t *testing.T, c *mlx5.Context) {
 	if err != nil {
 		t.Fatalf("UMEM (doorbell record): %v", err)
 	}
-	uar, err := c.AllocUAR(mlx5.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+	uar, err := c.AllocUAR(mlx5.UARNonCached)
 	if err != nil {
 		t.Fatalf("UAR: %v", err)
 	}

@@ -1,4 +1,15 @@
-package mlx5
+// Package mlx5abi mirrors the mlx5 provider's kernel ABI: the uapi
+// headers <rdma/mlx5-abi.h>, <rdma/mlx5_user_ioctl_cmds.h> and
+// <rdma/mlx5_user_ioctl_verbs.h> (driver data, DEVX object, method and
+// attribute ids) and the kernel-internal event queue entry a DEVX event
+// carries. Names are the kernel's, one Go struct per C struct with fields
+// in C order; the kernel lab checks every value and layout against
+// mlx5_ib's and mlx5_core's BTF (btf_lab_test.go).
+//
+// It holds facts, no logic: package mlx5 uses it, and so may the software
+// device model, as it uses prm's layouts. It is internal, so that mlx5's
+// users see Go names only.
+package mlx5abi
 
 // mlx5 provider ABI mirror of <rdma/mlx5-abi.h> and
 // <rdma/mlx5_user_ioctl_verbs.h>: the driver data of GET_CONTEXT and the

@@ -1,4 +1,4 @@
-package mlx5
+package mlx5abi
 
 // mlx5 provider ioctl ABI mirror of <rdma/mlx5_user_ioctl_cmds.h>: object,
 // method and attribute ids of the mlx5_ib driver namespace. Names are the
