@@ -116,5 +116,9 @@ type Device interface {
 	RegMR(pd Handle, mem []byte, access uint32) (MR, error)
 	DeregMR(h Handle) error
 
+	// Verbs is the context's own answers and the verbs objects (CQ, QP,
+	// SRQ, AH) created with mlx5's driver data, with their events.
+	Verbs
+
 	Close() error
 }
