@@ -38,8 +38,8 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 // the new producer counter and the UAR the WQE.
 func TestPostSendRings(t *testing.T) {
 	qp, uar := testQP(t, &Context{}, 64)
-	wr := SendWR{WrID: 7, Opcode: OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
-		SGL: []wqe.SGE{{Addr: 0x2000, Length: 64, LKey: 0x66}}}
+	wr := SendWR{WrID: 7, Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
+		SGL: []SGE{{Addr: 0x2000, Length: 64, LKey: 0x66}}}
 	for i := range 3 {
 		if err := qp.PostSend(&wr); err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func TestPostSendRings(t *testing.T) {
 		}
 		// BlueFlame: the whole WQE (3 segments) in the half this post used.
 		half := doorbell.BlueFlameOffset + (i%2)*defaultBFSize
-		if got := binary.BigEndian.Uint32(uar[half:]); got != uint32(i)<<8|uint32(OpRDMAWrite) {
+		if got := binary.BigEndian.Uint32(uar[half:]); got != uint32(i)<<8|uint32(wqe.OpcodeRDMAWrite) {
 			t.Errorf("post %d: UAR word %#x, want WQE index %d and RDMA_WRITE", i, got, i)
 		}
 		if got := binary.BigEndian.Uint32(uar[half+4:]); got != 0x1a2<<8|3 {
@@ -64,7 +64,7 @@ func TestPostSendRings(t *testing.T) {
 // A full send queue refuses posts until completions free it.
 func TestPostSendQueueFull(t *testing.T) {
 	qp, _ := testQP(t, &Context{}, 4)
-	wr := SendWR{Opcode: OpSend, SGL: []wqe.SGE{{Addr: 0x2000, Length: 8, LKey: 1}}}
+	wr := SendWR{Opcode: OpSend, SGL: []SGE{{Addr: 0x2000, Length: 8, LKey: 1}}}
 	for range 4 {
 		if err := qp.PostSend(&wr); err != nil {
 			t.Fatal(err)
@@ -81,8 +81,8 @@ func TestPostSendQueueFull(t *testing.T) {
 
 func BenchmarkPostRDMAWrite(b *testing.B) {
 	qp, _ := testQP(b, &Context{}, 256)
-	wr := SendWR{Opcode: OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
-		SGL: []wqe.SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}}}
+	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
+		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		qp.sq.tail.Store(uint32(qp.sq.pi)) // as if polled
@@ -102,8 +102,8 @@ func BenchmarkPostRDMAWrite(b *testing.B) {
 // one signaled RDMA WRITE of one 4096-byte SGE and its BlueFlame doorbell.
 func BenchmarkPostRDMAWriteChunked(b *testing.B) {
 	qp, _ := testQP(b, &Context{}, 1024)
-	wr := SendWR{Opcode: OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
-		SGL: []wqe.SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}}
+	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
+		SGL: []SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}}
 	b.ReportAllocs()
 	n := 0
 	for b.Loop() {
@@ -128,9 +128,9 @@ func BenchmarkPostMkeyConfigure(b *testing.B) {
 	qp, _ := testQP(b, c, 1024)
 	qp.maxWQE, qp.mkeyConf = 1024, true
 	m := &Mkey{c: c, LKey: 0x200200, RKey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0)}
-	wr := MkeyConfigureWR{Mkey: m, Flags: wqe.SendSignaled | wqe.SendInline, SetAccess: true,
-		Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead | wqe.AccessRemoteWrite,
-		List:   []wqe.KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}},
+	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | wqe.SendInline, SetAccess: true,
+		Access: AccessLocalWrite | AccessRemoteRead | AccessRemoteWrite,
+		List:   []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}},
 		Sig: &sig.BlockAttr{
 			Mem:       &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512, T10DIF: &sig.T10DIF{AppTag: 0x1234, RefTag: 0x5678}},
 			Wire:      &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize520, T10DIF: &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}},
@@ -159,8 +159,8 @@ func BenchmarkPollPrefilled(b *testing.B) {
 	cq := testCQ(b, c, 1024, 0)
 	qp, _ := testQP(b, c, 1024)
 	cq.attachLocked(qp)
-	wr := SendWR{Opcode: OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
-		SGL: []wqe.SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}}
+	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
+		SGL: []SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}}
 	fill := func() {
 		qp.sq.tail.Store(uint32(qp.sq.pi))
 		for i := range uint32(1024) {

@@ -46,8 +46,8 @@ func TestCleanRemovesOnlyTheQPsCQEs(t *testing.T) {
 	cq := testCQ(t, c, 8, 5) // consumer index 5: the CQEs cross the end
 	a, b := sqQP(t, cq, 0xa1, 16), sqQP(t, cq, 0xb2, 16)
 	for i, q := range []*QP{a, b, a, a, b, a} {
-		if err := q.PostSend(&SendWR{WrID: uint64(0x100*int(q.qpn&0xf0>>4) + i), Opcode: OpSend, Flags: wqe.SendSignaled,
-			SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
+		if err := q.PostSend(&SendWR{WrID: uint64(0x100*int(q.qpn&0xf0>>4) + i), Opcode: OpSend, Flags: SendSignaled,
+			SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestCleanRemovesOnlyTheQPsCQEs(t *testing.T) {
 		t.Fatalf("after the clean: %+v, want b's two sends", got)
 	}
 	// The device goes on at its producer index; the poller finds it.
-	if err := b.PostSend(&SendWR{WrID: 0xb99, Opcode: OpSend, Flags: wqe.SendSignaled, SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
+	if err := b.PostSend(&SendWR{WrID: 0xb99, Opcode: OpSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	putCQE(cq, 5+6, wqe.CQEReq, b.qpn, 2, 0)
@@ -85,7 +85,7 @@ func TestPollSigErrOfUnknownMkey(t *testing.T) {
 	c := &Context{devx: true}
 	cq := testCQ(t, c, 8, 0)
 	qp := sqQP(t, cq, 0xa1, 16)
-	if err := qp.PostSend(&SendWR{WrID: 7, Opcode: OpSend, Flags: wqe.SendSignaled, SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
+	if err := qp.PostSend(&SendWR{WrID: 7, Opcode: OpSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	putCQE(cq, 0, wqe.CQESigErr, 0, 0, 0)
@@ -132,7 +132,7 @@ func TestMultiWQERequestCompletesOnce(t *testing.T) {
 		t.Errorf("free %d after the last WQE's CQE, want 8", free)
 	}
 	// The next request on the same slots completes normally.
-	if err := qp.PostSend(&SendWR{WrID: 2, Opcode: OpSend, Flags: wqe.SendSignaled, SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
+	if err := qp.PostSend(&SendWR{WrID: 2, Opcode: OpSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	putCQE(cq, 3, wqe.CQEReqErr, qp.qpn, 6, wqe.SyndromeWRFlush)

@@ -3,11 +3,12 @@ package mlx5
 import (
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/uverbs"

@@ -3,11 +3,12 @@ package mlx5
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"

@@ -94,7 +94,7 @@ func TestOracleMkeyCheck(t *testing.T) {
 // checkSGE is the layout of every mkey of the oracle's mkey_check cases
 // (its sig.c, run_check_case): 4096 bytes of the harness's only MR, at its
 // fixed address, with the first MR key the fake kernel gives out.
-var checkSGE = wqe.KLM{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x2001 << 8}
+var checkSGE = KLM{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x2001 << 8}
 
 func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	attr, err := r.Input.Attr.BlockAttr()
@@ -133,8 +133,8 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 
 	// The harness's configure: access, the layout, the case's signature
 	// block, signaled, wr_id 85.
-	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 85, Mkey: m, Flags: wqe.SendSignaled, SetAccess: true,
-		Access: wqe.AccessLocalWrite, List: []wqe.KLM{checkSGE}, Sig: attr}); err != nil {
+	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 85, Mkey: m, Flags: SendSignaled, SetAccess: true,
+		Access: AccessLocalWrite, List: []KLM{checkSGE}, Sig: attr}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range r.Input.CQEs {
@@ -177,7 +177,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	clear(qp.sq.slots)
 	qp.sq.pi, qp.sq.reported, qp.fmCache = 0, 0, false
 	qp.sq.tail.Store(0)
-	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 86, Mkey: m, List: []wqe.KLM{checkSGE}}); err != nil {
+	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 86, Mkey: m, List: []KLM{checkSGE}}); err != nil {
 		t.Fatalf("the next configure: %v", err)
 	}
 	if int(qp.sq.pi) != len(next) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/mlx5"
-	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +58,7 @@ func TestModelDataPathLifecycle(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wr := mlx5.SendWR{Opcode: mlx5.OpSend, SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	wr := mlx5.SendWR{Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
 	for i := range 2 {
 		for _, o := range []interface{ Close() error }{m, qp, cq, pd} {
 			if err := o.Close(); err != nil {

@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"runtime"
 	"sync"
 	"weak"
+
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
@@ -290,9 +291,12 @@ type UMem struct {
 }
 
 // RegUMem registers mem, which must be outside the Go heap (mmap), with
-// the access rights (enum ib_uverbs_access_flags).
-func (c *Context) RegUMem(mem []byte, access uint32) (*UMem, error) {
-	u, err := c.regUMem(mem, access)
+// the access rights (local write, remote write, remote read).
+func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
+	if access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead) != 0 {
+		return nil, invalid("devx umem reg", "", "access %#x: a UMEM takes local write, remote write and remote read", uint32(access))
+	}
+	u, err := c.regUMem(mem, uint32(access))
 	if err != nil {
 		return nil, err
 	}

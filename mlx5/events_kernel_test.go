@@ -6,12 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/seam"

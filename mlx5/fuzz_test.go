@@ -32,8 +32,8 @@ func FuzzPoll(f *testing.F) {
 		cq.attachLocked(qp)
 		posted := map[uint64]bool{}
 		for i := range 3 {
-			if err := qp.PostSend(&SendWR{WrID: uint64(100 + i), Opcode: OpSend, Flags: wqe.SendSignaled,
-				SGL: []wqe.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
+			if err := qp.PostSend(&SendWR{WrID: uint64(100 + i), Opcode: OpSend, Flags: SendSignaled,
+				SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}); err != nil {
 				t.Fatal(err)
 			}
 			posted[uint64(100+i)] = true

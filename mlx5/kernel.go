@@ -3,10 +3,11 @@ package mlx5
 import (
 	"context"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"io"
 	"sync"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/internal/pollfd"
 	"github.com/mlx5go/mlx5go/seam"

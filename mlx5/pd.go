@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/mlx5go/mlx5go/seam"
-	"github.com/mlx5go/mlx5go/uverbs"
 )
 
 // PD is a protection domain (ibv_alloc_pd). QPs, memory regions and
@@ -77,7 +76,7 @@ type MR struct {
 
 // RegMR registers mem, which must be outside the Go heap (a Buffer), with
 // the given access rights.
-func (p *PD) RegMR(mem []byte, access uverbs.AccessFlags) (*MR, error) {
+func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	const op = "reg mr"
 	if err := p.c.checkOpen(op); err != nil {
 		return nil, err
@@ -85,7 +84,10 @@ func (p *PD) RegMR(mem []byte, access uverbs.AccessFlags) (*MR, error) {
 	if len(mem) == 0 {
 		return nil, invalid(op, "", "empty region")
 	}
-	if access&(uverbs.AccessRemoteWrite|uverbs.AccessRemoteAtomic) != 0 && access&uverbs.AccessLocalWrite == 0 {
+	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering) != 0 {
+		return nil, invalid(op, "", "access %#x", uint32(access))
+	}
+	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
 		return nil, invalid(op, "", "remote write or atomic access needs local write (IB spec 10.6.3.1)")
 	}
 	p.mu.Lock()

@@ -9,45 +9,98 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SendOpcode is a send work request's operation.
-type SendOpcode uint8
+// Opcode is a send work request's operation (enum ibv_wr_opcode, and
+// the mlx5 NOP). The zero Opcode is none: a work request must name one.
+type Opcode uint8
 
-// Send operations (MLX5_OPCODE_*).
+// Send operations.
 const (
-	OpRDMAWrite    = SendOpcode(0x08) // RDMA WRITE
-	OpRDMAWriteImm = SendOpcode(0x09) // RDMA WRITE with immediate
-	OpSend         = SendOpcode(0x0a) // SEND
-	OpSendImm      = SendOpcode(0x0b) // SEND with immediate
-	OpRDMARead     = SendOpcode(0x10) // RDMA READ
+	_              Opcode = iota
+	OpSend                // SEND
+	OpSendImm             // SEND with immediate data
+	OpSendInv             // SEND that invalidates the responder's key InvalidateKey
+	OpRDMAWrite           // RDMA WRITE
+	OpRDMAWriteImm        // RDMA WRITE with immediate data (consumes a receive)
+	OpRDMARead            // RDMA READ
+	OpAtomicCAS           // atomic compare and swap of 8 bytes
+	OpAtomicFAA           // atomic fetch and add of 8 bytes
+	OpLocalInv            // LOCAL_INV: invalidate the local key InvalidateKey
+	OpNOP                 // a NOP WQE: completes, moves nothing
+	numOpcodes
 )
 
-// completes returns the completion opcode of a send work request's
-// operation; false for an operation PostSend does not take.
-func (o SendOpcode) completes() (WCOpcode, bool) {
-	switch o {
-	case OpRDMAWrite, OpRDMAWriteImm:
-		return WCRDMAWrite, true
-	case OpSend, OpSendImm:
-		return WCSend, true
-	case OpRDMARead:
-		return WCRDMARead, true
-	}
-	return 0, false
+// opInfo is what an Opcode is: its mlx5 opcode, its completion's opcode,
+// and the QP types it is allowed on.
+type opInfo struct {
+	name  string
+	mlx5  uint8
+	wc    WCOpcode
+	types qpTypeSet
 }
 
-// SendWR is one send work request.
+// qpTypeSet is a set of QP types, one bit each.
+type qpTypeSet uint8
+
+func (s qpTypeSet) has(t QPType) bool { return s&(1<<t) != 0 }
+
+const (
+	onRC = 1 << QPTypeRC
+	onUC = 1 << QPTypeUC
+	onUD = 1 << QPTypeUD
+)
+
+var opcodes = [numOpcodes]opInfo{
+	OpSend:         {"SEND", wqe.OpcodeSend, WCSend, onRC | onUC | onUD},
+	OpSendImm:      {"SEND_IMM", wqe.OpcodeSendImm, WCSend, onRC | onUC | onUD},
+	OpSendInv:      {"SEND_INV", wqe.OpcodeSendInval, WCSend, onRC},
+	OpRDMAWrite:    {"RDMA_WRITE", wqe.OpcodeRDMAWrite, WCRDMAWrite, onRC | onUC},
+	OpRDMAWriteImm: {"RDMA_WRITE_IMM", wqe.OpcodeRDMAWriteImm, WCRDMAWrite, onRC | onUC},
+	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC},
+	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC},
+	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC},
+	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onUC | onUD},
+	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onUC | onUD},
+}
+
+func (o Opcode) String() string {
+	if o > 0 && o < numOpcodes {
+		return opcodes[o].name
+	}
+	return fmt.Sprintf("Opcode(%d)", uint8(o))
+}
+
+// SendWR is one send work request (struct ibv_send_wr, or one ibv_wr_*
+// call with its setters).
 type SendWR struct {
 	WrID   uint64
-	Opcode SendOpcode
-	Flags  wqe.SendFlags // SendSignaled for a completion, SendFence, SendSolicited
-	Imm    uint32        // immediate data of OpSendImm and OpRDMAWriteImm
-	// RemoteAddr and RKey name the peer's memory of RDMA operations.
+	Opcode Opcode
+	Flags  SendFlags // SendSignaled, SendFence, SendSolicited
+	// Imm is the immediate data of OpSendImm and OpRDMAWriteImm, written
+	// as ibv_send_wr.imm_data holds it: its big-endian bytes go on the
+	// wire (pass the value after htobe32, as C callers do).
+	Imm uint32
+	// InvalidateKey is the key OpSendInv invalidates at the responder, or
+	// OpLocalInv locally.
+	InvalidateKey uint32
+	// RemoteAddr and RKey name the peer's memory of RDMA and atomic
+	// operations.
 	RemoteAddr uint64
 	RKey       uint32
+	// Compare and SwapAdd are the operands of the atomics: OpAtomicCAS
+	// swaps in SwapAdd if the remote 8 bytes equal Compare; OpAtomicFAA
+	// adds SwapAdd. The old value lands in the (8-byte) SGE.
+	Compare, SwapAdd uint64
 	// SGL is the local memory: gathered for sends and writes, scattered
-	// into by reads. An SGE may name an Mkey: with a signature block, its
-	// addresses and lengths count the mkey's memory domain.
-	SGL []wqe.SGE
+	// into by reads and atomics. An SGE may name an Mkey: with a signature
+	// block, its addresses and lengths count the mkey's memory domain.
+	SGL []SGE
+	// Inline, when it holds bytes, is copied into the WQE instead of an
+	// SGL (ibv_wr_set_inline_data_list), up to the QP's MaxInlineData.
+	Inline [][]byte
+	// AH, RemoteQPN and QKey address a send on a UD QP.
+	AH        *AH
+	RemoteQPN uint32
+	QKey      uint32
 }
 
 // free is the number of WQEBBs at the producer counter that no posted
@@ -60,46 +113,23 @@ func (sq *sendQueue) free() int {
 // no more than the largest work request the QP was created for.
 func (qp *QP) room() int { return min(qp.sq.free(), qp.maxWQE) }
 
-// buildErr is the error of a work request the builder refused: the queue
-// has no room for it now (ErrQueueFull), it is larger than the QP was
-// created for, or it is invalid (ErrInvalid, with the builder's reason).
-func (qp *QP) buildErr(op postOp, res wqe.Result, err error) error {
-	if err == wqe.ErrNoRoom {
-		if res.WQEBBs > qp.maxWQE {
-			return invalid(postOpNames[op], qp.name, "the work request takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", res.WQEBBs, qp.maxWQE)
-		}
-		return qp.errs.full[op]
-	}
-	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: err.Error(), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+// PostSend posts one send work request and rings the doorbell: a batch
+// of one. It does not allocate or make a system call; one goroutine at a
+// time may post on a QP.
+func (qp *QP) PostSend(wr *SendWR) error {
+	return qp.Begin().Add(wr).Commit()
 }
 
-// PostSend posts one send work request and rings the doorbell. It does
-// not allocate or make a system call; one goroutine at a time may post on
-// a QP.
-func (qp *QP) PostSend(wr *SendWR) error {
-	if wr == nil {
-		return invalid(postOpNames[postSend], qp.name, "nil work request")
+// PostSendList posts the work requests in order with one doorbell, all or
+// none: if one is invalid or does not fit, nothing is posted and the error
+// names it (ibv_post_send posts those before the bad one; a batch is all
+// or nothing).
+func (qp *QP) PostSendList(wrs []SendWR) error {
+	b := qp.Begin()
+	for i := range wrs {
+		b.Add(&wrs[i])
 	}
-	wc, ok := wr.Opcode.completes()
-	if !ok {
-		return invalid(postOpNames[postSend], qp.name, "opcode %#x", uint8(wr.Opcode))
-	}
-	if !qp.g.enter() {
-		return qp.errs.closed[postSend]
-	}
-	s := wqe.Send{QPN: qp.qpn, Opcode: uint8(wr.Opcode), Flags: wr.Flags, Imm: wr.Imm,
-		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE}
-	res, err := wqe.BuildSend(qp.sq.ring, qp.sq.pi, qp.room(), &s)
-	if err != nil {
-		qp.g.exit()
-		return qp.buildErr(postSend, res, err)
-	}
-	qp.fmCache = res.SmallFence
-	start := qp.sq.pi
-	qp.track(wr.WrID, wc, res.WQEBBs, start)
-	err = qp.ring(start, res, 1)
-	qp.g.exit()
-	return err
+	return b.Commit()
 }
 
 // track records the work request of wqebbs WQEBBs at the producer counter
@@ -114,19 +144,18 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16) {
 		qp.sq.slots[int(j)&mask] = rec
 	}
 	qp.sq.pi = next
-	qp.sq.sync.publish()
 }
 
-// ring rings the send doorbell for the work request of nreq WQEs that
-// starts at start: a BlueFlame copy when it is a single WQE of more than
+// ring rings the send doorbell for what was posted since start, nreq WQEs
+// whose last starts at last: a BlueFlame copy of a single WQE of more than
 // one segment that fits, as libmlx5 does, else the first 8 bytes of the
 // last WQE's control segment (the 8-byte doorbell).
-func (qp *QP) ring(start uint16, res wqe.Result, nreq int) error {
+func (qp *QP) ring(last uint16, res wqe.Result, nreq int) error {
 	ring := qp.sq.ring
 	bbs := len(ring) / wqe.WQEBB
 	ds := int(res.DS)
 	if qp.dbSQ.UseBlueFlame(nreq, ds) {
-		i := int(start) & (bbs - 1)
+		i := int(last) & (bbs - 1)
 		end := i + (ds*16+wqe.WQEBB-1)/wqe.WQEBB
 		if end <= bbs {
 			return qp.dbSQ.RingBF(qp.sq.pi, ring[i*wqe.WQEBB:end*wqe.WQEBB], nil)
@@ -174,17 +203,17 @@ func (qp *QP) PostRecv(wrID uint64, sgl []wqe.SGE) error {
 type MkeyConfigureWR struct {
 	WrID  uint64
 	Mkey  *Mkey
-	Flags wqe.SendFlags // SendInline is implied
+	Flags SendFlags // SendInline is implied
 	// Access sets the access rights (mlx5dv_wr_set_mkey_access_flags)
-	// when SetAccess.
+	// when SetAccess: local write and the remote rights.
 	SetAccess bool
-	Access    wqe.Access
+	Access    AccessFlags
 	// List is the layout (mlx5dv_wr_set_mkey_layout_list): the mkey's
 	// address space, from 0, is these pieces of memory one after another.
-	List []wqe.KLM
+	List []KLM
 	// Interleaved and RepeatCount are the other layout
 	// (mlx5dv_wr_set_mkey_layout_interleaved).
-	Interleaved []wqe.RepeatEntry
+	Interleaved []RepeatEntry
 	RepeatCount uint32
 	// Sig is the signature block (mlx5dv_wr_set_mkey_sig_block); ResetSig
 	// removes it (MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR).
@@ -193,60 +222,7 @@ type MkeyConfigureWR struct {
 }
 
 // PostMkeyConfigure posts an mkey configure work request and rings the
-// doorbell: a UMR WQE, then a SET_PSV WQE per signature domain when it
-// sets a signature block, or when the device reported a signature error
-// on the mkey since its last configure (the UMR then also updates the
-// mkey's signature error counter, as libmlx5 does). The work request
-// completes once, with opcode WCUMR, whatever happened to each of its
-// WQEs: the first error, or success. The QP must have been created with
-// MkeyConfigure, for mkeys of up to as many layout entries.
+// doorbell: a batch of one (see Batch.AddMkeyConfigure).
 func (qp *QP) PostMkeyConfigure(wr *MkeyConfigureWR) error {
-	const op = postMkeyConfigure
-	if wr == nil {
-		return invalid(postOpNames[op], qp.name, "nil work request")
-	}
-	m := wr.Mkey
-	switch {
-	case m == nil || m.c != qp.c:
-		return invalid(postOpNames[op], qp.name, "no mkey, or an mkey of another context")
-	case !qp.mkeyConf:
-		return invalid(postOpNames[op], qp.name, "the QP was created without MkeyConfigure")
-	case m.dead.Load():
-		return opErr(postOpNames[op], qp.name, fmt.Errorf("%s: %w", m.name, ErrClosed))
-	}
-	if !qp.g.enter() {
-		return qp.errs.closed[op]
-	}
-	mem, wire := m.PSVs()
-	errs := m.sigErrs.Load()
-	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wr.Flags | wqe.SendInline, SmallFence: qp.fmCache,
-		SetAccess: wr.SetAccess, Access: wr.Access, List: wr.List, Interleaved: wr.Interleaved, RepeatCount: wr.RepeatCount,
-		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
-		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
-	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, qp.room(), &c)
-	if err != nil {
-		qp.g.exit()
-		return qp.buildErr(op, res, err)
-	}
-	switch {
-	case wr.Sig != nil:
-		m.bsf = wqe.BSFSet
-		m.shape.Store(uint32(shapeOf(wr.Sig)))
-		m.sigPSV = wqe.PSVsOf(wr.Sig)
-	case wr.ResetSig:
-		m.bsf = wqe.BSFReset
-		m.shape.Store(0)
-		m.sigPSV = wqe.BlockPSVs{}
-	}
-	m.sentErrs = errs
-	qp.fmCache = res.SmallFence
-	start := qp.sq.pi
-	last := start
-	if res.PSVs > 0 {
-		last = start + uint16(res.WQEBBs) - 1
-	}
-	qp.track(wr.WrID, WCUMR, res.WQEBBs, last)
-	err = qp.ring(start, res, 1+res.PSVs)
-	qp.g.exit()
-	return err
+	return qp.Begin().AddMkeyConfigure(wr).Commit()
 }

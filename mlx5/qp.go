@@ -19,8 +19,8 @@ type QPOptions struct {
 	SendCQ, RecvCQ *CQ
 	// MaxSendWR is the number of send work requests of the largest kind
 	// the send queue must hold at once; MaxSendSGE bounds their SGEs (0
-	// means 1).
-	MaxSendWR, MaxSendSGE int
+	// means 1), MaxInlineData their inline bytes (SendWR.Inline).
+	MaxSendWR, MaxSendSGE, MaxInlineData int
 	// MaxRecvWR and MaxRecvSGE size the receive queue; MaxRecvWR 0 makes
 	// a QP without one (it cannot receive SENDs).
 	MaxRecvWR, MaxRecvSGE int
@@ -46,6 +46,8 @@ type QP struct {
 	recvCQ *CQ
 
 	g       guard // posts inside; Close
+	typ     QPType
+	batch   Batch
 	sq      sendQueue
 	rq      recvQueue
 	dbSQ    *doorbell.SQ
@@ -73,11 +75,12 @@ type sqSlot struct {
 
 // sendQueue is the send side's ring and per-WQEBB bookkeeping.
 type sendQueue struct {
-	ring   wqe.Ring
-	pi     uint16 // producer counter, in WQEBBs (the poster's)
-	slots  []sqSlot
-	maxSGE int
-	sync   handoff
+	ring      wqe.Ring
+	pi        uint16 // producer counter, in WQEBBs (the poster's)
+	slots     []sqSlot
+	maxSGE    int
+	maxInline int
+	sync      handoff
 
 	_ [64]byte // the poller's fields on their own cache line
 	// tail is the consumer counter: the WQEBBs before it are free. The
@@ -124,19 +127,48 @@ func (qp *QP) initErrors() {
 	}
 }
 
+// QPType is a QP's transport service type.
+type QPType uint8
+
+// QP types.
+const (
+	QPTypeRC  QPType = iota // reliable connected
+	QPTypeUC                // unreliable connected
+	QPTypeUD                // unreliable datagram
+	QPTypeDCI               // dynamically connected initiator (mlx5dv)
+	QPTypeDCT               // dynamically connected target (mlx5dv)
+)
+
+var qpTypeNames = [...]string{"RC", "UC", "UD", "DCI", "DCT"}
+
+func (t QPType) String() string {
+	if int(t) < len(qpTypeNames) {
+		return qpTypeNames[t]
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
 // QPN is the QP's number.
 func (qp *QP) QPN() uint32 { return qp.qpn }
 
 const (
-	dataSegSize  = 16 // struct mlx5_wqe_data_seg
-	raddrSegSize = 16 // struct mlx5_wqe_raddr_seg
-	psvWQEBBs    = 1  // a SET_PSV WQE: control and PSV segments
+	dataSegSize   = 16 // struct mlx5_wqe_data_seg
+	raddrSegSize  = 16 // struct mlx5_wqe_raddr_seg
+	atomicSegSize = 16 // struct mlx5_wqe_atomic_seg
+	inlineHdrSize = 4  // struct mlx5_wqe_inline_seg's byte_count
+	psvWQEBBs     = 1  // a SET_PSV WQE: control and PSV segments
 )
 
-// sendWQEBBs is how many WQEBBs the largest work request of o takes.
+// sendWQEBBs is how many WQEBBs the largest work request of o takes: a
+// control, a remote address and an atomic segment, then its SGEs or its
+// inline data.
 func (o *QPOptions) sendWQEBBs() int {
 	sge := max(o.MaxSendSGE, 1)
-	n := (wqe.CtrlSegSize + raddrSegSize + sge*dataSegSize + wqe.WQEBB - 1) / wqe.WQEBB
+	data := sge * dataSegSize
+	if o.MaxInlineData > 0 {
+		data = max(data, (inlineHdrSize+o.MaxInlineData+15)&^15)
+	}
+	n := (wqe.CtrlSegSize + raddrSegSize + atomicSegSize + data + wqe.WQEBB - 1) / wqe.WQEBB
 	if o.MkeyConfigure {
 		entries := o.MaxMkeyEntries
 		if entries == 0 {
@@ -167,6 +199,8 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		return nil, invalid(op, "", "at most 30 SGEs per work request")
 	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
 		return nil, invalid(op, "", "MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
+	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:
+		return nil, invalid(op, "", "MaxInlineData %d (0 to 1024)", o.MaxInlineData)
 	case o.MaxMkeyEntries < 0 || o.MaxMkeyEntries > 1<<10:
 		return nil, invalid(op, "", "MaxMkeyEntries %d (0 to 1024)", o.MaxMkeyEntries)
 	}
@@ -184,7 +218,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		return nil, err
 	}
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: perWR, mkeyConf: o.MkeyConfigure}
-	qp.sq.maxSGE = max(o.MaxSendSGE, 1)
+	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), o.MaxInlineData
 	err := qp.create(&o, sqBBs)
 	if err == nil {
 		qp.name = qpName(qp.qpn)

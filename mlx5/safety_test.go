@@ -13,7 +13,6 @@ import (
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
-	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )
@@ -51,7 +50,7 @@ func newRig(t testing.TB, profile string, opt model.Options, cqEntries int) *rig
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.buf.Close() })
-	r.mr, err = r.pd.RegMR(r.buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
+	r.mr, err = r.pd.RegMR(r.buf.Bytes(), mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite|mlx5.AccessRemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,15 +78,15 @@ func (r *rig) qp(t testing.TB, o mlx5.QPOptions, connect bool) *mlx5.QP {
 }
 
 // write is an RDMA WRITE of 64 bytes within the rig's buffer.
-func (r *rig) write(wrID uint64, flags wqe.SendFlags, rkey uint32) *mlx5.SendWR {
+func (r *rig) write(wrID uint64, flags mlx5.SendFlags, rkey uint32) *mlx5.SendWR {
 	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: flags, RemoteAddr: r.mr.Addr + 4096, RKey: rkey,
-		SGL: []wqe.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}
 }
 
 // configure is a T10-DIF (both domains) configure of m over 512 bytes.
 func (r *rig) configure(wrID uint64, m *mlx5.Mkey) *mlx5.MkeyConfigureWR {
-	return &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: wqe.SendSignaled,
-		List: []wqe.KLM{{Addr: r.mr.Addr, ByteCount: 512, Mkey: r.mr.LKey}}, Sig: t10dif()}
+	return &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: mlx5.SendSignaled,
+		List: []mlx5.KLM{{Addr: r.mr.Addr, ByteCount: 512, Mkey: r.mr.LKey}}, Sig: t10dif()}
 }
 
 func t10dif() *sig.BlockAttr {
@@ -148,7 +147,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	// ring has 16 WQEBBs.
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 2, MkeyConfigure: true, MaxMkeyEntries: 1}, false)
 	for i := range 11 {
-		if err := qp.PostSend(r.write(uint64(i), wqe.SendSignaled, r.mr.RKey)); err != nil {
+		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
@@ -157,7 +156,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	if err := qp.PostMkeyConfigure(r.configure(7, m)); !errors.Is(err, mlx5.ErrQueueFull) {
 		t.Errorf("configure with 11 of 16 WQEBBs in use: %v, want ErrQueueFull", err)
 	}
-	if err := qp.PostSend(r.write(11, wqe.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(11, mlx5.SendSignaled, r.mr.RKey)); err != nil {
 		t.Errorf("send with 11 of 16 WQEBBs in use: %v", err)
 	}
 	// Free the queue: connect, and every WR completes once.
@@ -177,7 +176,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	big := mkey(t, r, r.pd, 32)
 	wr := r.configure(8, big)
 	for i := range 32 {
-		wr.List = append(wr.List, wqe.KLM{Addr: r.mr.Addr + uint64(512*(i+1)), ByteCount: 512, Mkey: r.mr.LKey})
+		wr.List = append(wr.List, mlx5.KLM{Addr: r.mr.Addr + uint64(512*(i+1)), ByteCount: 512, Mkey: r.mr.LKey})
 	}
 	wr.List = wr.List[1:]
 	wr.Sig = nil
@@ -197,7 +196,7 @@ func TestCloseDuringPostAndPoll(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; ; j++ {
-				err := qp.PostSend(r.write(uint64(j), wqe.SendSignaled, r.mr.RKey))
+				err := qp.PostSend(r.write(uint64(j), mlx5.SendSignaled, r.mr.RKey))
 				if errors.Is(err, mlx5.ErrClosed) {
 					return
 				}
@@ -305,7 +304,7 @@ func TestFailedCQCloseKeepsCQ(t *testing.T) {
 		t.Fatal("DESTROY_CQ of a CQ in use succeeded")
 	}
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
-	if err := qp.PostSend(r.write(1, wqe.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(1, mlx5.SendSignaled, r.mr.RKey)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.poll(t, 1, time.Second); len(got) != 1 || err != nil {
@@ -434,7 +433,7 @@ func TestClosedMkeyIsRefused(t *testing.T) {
 	if err := qp.PostMkeyConfigure(r.configure(2, m)); !errors.Is(err, mlx5.ErrClosed) {
 		t.Errorf("configure of a closed mkey: %v, want ErrClosed", err)
 	}
-	if err := qp.PostSend(r.write(3, wqe.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.poll(t, 1, time.Second); err != nil || len(got) != 1 || got[0].Status != mlx5.WCSuccess {
@@ -451,7 +450,7 @@ func TestPosterAndPollerAreRaceClean(t *testing.T) {
 	go func() {
 		for i := range n {
 			for {
-				err := qp.PostSend(r.write(uint64(i), wqe.SendSignaled, r.mr.RKey))
+				err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey))
 				if err == nil {
 					break
 				}
@@ -583,11 +582,11 @@ func TestCloseDropsStaleCQEs(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{ReuseQPN: true}, 64)
 	a := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
 	for i := range 3 {
-		if err := a.PostSend(r.write(uint64(100+i), wqe.SendSignaled, r.mr.RKey)); err != nil {
+		if err := a.PostSend(r.write(uint64(100+i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.PostSend(r.write(103, wqe.SendSignaled, 0xbad00)); err != nil {
+	if err := a.PostSend(r.write(103, mlx5.SendSignaled, 0xbad00)); err != nil {
 		t.Fatal(err)
 	}
 	// In ERR, all four CQEs are in the CQ, unpolled.
@@ -600,7 +599,7 @@ func TestCloseDropsStaleCQEs(t *testing.T) {
 	if b.QPN() != qpn {
 		t.Fatalf("the model gave QPN %#x, not the closed QP's %#x", b.QPN(), qpn)
 	}
-	if err := b.PostSend(r.write(200, wqe.SendSignaled, r.mr.RKey)); err != nil {
+	if err := b.PostSend(r.write(200, mlx5.SendSignaled, r.mr.RKey)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.poll(t, 1, time.Second)
@@ -619,7 +618,7 @@ func TestCQOverrunIsReported(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 2)
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
 	for i := range 6 {
-		if err := qp.PostSend(r.write(uint64(i), wqe.SendSignaled, r.mr.RKey)); err != nil {
+		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
-	"github.com/mlx5go/mlx5go/wqe"
 )
 
 var stressFor = flag.Duration("stress", 2*time.Second, "how long TestStress churns (issue 10 asks for 60s in a verification run)")
@@ -263,14 +262,14 @@ func (s *stress) post(i int, cur *atomic.Pointer[incarnation], stop chan struct{
 		signaled := kind != wrWrite || rnd.IntN(3) > 0
 		if kind == wrSend {
 			if !s.postOne(in, wrRecv, true, func(id uint64) error {
-				return in.qp.PostRecv(id, []wqe.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}})
+				return in.qp.PostRecv(id, []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}})
 			}) {
 				continue
 			}
 		}
-		var flags wqe.SendFlags
+		var flags mlx5.SendFlags
 		if signaled {
-			flags = wqe.SendSignaled
+			flags = mlx5.SendSignaled
 		}
 		s.postOne(in, kind, signaled, func(id uint64) error {
 			switch kind {
@@ -280,7 +279,7 @@ func (s *stress) post(i int, cur *atomic.Pointer[incarnation], stop chan struct{
 				return in.qp.PostSend(r.write(id, flags, 0xbad00))
 			case wrSend:
 				return in.qp.PostSend(&mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: flags,
-					SGL: []wqe.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}})
+					SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}})
 			case wrConfigure:
 				return in.qp.PostMkeyConfigure(r.configure(id, good))
 			default:

@@ -37,7 +37,7 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 				skipped++
 				return
 			}
-			if wqe.SendFlags(in.Flags)&wqe.SendInline == 0 {
+			if SendFlags(in.Flags)&wqe.SendInline == 0 {
 				// libmlx5 refuses a configure without IBV_SEND_INLINE
 				// (EOPNOTSUPP); mlx5's API implies it.
 				inline++
@@ -65,13 +65,13 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			qp.sq.tail.Store(uint32(qp.sq.pi))
 			half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
 
-			wr := &MkeyConfigureWR{WrID: r.Input.WrID, Mkey: m, Flags: wqe.SendFlags(in.Flags), SetAccess: in.SetAccess,
-				Access: wqe.Access(in.Access), RepeatCount: in.RepeatCount, Sig: in.Sig, ResetSig: in.ResetSig}
+			wr := &MkeyConfigureWR{WrID: r.Input.WrID, Mkey: m, Flags: SendFlags(in.Flags), SetAccess: in.SetAccess,
+				Access: AccessFlags(in.Access), RepeatCount: in.RepeatCount, Sig: in.Sig, ResetSig: in.ResetSig}
 			for _, k := range in.List {
-				wr.List = append(wr.List, wqe.KLM{Addr: k.Addr, ByteCount: k.ByteCount, Mkey: k.Key})
+				wr.List = append(wr.List, KLM{Addr: k.Addr, ByteCount: k.ByteCount, Mkey: k.Key})
 			}
 			for _, e := range in.Interleaved {
-				wr.Interleaved = append(wr.Interleaved, wqe.RepeatEntry{Addr: e.Addr, ByteCount: e.ByteCount, Skip: e.Skip, Mkey: e.Key})
+				wr.Interleaved = append(wr.Interleaved, RepeatEntry{Addr: e.Addr, ByteCount: e.ByteCount, Skip: e.Skip, Mkey: e.Key})
 			}
 			err = qp.PostMkeyConfigure(wr)
 			if r.Result.WRComplete != 0 {

@@ -11,6 +11,9 @@ const (
 	WCSend            WCOpcode = 0   // IBV_WC_SEND
 	WCRDMAWrite       WCOpcode = 1   // IBV_WC_RDMA_WRITE
 	WCRDMARead        WCOpcode = 2   // IBV_WC_RDMA_READ
+	WCCompSwap        WCOpcode = 3   // IBV_WC_COMP_SWAP
+	WCFetchAdd        WCOpcode = 4   // IBV_WC_FETCH_ADD
+	WCLocalInv        WCOpcode = 6   // IBV_WC_LOCAL_INV
 	WCRecv            WCOpcode = 128 // IBV_WC_RECV
 	WCRecvRDMAWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
 	WCUMR             WCOpcode = 135 // MLX5DV_WC_UMR (IBV_WC_DRIVER1): an mkey configure
@@ -25,6 +28,12 @@ func (o WCOpcode) String() string {
 		return "RDMA_WRITE"
 	case WCRDMARead:
 		return "RDMA_READ"
+	case WCCompSwap:
+		return "COMP_SWAP"
+	case WCFetchAdd:
+		return "FETCH_ADD"
+	case WCLocalInv:
+		return "LOCAL_INV"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:

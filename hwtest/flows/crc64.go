@@ -7,8 +7,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/sig"
-	"github.com/mlx5go/mlx5go/uverbs"
-	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // CRC64Result is what the device's CRC64_XP10 signatures matched for one
@@ -51,7 +49,7 @@ const (
 func CRC64XP10(t *testing.T, c *mlx5.Context) []CRC64Result {
 	l := NewLoopback(t, c)
 	const dataLen = crc64Blocks * crc64BlockSize
-	src, srcMR := buffer(t, l.PD, dataLen, uverbs.AccessLocalWrite)
+	src, srcMR := buffer(t, l.PD, dataLen, mlx5.AccessLocalWrite)
 	for i := range src {
 		src[i] = byte(i*7 + i>>9*13 + 1) // every block different
 	}
@@ -59,19 +57,19 @@ func CRC64XP10(t *testing.T, c *mlx5.Context) []CRC64Result {
 
 	var results []CRC64Result
 	for _, seed := range []uint64{0, ^uint64(0)} {
-		dst, dstMR := buffer(t, l.PD, crc64Blocks*(crc64BlockSize+8), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+		dst, dstMR := buffer(t, l.PD, crc64Blocks*(crc64BlockSize+8), mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
 		attr := &sig.BlockAttr{
 			Wire:      &sig.Domain{Type: sig.SigTypeCRC, CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10, Seed: seed}, BlockSize: sig.BlockSize512},
 			CheckMask: sig.MaskCRC64XP10,
 		}
-		err := l.A.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: mkey, Flags: wqe.SendSignaled,
-			SetAccess: true, Access: wqe.AccessLocalWrite | wqe.AccessRemoteRead,
-			List: []wqe.KLM{{Addr: srcMR.Addr, ByteCount: dataLen, Mkey: srcMR.LKey}}, Sig: attr})
+		err := l.A.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: mkey, Flags: mlx5.SendSignaled,
+			SetAccess: true, Access: mlx5.AccessLocalWrite | mlx5.AccessRemoteRead,
+			List: []mlx5.KLM{{Addr: srcMR.Addr, ByteCount: dataLen, Mkey: srcMR.LKey}}, Sig: attr})
 		if err != nil {
 			t.Fatalf("seed %#x: mkey configure: %v", seed, err)
 		}
-		err = l.A.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: wqe.SendSignaled,
-			RemoteAddr: dstMR.Addr, RKey: dstMR.RKey, SGL: []wqe.SGE{{Addr: 0, Length: dataLen, LKey: mkey.LKey}}})
+		err = l.A.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
+			RemoteAddr: dstMR.Addr, RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: dataLen, LKey: mkey.LKey}}})
 		if err != nil {
 			t.Fatalf("seed %#x: RDMA write: %v", seed, err)
 		}

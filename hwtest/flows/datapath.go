@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mlx5go/mlx5go/mlx5"
-	"github.com/mlx5go/mlx5go/uverbs"
 )
 
 // Loopback is two RC QPs of one context connected to each other, with the
@@ -76,7 +75,7 @@ func (l *Loopback) Wait(t testing.TB, n int) []mlx5.Completion {
 
 // buffer returns n bytes of registered device memory (mlx5.Buffer and
 // MR) closed at t's cleanup.
-func buffer(t testing.TB, pd *mlx5.PD, n int, access uverbs.AccessFlags) ([]byte, *mlx5.MR) {
+func buffer(t testing.TB, pd *mlx5.PD, n int, access mlx5.AccessFlags) ([]byte, *mlx5.MR) {
 	t.Helper()
 	b, err := mlx5.AllocBuffer(n)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,11 +130,11 @@ func DEVX(t *testing.T, c *mlx5.Context) {
 	// A CQ of 64 entries in a UMEM, its doorbell record in another, on an
 	// NC UAR page and completion vector 0's EQ.
 	buf, dbr := mmap(t, 64*64), mmap(t, 4096)
-	bufMem, err := c.RegUMem(buf, uverbs.IB_UVERBS_ACCESS_LOCAL_WRITE)
+	bufMem, err := c.RegUMem(buf, mlx5.AccessLocalWrite)
 	if err != nil {
 		t.Fatalf("UMEM (CQ buffer): %v", err)
 	}
-	dbrMem, err := c.RegUMem(dbr, uverbs.IB_UVERBS_ACCESS_LOCAL_WRITE)
+	dbrMem, err := c.RegUMem(dbr, mlx5.AccessLocalWrite)
 	if err != nil {
 		t.Fatalf("UMEM (doorbell record): %v", err)
 	}

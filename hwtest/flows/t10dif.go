@@ -8,8 +8,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/sig"
-	"github.com/mlx5go/mlx5go/uverbs"
-	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // t10Blocks 512-byte blocks, 8 bytes of T10-DIF after each on the wire.
@@ -49,7 +47,7 @@ func T10DIF(t *testing.T, c *mlx5.Context) {
 		t.Fatal(err)
 	}
 
-	src, srcMR := buffer(t, l.PD, t10Data, uverbs.AccessLocalWrite)
+	src, srcMR := buffer(t, l.PD, t10Data, mlx5.AccessLocalWrite)
 	for i := range src {
 		src[i] = byte(i*13 + i>>9)
 	}
@@ -60,10 +58,10 @@ func T10DIF(t *testing.T, c *mlx5.Context) {
 
 	// 1. Insert.
 	mA := sigMkey(t, l.PD)
-	configure(t, l, l.A, mA, srcMR, t10Data, attr, wqe.AccessLocalWrite)
-	wire, wireMR := buffer(t, l.PD, t10Wire, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
-	write(t, l, mlx5.SendWR{WrID: 10, Opcode: mlx5.OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: wireMR.Addr, RKey: wireMR.RKey,
-		SGL: []wqe.SGE{{Addr: 0, Length: t10Data, LKey: mA.LKey}}})
+	configure(t, l, l.A, mA, srcMR, t10Data, attr, mlx5.AccessLocalWrite)
+	wire, wireMR := buffer(t, l.PD, t10Wire, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
+	write(t, l, mlx5.SendWR{WrID: 10, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: wireMR.Addr, RKey: wireMR.RKey,
+		SGL: []mlx5.SGE{{Addr: 0, Length: t10Data, LKey: mA.LKey}}})
 	if !slices.Equal(wire, want) {
 		for b := range t10Blocks {
 			if got, w := wire[b*520:(b+1)*520], want[b*520:(b+1)*520]; !slices.Equal(got, w) {
@@ -75,13 +73,13 @@ func T10DIF(t *testing.T, c *mlx5.Context) {
 	checkMkey(t, l, mA, sig.MkeyErr{})
 
 	// 2. Strip and check.
-	in, inMR := buffer(t, l.PD, t10Wire, uverbs.AccessLocalWrite)
+	in, inMR := buffer(t, l.PD, t10Wire, mlx5.AccessLocalWrite)
 	copy(in, want)
-	dst, dstMR := buffer(t, l.PD, t10Data, uverbs.AccessLocalWrite)
+	dst, dstMR := buffer(t, l.PD, t10Data, mlx5.AccessLocalWrite)
 	mB := sigMkey(t, l.PD)
-	configure(t, l, l.B, mB, dstMR, t10Data, attr, wqe.AccessLocalWrite|wqe.AccessRemoteWrite)
-	strip := mlx5.SendWR{WrID: 20, Opcode: mlx5.OpRDMAWrite, Flags: wqe.SendSignaled, RemoteAddr: 0, RKey: mB.RKey,
-		SGL: []wqe.SGE{{Addr: inMR.Addr, Length: t10Wire, LKey: inMR.LKey}}}
+	configure(t, l, l.B, mB, dstMR, t10Data, attr, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
+	strip := mlx5.SendWR{WrID: 20, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: mB.RKey,
+		SGL: []mlx5.SGE{{Addr: inMR.Addr, Length: t10Wire, LKey: inMR.LKey}}}
 	write(t, l, strip)
 	if !slices.Equal(dst, src) {
 		t.Fatalf("strip: the memory domain does not hold the data")
@@ -120,10 +118,10 @@ func sigMkey(t testing.TB, pd *mlx5.PD) *mlx5.Mkey {
 
 // configure lays m over n bytes of mr with the signature attr, by a UMR on
 // qp, and waits for it.
-func configure(t testing.TB, l *Loopback, qp *mlx5.QP, m *mlx5.Mkey, mr *mlx5.MR, n uint32, attr *sig.BlockAttr, access wqe.Access) {
+func configure(t testing.TB, l *Loopback, qp *mlx5.QP, m *mlx5.Mkey, mr *mlx5.MR, n uint32, attr *sig.BlockAttr, access mlx5.AccessFlags) {
 	t.Helper()
-	err := qp.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: m, Flags: wqe.SendSignaled, SetAccess: true, Access: access,
-		List: []wqe.KLM{{Addr: mr.Addr, ByteCount: n, Mkey: mr.LKey}}, Sig: attr})
+	err := qp.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: m, Flags: mlx5.SendSignaled, SetAccess: true, Access: access,
+		List: []mlx5.KLM{{Addr: mr.Addr, ByteCount: n, Mkey: mr.LKey}}, Sig: attr})
 	if err != nil {
 		t.Fatalf("mkey configure: %v", err)
 	}

@@ -1,0 +1,290 @@
+package mlx5
+
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
+)
+
+// Batch is a batch of send work requests on one QP (ibv_wr_start, the
+// ibv_wr_* builders, ibv_wr_complete): each Add writes its WQEs into the
+// send queue at once, Commit rings one doorbell for all of them.
+//
+// A batch is all or nothing. The first work request that is invalid, or
+// that does not fit, poisons it: later Adds do nothing, and Commit writes
+// zeros over every WQEBB the batch wrote, restores the QP's producer
+// counter and small fence, undoes what mkey configures changed in their
+// mkeys, rings no doorbell and returns the error, which names the work
+// request. libmlx5 leaves the bytes it wrote past the counter; this leaves
+// none.
+//
+// Between Begin and Commit (or Abort) the batch holds the QP, as
+// ibv_wr_start holds libmlx5's QP lock: Close waits for it. A QP has one
+// batch, reused, so batches do not allocate. One goroutine at a time posts
+// on a QP.
+type Batch struct {
+	qp    *QP
+	open  bool
+	err   error
+	start uint16 // the producer counter at Begin
+	fm    bool   // the small fence at Begin
+	nwqe  int    // WQEs written
+	n     int    // work requests added
+	// lastAt and last are the last WQE written: where it starts, and the
+	// builder's result (its ds and doorbell word).
+	lastAt uint16
+	last   wqe.Result
+	// undo is what mkey configures changed in their mkeys, oldest first.
+	undo []mkeyUndo
+}
+
+// mkeyUndo is an mkey's configure state before a work request of the
+// batch changed it.
+type mkeyUndo struct {
+	m        *Mkey
+	bsf      wqe.BSFState
+	shape    uint32
+	sentErrs uint32
+	sigPSV   wqe.BlockPSVs
+}
+
+// Begin starts a batch on the QP. If the QP is closed, the batch carries
+// ErrClosed: Adds do nothing and Commit returns it.
+func (qp *QP) Begin() *Batch {
+	b := &qp.batch
+	if b.open {
+		// A batch that was not committed or aborted: a misuse, not a
+		// state to build on. Abort it and fail the new one.
+		b.Abort()
+		b.start, b.err = qp.sq.pi, invalid("post send", qp.name, "Begin while a batch is open (Commit or Abort it first)")
+		b.open = false
+		return b
+	}
+	b.qp, b.err, b.nwqe, b.n = qp, nil, 0, 0
+	b.undo = b.undo[:0]
+	if !qp.g.enter() {
+		b.err = qp.errs.closed[postSend]
+		return b
+	}
+	b.open = true
+	b.start, b.fm = qp.sq.pi, qp.fmCache
+	return b
+}
+
+// fail poisons the batch with err, which names work request n of it.
+func (b *Batch) fail(op postOp, err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// usable reports whether Add may build: the batch is open and healthy.
+func (b *Batch) usable() bool { return b.open && b.err == nil }
+
+// room is the WQEBBs a work request of the batch may take.
+func (b *Batch) room() int { return b.qp.room() }
+
+// added records a work request the builder wrote: its WQEs, bookkeeping
+// and the small fence it leaves.
+func (b *Batch) added(wrID uint64, wc WCOpcode, res wqe.Result, wqes int) {
+	qp := b.qp
+	at := qp.sq.pi
+	last := at
+	if wqes > 1 {
+		last = at + uint16(res.WQEBBs) - 1 // the last SET_PSV: one WQEBB
+	}
+	qp.fmCache = res.SmallFence
+	qp.track(wrID, wc, res.WQEBBs, last)
+	b.lastAt, b.last = last, res
+	b.nwqe += wqes
+	b.n++
+}
+
+// Add builds one send work request into the batch.
+func (b *Batch) Add(wr *SendWR) *Batch {
+	if !b.usable() {
+		return b
+	}
+	qp := b.qp
+	const op = postSend
+	if wr == nil {
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d of the batch is nil", b.n))
+		return b
+	}
+	if wr.Opcode == 0 || wr.Opcode >= numOpcodes {
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): opcode %d", b.n, wr.WrID, uint8(wr.Opcode)))
+		return b
+	}
+	info := &opcodes[wr.Opcode]
+	if !info.types.has(qp.typ) {
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a %v QP", b.n, wr.WrID, wr.Opcode, qp.typ))
+		return b
+	}
+	var res wqe.Result
+	var err error
+	switch wr.Opcode {
+	case OpLocalInv:
+		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wr.Flags, SmallFence: qp.fmCache}
+		res, err = wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
+	case OpNOP:
+		res, err = wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wr.Flags)
+	default:
+		s := wqe.Send{QPN: qp.qpn, Opcode: info.mlx5, Flags: wr.Flags, Imm: wr.Imm,
+			RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, Inline: wr.Inline,
+			SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE, MaxInline: qp.sq.maxInline}
+		switch wr.Opcode {
+		case OpSendInv:
+			s.Imm = wr.InvalidateKey
+		case OpAtomicCAS:
+			s.SwapAdd, s.Compare = wr.SwapAdd, wr.Compare
+		case OpAtomicFAA:
+			s.SwapAdd = wr.SwapAdd
+		}
+		if qp.typ == QPTypeUD {
+			if wr.AH == nil {
+				b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a send on a UD QP needs an AH", b.n, wr.WrID))
+				return b
+			}
+			s.UD = &wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
+		}
+		res, err = wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), &s)
+	}
+	if err != nil {
+		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res, err))
+		return b
+	}
+	b.added(wr.WrID, info.wc, res, 1)
+	return b
+}
+
+// AddMkeyConfigure builds an mkey configure work request into the batch
+// (mlx5dv_wr_mkey_configure and its setters): a UMR WQE, then a SET_PSV
+// WQE per signature domain when it sets a signature block, or when the
+// device reported a signature error on the mkey since its last configure
+// (the UMR then also updates the mkey's signature error counter, as
+// libmlx5 does). It completes once, with opcode WCUMR, whatever happened
+// to each of its WQEs: the first error, or success. The QP must have been
+// created with MkeyConfigure, for mkeys of up to as many layout entries.
+func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
+	if !b.usable() {
+		return b
+	}
+	qp := b.qp
+	const op = postMkeyConfigure
+	if wr == nil {
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d of the batch is nil", b.n))
+		return b
+	}
+	m := wr.Mkey
+	access, ok := wr.Access.mkeyAccess()
+	switch {
+	case m == nil || m.c != qp.c:
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): no mkey, or an mkey of another context", b.n, wr.WrID))
+		return b
+	case !qp.mkeyConf:
+		b.fail(op, invalid(postOpNames[op], qp.name, "the QP was created without MkeyConfigure"))
+		return b
+	case m.dead.Load():
+		b.fail(op, opErr(postOpNames[op], qp.name, fmt.Errorf("work request %d (wr_id %#x): %s: %w", b.n, wr.WrID, m.name, ErrClosed)))
+		return b
+	case wr.SetAccess && !ok:
+		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an mkey's access is local write and remote rights, not %#x", b.n, wr.WrID, uint32(wr.Access)))
+		return b
+	}
+	mem, wire := m.PSVs()
+	errs := m.sigErrs.Load()
+	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wr.Flags | wqe.SendInline, SmallFence: qp.fmCache,
+		SetAccess: wr.SetAccess, Access: access, List: wr.List, Interleaved: wr.Interleaved, RepeatCount: wr.RepeatCount,
+		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
+		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
+	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, b.room(), &c)
+	if err != nil {
+		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res, err))
+		return b
+	}
+	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
+	switch {
+	case wr.Sig != nil:
+		m.bsf = wqe.BSFSet
+		m.shape.Store(uint32(shapeOf(wr.Sig)))
+		m.sigPSV = wqe.PSVsOf(wr.Sig)
+	case wr.ResetSig:
+		m.bsf = wqe.BSFReset
+		m.shape.Store(0)
+		m.sigPSV = wqe.BlockPSVs{}
+	}
+	m.sentErrs = errs
+	b.added(wr.WrID, WCUMR, res, 1+res.PSVs)
+	return b
+}
+
+// Commit rings one doorbell for the batch's work requests and ends the
+// batch; or, if a work request failed, undoes the batch and returns that
+// failure. A batch of nothing rings nothing.
+func (b *Batch) Commit() error {
+	if !b.open {
+		if b.err != nil {
+			return b.err
+		}
+		return invalid("post send", "", "Commit without Begin")
+	}
+	qp := b.qp
+	if b.err != nil {
+		b.rollback()
+		b.open = false
+		qp.g.exit()
+		return b.err
+	}
+	var err error
+	if b.nwqe > 0 {
+		qp.sq.sync.publish()
+		err = qp.ring(b.lastAt, b.last, b.nwqe)
+	}
+	b.open = false
+	qp.g.exit()
+	return err
+}
+
+// Abort ends the batch without posting anything: the WQEBBs it wrote are
+// zeroed and the QP and mkeys are as they were at Begin.
+func (b *Batch) Abort() {
+	if !b.open {
+		return
+	}
+	b.rollback()
+	b.open = false
+	b.qp.g.exit()
+}
+
+// rollback zeroes what the batch wrote and restores the QP and mkeys.
+func (b *Batch) rollback() {
+	qp := b.qp
+	for j := b.start; j != qp.sq.pi; j++ {
+		clear(qp.sq.ring.Slot(j))
+	}
+	qp.sq.pi, qp.fmCache = b.start, b.fm
+	for i := len(b.undo) - 1; i >= 0; i-- {
+		u := &b.undo[i]
+		u.m.bsf, u.m.sentErrs, u.m.sigPSV = u.bsf, u.sentErrs, u.sigPSV
+		u.m.shape.Store(u.shape)
+	}
+	b.undo = b.undo[:0]
+}
+
+// wrErr is the error of work request n of a batch that the builder
+// refused: the queue has no room for it now (ErrQueueFull), it is larger
+// than the QP was created for, or it is invalid (ErrInvalid, with the
+// builder's reason).
+func (qp *QP) wrErr(op postOp, n int, wrID uint64, res wqe.Result, err error) error {
+	if err == wqe.ErrNoRoom {
+		if res.WQEBBs > qp.maxWQE {
+			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, res.WQEBBs, qp.maxWQE)
+		}
+		if n == 0 {
+			return qp.errs.full[op]
+		}
+		return &Error{Op: postOpNames[op], Obj: qp.name, Err: fmt.Errorf("work request %d (wr_id %#x): %w", n, wrID, ErrQueueFull)}
+	}
+	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", n, wrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+}

@@ -1,0 +1,65 @@
+package mlx5
+
+import (
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+// The types a user of mlx5 writes work requests with. They are mlx5's
+// names for the encoders' types, so that a program imports mlx5 (and sig
+// for signature attributes) and nothing else.
+
+// SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
+// the memory region or mkey with key LKey.
+type SGE = wqe.SGE
+
+// SendFlags are a send work request's flags (enum ibv_send_flags).
+type SendFlags = wqe.SendFlags
+
+// Send flags.
+const (
+	// SendFence: the work request waits until the RDMA READs and atomics
+	// before it completed (IBV_SEND_FENCE).
+	SendFence = wqe.SendFence
+	// SendSignaled: the work request makes a completion when it succeeds
+	// (IBV_SEND_SIGNALED); it always makes one when it fails.
+	SendSignaled = wqe.SendSignaled
+	// SendSolicited: the responder's completion raises a solicited event
+	// (IBV_SEND_SOLICITED).
+	SendSolicited = wqe.SendSolicited
+	// SendInline is implied by mkey configures; a send's inline data is
+	// SendWR.Inline.
+	SendInline = wqe.SendInline
+)
+
+// KLM is one piece of an mkey's list layout (mlx5dv_wr_set_mkey_layout_list's
+// struct ibv_sge): ByteCount bytes at Addr of memory key Mkey.
+type KLM = wqe.KLM
+
+// RepeatEntry is one entry of an mkey's interleaved layout (struct
+// mlx5dv_mr_interleaved).
+type RepeatEntry = wqe.RepeatEntry
+
+// AccessFlags are access rights (enum ibv_access_flags): of a memory
+// region, of an mkey, of a QP's responder.
+type AccessFlags uint32
+
+// Access rights.
+const (
+	AccessLocalWrite   AccessFlags = 1 << 0 // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite  AccessFlags = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
+	AccessRemoteRead   AccessFlags = 1 << 2 // IBV_ACCESS_REMOTE_READ
+	AccessRemoteAtomic AccessFlags = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
+	// AccessRelaxedOrdering lets the device write the region out of order
+	// (IBV_ACCESS_RELAXED_ORDERING); memory regions only.
+	AccessRelaxedOrdering AccessFlags = 1 << 20
+)
+
+const remoteAccess = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+
+// mkeyAccess is the part of a an mkey configure can set.
+func (a AccessFlags) mkeyAccess() (wqe.Access, bool) {
+	if a&^(AccessLocalWrite|remoteAccess) != 0 {
+		return 0, false
+	}
+	return wqe.Access(a), true
+}
