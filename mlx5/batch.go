@@ -35,6 +35,13 @@ type Batch struct {
 	// builder's result (its ds and doorbell word).
 	lastAt uint16
 	last   wqe.Result
+	// free is the send queue's free WQEBBs at Begin: the poller only adds
+	// to it meanwhile, so the batch's room is free less what it wrote.
+	free int
+	// send is the builder's input, reused so that a work request does
+	// not build a new one.
+	send wqe.Send
+	ud   wqe.UD
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
 }
@@ -68,7 +75,7 @@ func (qp *QP) Begin() *Batch {
 		return b
 	}
 	b.open = true
-	b.start, b.fm = qp.sq.pi, qp.fmCache
+	b.start, b.fm, b.free = qp.sq.pi, qp.fmCache, qp.sq.free()
 	return b
 }
 
@@ -82,8 +89,12 @@ func (b *Batch) fail(op postOp, err error) {
 // usable reports whether Add may build: the batch is open and healthy.
 func (b *Batch) usable() bool { return b.open && b.err == nil }
 
-// room is the WQEBBs a work request of the batch may take.
-func (b *Batch) room() int { return b.qp.room() }
+// room is the WQEBBs a work request of the batch may take: what was free
+// at Begin less what the batch wrote, and no more than the largest work
+// request the QP was created for.
+func (b *Batch) room() int {
+	return min(b.free-int(b.qp.sq.pi-b.start), b.qp.maxWQE)
+}
 
 // added records a work request the builder wrote: its WQEs, bookkeeping
 // and the small fence it leaves.
@@ -130,9 +141,11 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	case OpNOP:
 		res, err = wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wr.Flags)
 	default:
-		s := wqe.Send{QPN: qp.qpn, Opcode: info.mlx5, Flags: wr.Flags, Imm: wr.Imm,
-			RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, SGL: wr.SGL, Inline: wr.Inline,
-			SmallFence: qp.fmCache, MaxSGE: qp.sq.maxSGE, MaxInline: qp.sq.maxInline}
+		s := &b.send
+		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wr.Flags, wr.Imm
+		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wr.SGL, wr.Inline
+		s.SmallFence, s.MaxSGE, s.MaxInline = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline
+		s.SwapAdd, s.Compare, s.UD = 0, 0, nil
 		switch wr.Opcode {
 		case OpSendInv:
 			s.Imm = wr.InvalidateKey
@@ -146,9 +159,11 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 				b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a send on a UD QP needs an AH", b.n, wr.WrID))
 				return b
 			}
-			s.UD = &wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
+			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
+			s.UD = &b.ud
 		}
-		res, err = wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), &s)
+		res, err = wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
+		s.SGL, s.Inline, s.UD = nil, nil, nil // keep nothing of the caller's alive
 	}
 	if err != nil {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res, err))

@@ -192,3 +192,65 @@ func BenchmarkPollPrefilled(b *testing.B) {
 		n++
 	}
 }
+
+// BenchmarkPostRecv is one receive of one SGE: the WQE and the doorbell
+// record.
+func BenchmarkPostRecv(b *testing.B) {
+	qp, _ := testQP(b, &Context{}, 16)
+	qp.rq.wrID, qp.rq.ring, qp.rq.stride, qp.rq.maxSGE = make([]uint64, 256), make([]byte, 256*16), 16, 1
+	rec := make([]byte, 8)
+	qp.dbRQ, _ = doorbell.NewRQ(rec)
+	sgl := []SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}
+	b.ReportAllocs()
+	for b.Loop() {
+		qp.rq.tail.Store(uint32(qp.rq.pi))
+		if err := qp.PostRecv(1, sgl); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchBatch is libmlx5's wr_rdma_write_batchN (list: post_send_listN):
+// n RDMA WRITEs of one 4096-byte SGE, the last signaled, one doorbell,
+// on a 1024-WQEBB queue posted full in timed chunks.
+func benchBatch(b *testing.B, n int, list bool) {
+	qp, _ := testQP(b, &Context{}, 1024)
+	wrs := make([]SendWR, n)
+	for i := range wrs {
+		wrs[i] = SendWR{Opcode: OpRDMAWrite, RemoteAddr: 0x10000000, RKey: 0xabcd01,
+			SGL: []SGE{{Addr: 0x7e5a00000000, Length: 4096, LKey: 0x200100}}}
+	}
+	wrs[n-1].Flags = SendSignaled
+	b.ReportAllocs()
+	posted := 0
+	for b.Loop() {
+		if posted+n > 1024 {
+			b.StopTimer()
+			qp.sq.tail.Store(uint32(qp.sq.pi))
+			posted = 0
+			b.StartTimer()
+		}
+		var err error
+		if list {
+			err = qp.PostSendList(wrs)
+		} else {
+			bt := qp.Begin()
+			for i := range wrs {
+				bt.Add(&wrs[i])
+			}
+			err = bt.Commit()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		posted += n
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/wr")
+}
+
+func BenchmarkBatchRDMAWrite4(b *testing.B)  { benchBatch(b, 4, false) }
+func BenchmarkBatchRDMAWrite16(b *testing.B) { benchBatch(b, 16, false) }
+func BenchmarkBatchRDMAWrite64(b *testing.B) { benchBatch(b, 64, false) }
+func BenchmarkPostSendList4(b *testing.B)    { benchBatch(b, 4, true) }
+func BenchmarkPostSendList16(b *testing.B)   { benchBatch(b, 16, true) }
+func BenchmarkPostSendList64(b *testing.B)   { benchBatch(b, 64, true) }

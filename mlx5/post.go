@@ -6,7 +6,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
-	"golang.org/x/sys/unix"
 )
 
 // Opcode is a send work request's operation (enum ibv_wr_opcode, and
@@ -109,10 +108,6 @@ func (sq *sendQueue) free() int {
 	return len(sq.slots) - int(sq.pi-uint16(sq.tail.Load()))
 }
 
-// room is how many WQEBBs a work request may take now: what is free, and
-// no more than the largest work request the QP was created for.
-func (qp *QP) room() int { return min(qp.sq.free(), qp.maxWQE) }
-
 // PostSend posts one send work request and rings the doorbell: a batch
 // of one. It does not allocate or make a system call; one goroutine at a
 // time may post on a QP.
@@ -167,32 +162,58 @@ func (qp *QP) ring(last uint16, res wqe.Result, nreq int) error {
 	return qp.dbSQ.Ring(qp.sq.pi, db[:])
 }
 
-// PostRecv posts one receive work request and rings the receive doorbell.
-func (qp *QP) PostRecv(wrID uint64, sgl []wqe.SGE) error {
+// RecvWR is one receive work request (struct ibv_recv_wr): where an
+// incoming SEND (or the immediate of an RDMA WRITE) lands.
+type RecvWR struct {
+	WrID uint64
+	SGL  []SGE
+}
+
+// PostRecv posts one receive work request and writes the receive
+// doorbell record.
+func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
+	wr := [1]RecvWR{{WrID: wrID, SGL: sgl}}
+	return qp.PostRecvList(wr[:])
+}
+
+// PostRecvList posts the receive work requests in order and writes the
+// receive doorbell record once, all or none: a list with an invalid work
+// request, or more than the queue has room for, posts nothing and the
+// error names the work request (ibv_post_recv posts those before it).
+func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
 	n := len(qp.rq.wrID)
 	if n == 0 {
 		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 	}
-	if len(sgl) > qp.rq.maxSGE {
-		return invalid(postOpNames[op], qp.name, "%d SGEs, the queue takes %d", len(sgl), qp.rq.maxSGE)
+	for i := range wrs {
+		if len(wrs[i].SGL) > qp.rq.maxSGE {
+			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %d SGEs, the queue takes %d", i, wrs[i].WrID, len(wrs[i].SGL), qp.rq.maxSGE)
+		}
 	}
 	if !qp.g.enter() {
 		return qp.errs.closed[op]
 	}
-	if int(qp.rq.pi-uint16(qp.rq.tail.Load())) >= n {
+	if int(qp.rq.pi-uint16(qp.rq.tail.Load()))+len(wrs) > n {
 		qp.g.exit()
-		return qp.errs.full[op]
+		if len(wrs) == 1 {
+			return qp.errs.full[op]
+		}
+		return &Error{Op: postOpNames[op], Obj: qp.name, Err: fmt.Errorf("%d work requests: %w", len(wrs), ErrQueueFull)}
 	}
-	i := int(qp.rq.pi) & (n - 1)
-	if err := wqe.PutRecv(qp.rq.ring[i*qp.rq.stride:(i+1)*qp.rq.stride], sgl); err != nil {
-		qp.g.exit()
-		return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: err.Error(), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+	pi := qp.rq.pi
+	for i := range wrs {
+		j := int(pi) & (n - 1)
+		// Checked above: PutRecv cannot fail on the stride with these SGEs.
+		_ = wqe.PutRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wrs[i].SGL)
+		qp.rq.wrID[j] = wrs[i].WrID
+		pi++
 	}
-	qp.rq.wrID[i] = wrID
-	qp.rq.pi++
-	qp.rq.sync.publish()
-	qp.dbRQ.Ring(qp.rq.pi)
+	if len(wrs) > 0 {
+		qp.rq.pi = pi
+		qp.rq.sync.publish()
+		qp.dbRQ.Ring(pi)
+	}
 	qp.g.exit()
 	return nil
 }

@@ -4,134 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/internal/oracle/datapath"
 )
 
-// Records of testdata/datapath.jsonl and the datapath records of
-// testdata/wrap.jsonl (see testdata/README.md), as far as the tests read
-// them.
-
-type dpSGE struct {
-	Addr     string  `json:"addr"`
-	Length   uint32  `json:"length"`
-	Lkey     string  `json:"lkey"`
-	BytesHex *string `json:"bytes_hex"`
-}
-
-type dpWR struct {
-	Opcode      string `json:"opcode"`
-	OpcodeValue int    `json:"opcode_value"`
-	SendFlags   uint32 `json:"send_flags_value"`
-	RDMA        *struct {
-		RemoteAddr string `json:"remote_addr"`
-		RKey       string `json:"rkey"`
-	} `json:"rdma"`
-	Atomic *struct {
-		RemoteAddr string `json:"remote_addr"`
-		RKey       string `json:"rkey"`
-		CompareAdd string `json:"compare_add"`
-		Swap       string `json:"swap"`
-	} `json:"atomic"`
-	ImmData        string `json:"imm_data"`
-	InvalidateRKey string `json:"invalidate_rkey"`
-	UD             *struct {
-		AH struct {
-			DLID        uint16 `json:"dlid"`
-			SL          uint8  `json:"sl"`
-			SrcPathBits uint8  `json:"src_path_bits"`
-			StaticRate  uint8  `json:"static_rate"`
-			IsGlobal    int    `json:"is_global"`
-			GRH         *struct {
-				DGID         string `json:"dgid"`
-				FlowLabel    uint32 `json:"flow_label"`
-				SGIDIndex    uint8  `json:"sgid_index"`
-				HopLimit     uint8  `json:"hop_limit"`
-				TrafficClass uint8  `json:"traffic_class"`
-			} `json:"grh"`
-		} `json:"ah"`
-		RemoteQPN  string `json:"remote_qpn"`
-		RemoteQKey string `json:"remote_qkey"`
-	} `json:"ud"`
-	Setter     string  `json:"setter"`
-	SGList     []dpSGE `json:"sg_list"`
-	InlineData []struct {
-		Length int    `json:"length"`
-		Hex    string `json:"hex"`
-	} `json:"inline_data"`
-}
-
-type dpWQEBB struct {
-	Index int    `json:"index"`
-	Hex   string `json:"hex"`
-}
-
-type dpBF struct {
-	Size   int `json:"size"`
-	Writes []struct {
-		Len int    `json:"len"`
-		Hex string `json:"hex"`
-	} `json:"writes"`
-}
-
-type dpRecord struct {
-	Case  string `json:"case"`
-	Input struct {
-		SQStart int `json:"sq_start"`
-		RQStart int `json:"rq_start"`
-		Posts   []struct {
-			API string `json:"api"`
-			WRs []dpWR `json:"wrs"`
-		} `json:"posts"`
-	} `json:"input"`
-	QP struct {
-		Name     string `json:"name"`
-		Type     string `json:"type"`
-		QPN      uint32 `json:"qpn"`
-		SQWQECnt int    `json:"sq_wqe_cnt"`
-		SQStride int    `json:"sq_stride"`
-		RQWQECnt int    `json:"rq_wqe_cnt"`
-		RQStride int    `json:"rq_stride"`
-		SendCap  struct {
-			MaxSendSGE    int `json:"max_send_sge"`
-			MaxInlineData int `json:"max_inline_data"`
-		} `json:"send_cap"`
-		BFSize int `json:"bf_size"`
-	} `json:"qp"`
-	Result struct {
-		Posts []struct {
-			API        string `json:"api"`
-			Ret        int    `json:"ret"`
-			BadWR      *int   `json:"bad_wr_index"`
-			SQPIBefore int    `json:"sq_pi_before"`
-			SQPIAfter  int    `json:"sq_pi_after"`
-			RQPIBefore int    `json:"rq_pi_before"`
-			RQPIAfter  int    `json:"rq_pi_after"`
-			DBRec      struct {
-				Send int `json:"send_counter"`
-				Recv int `json:"recv_counter"`
-			} `json:"dbrec"`
-			BF dpBF `json:"bf"`
-		} `json:"posts"`
-	} `json:"result"`
-	SQPIBefore int `json:"sq_pi_before"`
-	SQPIAfter  int `json:"sq_pi_after"`
-	SQ         struct {
-		WQEBBs []dpWQEBB `json:"wqebbs"`
-	} `json:"sq"`
-	RQ *struct {
-		WQECnt int       `json:"wqe_cnt"`
-		Stride int       `json:"stride"`
-		WQEs   []dpWQEBB `json:"wqes"`
-	} `json:"rq"`
-	Stray []dpWQEBB `json:"stray_wqebbs"`
-	Wrap  *struct {
-		Schema string `json:"schema"`
-	} `json:"wrap"`
-}
+// The records of testdata/datapath.jsonl and the datapath records of
+// testdata/wrap.jsonl (see testdata/README.md) are read by
+// internal/oracle/datapath.
+type (
+	dpRecord = datapath.Record
+	dpWR     = datapath.WR
+	dpWQEBB  = datapath.WQEBB
+)
 
 // ibvOpcode maps enum ibv_wr_opcode to the mlx5 opcode; LOCAL_INV (7) is
 // BuildLocalInv.
@@ -262,14 +150,7 @@ const junk = 0xee // what the rings hold before a case: every byte the oracle sh
 // errors.
 func checkDatapath(t *testing.T, path string) dpCounts {
 	var n dpCounts
-	readLines(t, path, func(line []byte) {
-		var r dpRecord
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Wrap != nil && r.Wrap.Schema != "datapath" {
-			return
-		}
+	datapath.Read(t, path, func(r *dpRecord) {
 		n.records++
 		fails := 0
 		errorf := func(format string, args ...any) {
@@ -331,7 +212,7 @@ func checkDatapath(t *testing.T, path string) dpCounts {
 				lastPI := pi
 				posted := 0
 				for k := range post.WRs {
-					s, li := sendOf(t, &r, post.API, &post.WRs[k])
+					s, li := sendOf(t, r, post.API, &post.WRs[k])
 					// The SQ is empty when a case starts (the harness
 					// completes what it posted to reach sq_start), and
 					// nothing completes during it.

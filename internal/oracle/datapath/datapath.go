@@ -1,0 +1,202 @@
+// Package datapath reads the oracle's datapath records (libmlx5's send
+// and receive posts through ibv_wr_* and ibv_post_send/ibv_post_recv, in
+// its datapath and wrap families) as plain values. It is for tests of wqe
+// and mlx5, so it imports neither.
+package datapath
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
+)
+
+// SGE is one recorded struct ibv_sge; BytesHex, with ibv_post_send and
+// IBV_SEND_INLINE, the bytes libmlx5 copied into the WQE.
+type SGE struct {
+	Addr     string  `json:"addr"`
+	Length   uint32  `json:"length"`
+	Lkey     string  `json:"lkey"`
+	BytesHex *string `json:"bytes_hex"`
+}
+
+// WR is one recorded work request.
+type WR struct {
+	Opcode      string `json:"opcode"`
+	OpcodeValue int    `json:"opcode_value"`
+	WrID        uint64 `json:"wr_id"`
+	SendFlags   uint32 `json:"send_flags_value"`
+	RDMA        *struct {
+		RemoteAddr string `json:"remote_addr"`
+		RKey       string `json:"rkey"`
+	} `json:"rdma"`
+	Atomic *struct {
+		RemoteAddr string `json:"remote_addr"`
+		RKey       string `json:"rkey"`
+		CompareAdd string `json:"compare_add"`
+		Swap       string `json:"swap"`
+	} `json:"atomic"`
+	ImmData        string `json:"imm_data"`
+	InvalidateRKey string `json:"invalidate_rkey"`
+	UD             *struct {
+		AH struct {
+			DLID        uint16 `json:"dlid"`
+			SL          uint8  `json:"sl"`
+			SrcPathBits uint8  `json:"src_path_bits"`
+			StaticRate  uint8  `json:"static_rate"`
+			IsGlobal    int    `json:"is_global"`
+			GRH         *struct {
+				DGID         string `json:"dgid"`
+				FlowLabel    uint32 `json:"flow_label"`
+				SGIDIndex    uint8  `json:"sgid_index"`
+				HopLimit     uint8  `json:"hop_limit"`
+				TrafficClass uint8  `json:"traffic_class"`
+			} `json:"grh"`
+		} `json:"ah"`
+		RemoteQPN  string `json:"remote_qpn"`
+		RemoteQKey string `json:"remote_qkey"`
+	} `json:"ud"`
+	Setter     string `json:"setter"`
+	SGList     []SGE  `json:"sg_list"`
+	InlineData []struct {
+		Length int    `json:"length"`
+		Hex    string `json:"hex"`
+	} `json:"inline_data"`
+}
+
+// WQEBB is one recorded 64-byte send queue block (or receive WQE) at its
+// ring index.
+type WQEBB struct {
+	Index int    `json:"index"`
+	Hex   string `json:"hex"`
+}
+
+// BF is what one post wrote to the UAR's BlueFlame half.
+type BF struct {
+	Size   int `json:"size"`
+	Writes []struct {
+		Len int    `json:"len"`
+		Hex string `json:"hex"`
+	} `json:"writes"`
+}
+
+// Record is one datapath record (or a datapath record of the wrap
+// family).
+type Record struct {
+	Case  string `json:"case"`
+	Input struct {
+		SQStart int `json:"sq_start"`
+		RQStart int `json:"rq_start"`
+		Posts   []struct {
+			API string `json:"api"`
+			WRs []WR   `json:"wrs"`
+		} `json:"posts"`
+	} `json:"input"`
+	QP struct {
+		Name     string `json:"name"`
+		Type     string `json:"type"`
+		QPN      uint32 `json:"qpn"`
+		SQWQECnt int    `json:"sq_wqe_cnt"`
+		SQStride int    `json:"sq_stride"`
+		RQWQECnt int    `json:"rq_wqe_cnt"`
+		RQStride int    `json:"rq_stride"`
+		SendCap  struct {
+			MaxSendWR     int `json:"max_send_wr"`
+			MaxSendSGE    int `json:"max_send_sge"`
+			MaxInlineData int `json:"max_inline_data"`
+		} `json:"send_cap"`
+		BFSize int `json:"bf_size"`
+	} `json:"qp"`
+	Result struct {
+		Posts []struct {
+			API        string `json:"api"`
+			Ret        int    `json:"ret"`
+			BadWR      *int   `json:"bad_wr_index"`
+			SQPIBefore int    `json:"sq_pi_before"`
+			SQPIAfter  int    `json:"sq_pi_after"`
+			RQPIBefore int    `json:"rq_pi_before"`
+			RQPIAfter  int    `json:"rq_pi_after"`
+			DBRec      struct {
+				Send int `json:"send_counter"`
+				Recv int `json:"recv_counter"`
+			} `json:"dbrec"`
+			BF BF `json:"bf"`
+		} `json:"posts"`
+	} `json:"result"`
+	SQPIBefore int `json:"sq_pi_before"`
+	SQPIAfter  int `json:"sq_pi_after"`
+	SQ         struct {
+		WQEBBs []WQEBB `json:"wqebbs"`
+	} `json:"sq"`
+	RQ *struct {
+		WQECnt int     `json:"wqe_cnt"`
+		Stride int     `json:"stride"`
+		WQEs   []WQEBB `json:"wqes"`
+	} `json:"rq"`
+	Stray []WQEBB `json:"stray_wqebbs"`
+	Wrap  *struct {
+		Schema string `json:"schema"`
+	} `json:"wrap"`
+}
+
+// Values of enum ibv_wr_opcode.
+const (
+	IBVWRRDMAWrite    = 0
+	IBVWRRDMAWriteImm = 1
+	IBVWRSend         = 2
+	IBVWRSendImm      = 3
+	IBVWRRDMARead     = 4
+	IBVWRAtomicCS     = 5
+	IBVWRAtomicFA     = 6
+	IBVWRLocalInv     = 7
+	IBVWRSendInv      = 9
+)
+
+// Num parses a recorded number ("0x..." or decimal).
+func Num(t testing.TB, s string) uint64 {
+	t.Helper()
+	v, err := sigattr.Num(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// Unhex decodes recorded bytes.
+func Unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Read calls each for every datapath record of path (a wrap file's other
+// records are left out).
+func Read(t testing.TB, path string, each func(r *Record)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Wrap != nil && r.Wrap.Schema != "datapath" {
+			continue
+		}
+		each(&r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
