@@ -1,0 +1,178 @@
+package mlx5
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+// Queue sizing as libmlx5 44.0 does it (providers/mlx5 verbs.c:
+// _sq_overhead, mlx5_calc_send_wqe, mlx5_calc_sq_size, mlx5_calc_rcv_wqe,
+// mlx5_calc_rq_size), so that a QP made here has the geometry and the
+// granted capabilities a C program's would (the oracle's create and query
+// records pin them).
+
+// OpcodeSet is a set of send operations a QP will post
+// (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS): it sizes the largest WQE.
+type OpcodeSet uint32
+
+// Opcodes returns the set of the given operations.
+func Opcodes(ops ...Opcode) OpcodeSet {
+	var s OpcodeSet
+	for _, o := range ops {
+		s |= 1 << o
+	}
+	return s
+}
+
+func (s OpcodeSet) has(ops ...Opcode) bool {
+	for _, o := range ops {
+		if s&(1<<o) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultOps are the operations libmlx5 sizes a QP for when the caller
+// names none (sq_overhead without send_ops_flags).
+func defaultOps(t QPType) OpcodeSet {
+	if t == QPTypeUD {
+		return Opcodes(OpSend, OpSendImm)
+	}
+	return Opcodes(OpSend, OpSendInv, OpSendImm, OpRDMAWrite, OpRDMAWriteImm, OpRDMARead, OpAtomicCAS, OpAtomicFAA, OpLocalInv)
+}
+
+// Segment sizes the overheads add up (mlx5dv.h).
+const (
+	umrCtrlSegSize  = 48 // struct mlx5_wqe_umr_ctrl_seg
+	mkcSegSize      = 64 // struct mlx5_wqe_mkey_context_seg
+	datagramSegSize = 48 // struct mlx5_wqe_datagram_seg
+)
+
+// sqOverhead is the bytes of a send WQE before its data (_sq_overhead):
+// the largest control-and-address part of the operations, plus the
+// transport's segment.
+func sqOverhead(t QPType, ops OpcodeSet) (int, error) {
+	size := wqe.CtrlSegSize
+	if ops.has(OpRDMAWrite, OpRDMAWriteImm, OpRDMARead) {
+		size = max(size, wqe.CtrlSegSize+raddrSegSize)
+	}
+	if ops.has(OpAtomicCAS, OpAtomicFAA) {
+		size = max(size, wqe.CtrlSegSize+raddrSegSize+atomicSegSize)
+	}
+	if ops.has(OpLocalInv) {
+		size = max(size, wqe.CtrlSegSize+umrCtrlSegSize+mkcSegSize+64)
+	}
+	switch t {
+	case QPTypeRC, QPTypeUC:
+	case QPTypeUD, QPTypeDCI:
+		size += datagramSegSize
+	default:
+		return 0, fmt.Errorf("%v QPs have no send queue", t)
+	}
+	return size, nil
+}
+
+// deviceLimits are the context's limits the sizing checks
+// (mlx5_ib_alloc_ucontext_resp).
+type deviceLimits struct {
+	maxSQDesc, maxRQDesc int // max_sq_desc_sz, max_rq_desc_sz: bytes of a WQE
+	maxSendWQEBB         int // max_send_wqebb
+	maxRecvWR            int // max_recv_wr
+}
+
+// sqGeometry is a send queue's size and what libmlx5 grants.
+type sqGeometry struct {
+	wqeSize   int // bytes of the largest WQE, whole WQEBBs
+	wqeCnt    int // WQEBBs in the ring
+	maxPost   int // granted max_send_wr: work requests of wqeSize that fit
+	maxInline int // granted max_inline_data
+	maxSGE    int
+}
+
+// sqSize is mlx5_calc_sq_size for maxWR work requests of up to maxSGE SGEs
+// or maxInline inline bytes of the operations ops.
+func sqSize(lim *deviceLimits, t QPType, ops OpcodeSet, maxWR, maxSGE, maxInline int) (sqGeometry, error) {
+	var g sqGeometry
+	if maxWR == 0 {
+		return g, nil
+	}
+	over, err := sqOverhead(t, ops)
+	if err != nil {
+		return g, err
+	}
+	inl := 0
+	if maxInline > 0 {
+		inl = over + align(inlineHdrSize+maxInline, 16)
+	}
+	if maxSGE > (lim.maxSQDesc-over)/dataSegSize {
+		return g, fmt.Errorf("%d send SGEs: a WQE takes at most %d", maxSGE, (lim.maxSQDesc-over)/dataSegSize)
+	}
+	size := max(over+maxSGE*dataSegSize, inl)
+	if size > lim.maxSQDesc {
+		return g, fmt.Errorf("a WQE of %d bytes: the device takes at most %d (fewer SGEs or less inline data)", size, lim.maxSQDesc)
+	}
+	g.wqeSize = align(size, wqe.WQEBB)
+	if maxWR > 0x7fffffff/lim.maxSQDesc {
+		return g, fmt.Errorf("%d send work requests", maxWR)
+	}
+	ring := roundPow2(maxWR * g.wqeSize)
+	g.wqeCnt = ring / wqe.WQEBB
+	if g.wqeCnt > lim.maxSendWQEBB {
+		return g, fmt.Errorf("%d send work requests of %d bytes: a send queue holds at most %d WQEBBs", maxWR, g.wqeSize, lim.maxSendWQEBB)
+	}
+	g.maxInline = g.wqeSize - over - inlineHdrSize
+	g.maxPost = ring / g.wqeSize
+	g.maxSGE = maxSGE
+	return g, nil
+}
+
+// rqGeometry is a receive queue's size and what libmlx5 grants.
+type rqGeometry struct {
+	wqeCnt, wqeShift int
+	maxPost, maxSGE  int
+}
+
+// rqSize is mlx5_calc_rq_size (no WQE signature): receive WQEs of
+// maxSGE data segments rounded up to a power of two, at least a WQEBB of
+// them.
+func rqSize(lim *deviceLimits, maxWR, maxSGE int) (rqGeometry, error) {
+	var g rqGeometry
+	if maxWR == 0 {
+		return g, nil
+	}
+	if maxWR > lim.maxRecvWR {
+		return g, fmt.Errorf("%d receive work requests: the device takes at most %d", maxWR, lim.maxRecvWR)
+	}
+	size := dataSegSize * max(maxSGE, 1)
+	if size > lim.maxRQDesc {
+		return g, fmt.Errorf("%d receive SGEs: a receive WQE takes at most %d", maxSGE, lim.maxRQDesc/dataSegSize)
+	}
+	size = roundPow2(size)
+	ring := max(roundPow2(maxWR)*size, wqe.WQEBB)
+	g.wqeCnt = ring / size
+	g.wqeShift = bits.Len(uint(size - 1))
+	g.maxPost = 1 << bits.Len(uint(ring/size-1))
+	g.maxSGE = size / dataSegSize
+	return g, nil
+}
+
+func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
+
+// umrWQEBBs is the WQEBBs of an mkey configure of an mkey of entries
+// layout entries with a signature block: the UMR (control, UMR control,
+// mkey context, translations, BSF) and a SET_PSV per domain.
+func umrWQEBBs(entries int) int {
+	umr := wqe.CtrlSegSize + wqe.UMRCtrlSegSize + wqe.MkcSegSize + ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize
+	return (umr+wqe.WQEBB-1)/wqe.WQEBB + 2*psvWQEBBs
+}
+
+// umrInline is the inline data libmlx5 needs a QP to grant for mkey
+// configures of entries layout entries with a signature block: the
+// translations and the BSF travel as the UMR's inline data
+// (umr_wqe_finalize's max_data_size).
+func umrInline(entries int) int {
+	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize - inlineHdrSize
+}
