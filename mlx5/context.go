@@ -24,13 +24,62 @@ type Options struct {
 	TotalBFRegs, LowLatencyBFRegs uint32
 }
 
-// Caps are what the kernel said about the context (struct
-// mlx5_ib_alloc_ucontext_resp).
+// Caps are what the kernel said about the context when it opened it
+// (struct mlx5_ib_alloc_ucontext_resp), in Go terms.
 type Caps struct {
-	mlx5abi.Mlx5IbAllocUcontextResp
-	// SQD2RTS reports MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS: the kernel
-	// moves a QP from SQD back to RTS (signature pipelining needs it).
+	// SQD2RTS: the kernel moves a QP from SQD back to RTS
+	// (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS); signature pipelining
+	// needs it.
 	SQD2RTS bool
+	// ECE: the kernel negotiates enhanced connection establishment; QPs
+	// are created asking for version 1, as libmlx5 does.
+	ECE        bool
+	CQEVersion int
+	// BFRegSize is the bytes of one BlueFlame register (its two halves).
+	BFRegSize int
+	// StaticBFRegs and DynamicBFRegs count the BlueFlame registers of the
+	// context's own UAR pages and those it may allocate (UAR_OBJ_ALLOC).
+	StaticBFRegs, DynamicBFRegs int
+	UARsPerPage                 int
+	// The queue limits: WQEBBs of a send queue, receive work requests of
+	// a QP and an SRQ, bytes of a send and of a receive WQE.
+	MaxSendWQEBB, MaxRecvWR, MaxSRQRecvWR int
+	MaxSQDescSize, MaxRQDescSize          int
+	NumPorts                              int
+}
+
+// capsOf decodes the driver-data response of GET_CONTEXT.
+func capsOf(r *mlx5abi.Mlx5IbAllocUcontextResp) Caps {
+	return Caps{
+		SQD2RTS:      r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0,
+		ECE:          r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE != 0,
+		CQEVersion:   int(r.CqeVersion),
+		BFRegSize:    int(r.BfRegSize),
+		StaticBFRegs: int(r.TotBfregs), DynamicBFRegs: int(r.NumDynBfregs),
+		UARsPerPage:  int(r.NumUarsPerPage),
+		MaxSendWQEBB: int(r.MaxSendWqebb), MaxRecvWR: int(r.MaxRecvWr), MaxSRQRecvWR: int(r.MaxSrqRecvWr),
+		MaxSQDescSize: int(r.MaxSqDescSz), MaxRQDescSize: int(r.MaxRqDescSz),
+		NumPorts: int(r.NumPorts),
+	}
+}
+
+// limits are the queue limits sizing checks; a context that did not say
+// (an old model) gets a ConnectX's.
+func (c *Caps) limits() deviceLimits {
+	l := deviceLimits{maxSQDesc: c.MaxSQDescSize, maxRQDesc: c.MaxRQDescSize, maxSendWQEBB: c.MaxSendWQEBB, maxRecvWR: c.MaxRecvWR}
+	if l.maxSQDesc == 0 {
+		l.maxSQDesc = 1024
+	}
+	if l.maxRQDesc == 0 {
+		l.maxRQDesc = 512
+	}
+	if l.maxSendWQEBB == 0 {
+		l.maxSendWQEBB = 1 << 15
+	}
+	if l.maxRecvWR == 0 {
+		l.maxRecvWR = 1 << 15
+	}
+	return l
 }
 
 // Context is an open mlx5 device context.
@@ -38,7 +87,10 @@ type Context struct {
 	dev  seam.Device
 	uctx *uverbs.Context // nil on the model
 	devx bool
-	Caps Caps
+	// verbs: the device answered GET_CONTEXT with mlx5's driver data, so
+	// CQs, QPs and SRQs are made through its verbs by default.
+	verbs bool
+	Caps  Caps
 
 	mu sync.Mutex
 	// closing: Close has begun; no new object is made. closed: the
@@ -53,7 +105,8 @@ type Context struct {
 	mkeys  atomic.Pointer[mkeyTable]
 	mkeyMu sync.Mutex
 
-	ev events // the DEVX event channel and its reader
+	ev events     // the DEVX event channel and its reader
+	vr verbsState // what verbs objects share
 
 	capsOnce sync.Once
 	general  []byte // QUERY_HCA_CAP general (current) output, once read
@@ -107,8 +160,8 @@ func Open(name string, opt *Options) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
 	}
-	c := &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: devx}
-	c.Caps = Caps{Mlx5IbAllocUcontextResp: resp, SQD2RTS: resp.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0}
+	c := &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: devx, verbs: true}
+	c.Caps = capsOf(&resp)
 	return c, nil
 }
 
@@ -154,9 +207,16 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 }
 
 // NewContext makes a Context on another seam.Device: the software device
-// model. caps are the context capabilities it reports.
+// model. Its capabilities are the device's GET_CONTEXT answer
+// (seam.Verbs.DriverContext); caps stand in for a device that gives none.
 func NewContext(dev seam.Device, caps Caps) *Context {
-	return &Context{dev: dev, devx: true, Caps: caps}
+	c := &Context{dev: dev, devx: true, Caps: caps}
+	var r mlx5abi.Mlx5IbAllocUcontextResp
+	if b := dev.DriverContext(); len(b) > 0 {
+		copy(bytesOf(&r), b)
+		c.Caps, c.verbs = capsOf(&r), true
+	}
+	return c
 }
 
 // Verbs returns the uverbs context under a kernel-backed Context (nil on
@@ -196,6 +256,8 @@ func (c *Context) Close() error {
 		kids = left
 	}
 	c.ev.stop()
+	c.stopEvents()
+	c.closeVerbs()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -220,6 +282,9 @@ func (c *Context) checkOpen(op string) error {
 	}
 	return nil
 }
+
+// bytesOf is the memory of *v, for driver data and responses.
+func bytesOf[T any](v *T) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v)) }
 
 // addrOf is the address of mem's first byte, as the device names it.
 func addrOf(mem []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))) }

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/seam"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"
@@ -19,20 +20,34 @@ import (
 
 // CQOptions size a completion queue.
 type CQOptions struct {
-	// Entries is the least number of CQEs the queue holds; it is rounded
-	// up to a power of two (at least 2).
+	// Entries is the least number of CQEs the queue holds; as libmlx5
+	// does, the ring is the next power of two above it.
 	Entries int
 	// Vector is the completion vector whose EQ receives the CQ's events.
 	Vector uint32
+	// Events gives the CQ a completion channel, for Arm and Wait.
+	Events bool
+	// DEVX creates the CQ as a DEVX object, its ring and doorbell record
+	// in UMEMs, instead of through the kernel's verbs (the default on a
+	// device that speaks verbs). It needs DEVX, and has no completion
+	// channel.
+	DEVX bool
 }
 
-// CQ is a completion queue created through DEVX, with its CQE ring and
-// doorbell record in memory mlx5go owns (UMEMs). It has a single poller:
-// Poll is not safe for concurrent use with itself, but is with posts on
-// its QPs and with Close of its QPs or of itself.
+// CQ is a completion queue, its CQE ring and doorbell record in memory
+// mlx5go owns: created through the kernel's verbs with mlx5's driver data
+// (as libmlx5 does), or as a DEVX object on UMEMs. It has a single poller:
+// Poll, Arm and Wait are not safe for concurrent use with each other, but
+// are with posts on its QPs and with Close of its QPs or of itself.
 type CQ struct {
 	c       *Context
-	obj     *DevxObj
+	obj     *DevxObj    // a DEVX CQ's
+	handle  seam.Handle // a verbs CQ's
+	verbs   bool
+	made    bool             // the kernel made the verbs CQ
+	user    uint64           // the user handle events name it by
+	ch      seam.CompChannel // completion events, with CQOptions.Events
+	armSN   uint32
 	cqn     uint32
 	name    string
 	logSize uint8
@@ -80,31 +95,110 @@ const cqeSize = 64
 // Poll reports an overrun (ErrCQOverrun).
 func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	const op = "create cq"
-	if err := c.check(op); err != nil {
+	verbs := !opt.DEVX && c.speaksVerbs()
+	var err error
+	if verbs {
+		err = c.checkOpen(op)
+	} else {
+		err = c.check(op)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if opt.Entries <= 0 || opt.Entries > 1<<22 {
-		return nil, invalid(op, "", "%d entries (1 to 4194304)", opt.Entries)
+	if opt.Entries <= 0 || opt.Entries >= 1<<22 {
+		return nil, invalid(op, "", "%d entries (1 to 4194303)", opt.Entries)
 	}
-	logSize := uint8(bits.Len(uint(max(opt.Entries, 2) - 1)))
-	cq := &CQ{c: c, logSize: logSize}
+	if opt.Events && !verbs {
+		return nil, invalid(op, "", "a DEVX CQ has no completion channel (CQOptions.Events)")
+	}
+	// libmlx5's align_queue_size(cqe + 1).
+	logSize := uint8(bits.Len(uint(opt.Entries)))
+	cq := &CQ{c: c, logSize: logSize, verbs: verbs}
 	m := map[uint32]*QP{}
 	cq.qps.Store(&m)
-	err := cq.create(opt)
+	if verbs {
+		err = cq.createVerbs(opt)
+	} else {
+		err = cq.create(opt)
+	}
 	if err == nil {
 		cq.name = cqName(cq.cqn)
 		cq.errClosed = opErr("poll", cq.name, ErrClosed)
-		if err = c.subscribeCQ(cq); err == nil {
-			if err = c.adopt(cq); err != nil {
+		if !verbs {
+			err = c.subscribeCQ(cq)
+		}
+		if err == nil {
+			if err = c.adopt(cq); err != nil && !verbs {
 				c.unsubscribeCQ(cq)
 			}
 		}
 	}
 	if err != nil {
-		cq.res.close()
+		if cq.made {
+			c.dev.DestroyCQ(cq.handle)
+		}
+		cq.release()
 		return nil, opErr(op, "", err)
 	}
 	return cq, nil
+}
+
+// speaksVerbs reports whether the device creates verbs objects: it
+// answered GET_CONTEXT with mlx5's driver data.
+func (c *Context) speaksVerbs() bool { return c.verbs }
+
+// createVerbs creates the CQ through the kernel (UVERBS_METHOD_CQ_CREATE
+// with struct mlx5_ib_create_cq), as libmlx5's create_cq does: the ring
+// and the doorbell record at their addresses, 64-byte CQEs, the context's
+// non-cached UAR page for its arm doorbell.
+func (cq *CQ) createVerbs(opt CQOptions) error {
+	c := cq.c
+	nc, err := c.ncPage()
+	if err != nil {
+		return err
+	}
+	buf, err := allocBuffer(cqeSize << cq.logSize)
+	if err != nil {
+		return err
+	}
+	cq.res.add(buf)
+	dbr, err := allocBuffer(4096)
+	if err != nil {
+		return err
+	}
+	cq.res.add(dbr)
+	cq.ring = buf.mem
+	for i := 0; i < len(cq.ring); i += cqeSize {
+		wqe.InitCQE(cq.ring[i : i+cqeSize])
+	}
+	if opt.Events {
+		if cq.ch, err = c.dev.NewCompChannel(); err != nil {
+			return err
+		}
+	}
+	cq.user = c.newHandle(cq)
+	drv := mlx5abi.Mlx5IbCreateCq{BufAddr: addrOf(cq.ring), DbAddr: addrOf(dbr.mem), CqeSize: cqeSize,
+		Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(nc.PageID)}
+	var resp mlx5abi.Mlx5IbCreateCqResp
+	h, _, err := c.dev.CreateCQ(seam.CQCreate{CQE: uint32(1)<<cq.logSize - 1, CompVector: opt.Vector, Channel: cq.ch, UserHandle: cq.user},
+		bytesOf(&drv), bytesOf(&resp))
+	if err != nil {
+		return err
+	}
+	cq.handle, cq.cqn, cq.made = h, resp.Cqn, true
+	cq.db, err = doorbell.NewCQ(dbr.mem[:doorbell.RecordSize], nc.Page, cq.cqn)
+	return err
+}
+
+// release frees what a CQ made besides its device object.
+func (cq *CQ) release() {
+	cq.res.close()
+	if cq.ch != nil {
+		cq.ch.Close()
+	}
+	if cq.user != 0 {
+		cq.c.dropHandle(cq.user)
+	}
 }
 
 func (cq *CQ) create(opt CQOptions) error {
@@ -214,16 +308,24 @@ func (cq *CQ) Close() error {
 	if cq.refs > 0 && !cq.c.closedNow() {
 		return opErr(op, cq.name, fmt.Errorf("%d QPs use it: %w", cq.refs, unix.EBUSY))
 	}
-	if err := cq.obj.Close(); err != nil {
+	var err error
+	if cq.verbs {
+		if !cq.c.closedNow() {
+			err = cq.c.dev.DestroyCQ(cq.handle)
+		}
+	} else {
+		err = cq.obj.Close()
+	}
+	if err != nil {
 		return opErr(op, cq.name, err)
 	}
 	cq.g.close()
-	cq.c.unsubscribeCQ(cq)
+	if !cq.verbs {
+		cq.c.unsubscribeCQ(cq)
+	}
 	cq.closed = true
 	cq.c.forget(cq)
-	if err := cq.res.close(); err != nil {
-		return opErr(op, cq.name, err)
-	}
+	cq.release()
 	return nil
 }
 
@@ -350,6 +452,12 @@ func (cq *CQ) failed(syndrome uint8) {
 		err = fmt.Errorf("the device reported a CQ error, syndrome %#x; the CQ takes no more completions", syndrome)
 	}
 	cq.fault.CompareAndSwap(nil, &Error{Op: "poll", Obj: cq.name, Err: err})
+}
+
+// failedEvent records the kernel's IB_EVENT_CQ_ERR of a verbs CQ, which
+// says overrun or access violation without saying which.
+func (cq *CQ) failedEvent() {
+	cq.fault.CompareAndSwap(nil, &Error{Op: "poll", Obj: cq.name, Err: fmt.Errorf("the device reported a CQ error (IB_EVENT_CQ_ERR: an overrun, or an access violation): %w", ErrCQOverrun)})
 }
 
 // Poll reads up to len(wc) completions into wc and returns how many it

@@ -293,7 +293,7 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	qp.obj = obj
 	qp.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))
 
-	bf := int(c.Caps.BfRegSize / 2)
+	bf := c.Caps.BFRegSize / 2
 	if bf == 0 {
 		bf = defaultBFSize
 	}
