@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -563,4 +564,53 @@ var syndromeStatus = map[wqe.Syndrome]WCStatus{
 	wqe.SyndromeRemoteAccess: WCRemAccessErr, wqe.SyndromeRemoteOp: WCRemOpErr,
 	wqe.SyndromeTransportRetryExc: WCRetryExcErr, wqe.SyndromeRNRRetryExc: WCRNRRetryExcErr,
 	wqe.SyndromeRemoteAborted: WCRemAbortErr,
+}
+
+// Arm asks for one completion event (ibv_req_notify_cq): when the next
+// completion arrives, or with solicited only the next solicited one (or
+// error). The CQ needs CQOptions.Events. Arm belongs to the poller: it
+// names the consumer index Poll has reached, so a completion already
+// waiting raises the event at once. Poll again after Arm before you Wait,
+// as with ibv_req_notify_cq, or a completion that arrived in between goes
+// unnoticed until the next.
+func (cq *CQ) Arm(solicited bool) error {
+	const op = "arm"
+	if cq.ch == nil {
+		return invalid(op, cq.name, "the CQ has no completion channel (CQOptions.Events)")
+	}
+	if !cq.g.enter() {
+		return opErr(op, cq.name, ErrClosed)
+	}
+	cmd := doorbell.ArmNext
+	if solicited {
+		cmd = doorbell.ArmSolicited
+	}
+	cq.db.Arm(cq.armSN, cmd, cq.ci)
+	cq.g.exit()
+	return nil
+}
+
+// Wait waits for the completion event Arm asked for, or until ctx is done
+// (ibv_get_cq_event and its ack). It waits in the Go runtime's netpoller,
+// holding no thread. After it returns, Poll, then Arm again for the next
+// event.
+func (cq *CQ) Wait(ctx context.Context) error {
+	const op = "wait"
+	if cq.ch == nil {
+		return invalid(op, cq.name, "the CQ has no completion channel (CQOptions.Events)")
+	}
+	if cq.g.closed() {
+		return opErr(op, cq.name, ErrClosed)
+	}
+	if _, err := cq.ch.Next(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if cq.g.closed() {
+			return opErr(op, cq.name, ErrClosed)
+		}
+		return opErr(op, cq.name, err)
+	}
+	cq.armSN++ // libmlx5's mlx5_cq_event: the next arm is a new one
+	return nil
 }

@@ -9,18 +9,30 @@ import (
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
 )
 
-// QPOptions describe a reliable-connected QP.
+// QPOptions describe a QP.
 type QPOptions struct {
+	// Type is the transport: RC (the zero value), UC, UD, or mlx5's DC
+	// types, DCI and DCT.
+	Type           QPType
 	PD             *PD
 	SendCQ, RecvCQ *CQ
+	// SRQ makes the QP take its receives from a shared receive queue (a
+	// DCT must); it then has no receive queue of its own.
+	SRQ *SRQ
 	// MaxSendWR is the number of send work requests of the largest kind
 	// the send queue must hold at once; MaxSendSGE bounds their SGEs (0
-	// means 1), MaxInlineData their inline bytes (SendWR.Inline).
+	// means 1), MaxInlineData their inline bytes (SendWR.Inline). The QP
+	// grants what libmlx5 would (QP.Caps): the ring is sized for the
+	// largest WQE of the operations SendOps names (0: every operation of
+	// the QP type, as libmlx5 sizes a QP without send_ops_flags).
 	MaxSendWR, MaxSendSGE, MaxInlineData int
+	SendOps                              OpcodeSet
 	// MaxRecvWR and MaxRecvSGE size the receive queue; MaxRecvWR 0 makes
 	// a QP without one (it cannot receive SENDs).
 	MaxRecvWR, MaxRecvSGE int
@@ -29,21 +41,49 @@ type QPOptions struct {
 	// MaxMkeyEntries layout entries (0 means 4), signature included.
 	MkeyConfigure  bool
 	MaxMkeyEntries int
+	// DCAccessKey is a DCT's access key, which a DCI's sends name it by.
+	DCAccessKey uint64
+	// DCIStreams gives a DCI concurrent streams
+	// (MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS): 2^LogConcurrent stream
+	// channels, of which 2^LogErrored may be in error at once.
+	DCIStreams *DCIStreams
+	// DEVX creates the QP as a DEVX object (an RC QP only), its work queue
+	// and doorbell record in UMEMs, instead of through the kernel's verbs
+	// (the default on a device that speaks verbs). It needs DEVX.
+	DEVX bool
 }
 
-// QP is a reliable-connected queue pair created through DEVX, its work
-// queue and doorbell record in memory mlx5go owns. One goroutine at a
-// time may post on it (the Post methods take no lock); another may poll
-// its CQs, and any may Close it: posts in flight finish first, later ones
-// return ErrClosed.
+// DCIStreams are a DCI's stream channels (struct
+// mlx5dv_dci_streams).
+type DCIStreams struct {
+	LogConcurrent, LogErrored int
+}
+
+// QP is a queue pair, its work queue and doorbell record in memory mlx5go
+// owns: created through the kernel's verbs with mlx5's driver data (as
+// libmlx5 does), or as a DEVX object on UMEMs. One goroutine at a time may
+// post on it (the Post methods take no lock); another may poll its CQs,
+// and any may Close it: posts in flight finish first, later ones return
+// ErrClosed.
 type QP struct {
-	c      *Context
-	pd     *PD
-	obj    *DevxObj
-	qpn    uint32
-	name   string
-	sendCQ *CQ
-	recvCQ *CQ
+	c             *Context
+	pd            *PD
+	obj           *DevxObj    // a DEVX QP's
+	handle        seam.Handle // a verbs QP's
+	verbs         bool
+	made          bool // the kernel made the verbs QP
+	user          uint64
+	uidx          uint32
+	hasIdx        bool
+	bf            bfReg
+	hasBF         bool
+	srq           *SRQ
+	sigPipelining bool
+	caps          QPCaps
+	qpn           uint32
+	name          string
+	sendCQ        *CQ
+	recvCQ        *CQ
 
 	g       guard // posts inside; Close
 	typ     QPType
@@ -159,55 +199,76 @@ const (
 	psvWQEBBs     = 1  // a SET_PSV WQE: control and PSV segments
 )
 
-// sendWQEBBs is how many WQEBBs the largest work request of o takes: a
-// control, a remote address and an atomic segment, then its SGEs or its
-// inline data.
-func (o *QPOptions) sendWQEBBs() int {
-	sge := max(o.MaxSendSGE, 1)
-	data := sge * dataSegSize
-	if o.MaxInlineData > 0 {
-		data = max(data, (inlineHdrSize+o.MaxInlineData+15)&^15)
-	}
-	n := (wqe.CtrlSegSize + raddrSegSize + atomicSegSize + data + wqe.WQEBB - 1) / wqe.WQEBB
-	if o.MkeyConfigure {
-		entries := o.MaxMkeyEntries
-		if entries == 0 {
-			entries = 4
-		}
-		umr := wqe.CtrlSegSize + wqe.UMRCtrlSegSize + wqe.MkcSegSize + ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize
-		n = max(n, (umr+wqe.WQEBB-1)/wqe.WQEBB+2*psvWQEBBs)
-	}
-	return n
-}
-
 func roundPow2(n int) int { return 1 << bits.Len(uint(n-1)) }
 
-// CreateQP creates an RC QP in the RST state.
+// QPCaps are what a QP grants (ibv_query_qp's cap): the work requests of
+// the largest kind its send queue holds, SGEs and inline bytes per send,
+// and its receive queue's work requests and SGEs.
+type QPCaps struct {
+	MaxSendWR, MaxSendSGE, MaxInlineData int
+	MaxRecvWR, MaxRecvSGE                int
+}
+
+// Caps returns what the QP grants.
+func (qp *QP) Caps() QPCaps { return qp.caps }
+
+// geometry is the QP's queues as libmlx5 sizes them, and its largest work
+// request in WQEBBs.
+func (o *QPOptions) geometry(lim *deviceLimits) (sqGeometry, rqGeometry, int, error) {
+	if o.Type == QPTypeDCT {
+		return sqGeometry{}, rqGeometry{}, 0, nil // a DCT only receives, through its SRQ
+	}
+	ops := o.SendOps
+	if ops == 0 {
+		ops = defaultOps(o.Type)
+	}
+	inline := o.MaxInlineData
+	entries := o.MaxMkeyEntries
+	if entries == 0 {
+		entries = 4
+	}
+	if o.MkeyConfigure {
+		// libmlx5 carries a configure's translations and BSF as the UMR's
+		// inline data: the QP must grant that much.
+		inline = max(inline, umrInline(entries))
+	}
+	sq, err := sqSize(lim, o.Type, ops, o.MaxSendWR, max(o.MaxSendSGE, 1), inline)
+	if err != nil {
+		return sq, rqGeometry{}, 0, err
+	}
+	var rq rqGeometry
+	if o.SRQ == nil {
+		if rq, err = rqSize(lim, o.MaxRecvWR, o.MaxRecvSGE); err != nil {
+			return sq, rq, 0, err
+		}
+	}
+	largest := sq.wqeSize / wqe.WQEBB
+	if o.MkeyConfigure {
+		largest = max(largest, umrWQEBBs(entries))
+	}
+	return sq, rq, largest, nil
+}
+
+// CreateQP creates a QP in the RST state.
 func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	const op = "create qp"
-	if err := c.check(op); err != nil {
+	verbs := !o.DEVX && c.speaksVerbs()
+	var err error
+	if verbs {
+		err = c.checkOpen(op)
+	} else {
+		err = c.check(op)
+	}
+	if err != nil {
 		return nil, err
 	}
-	switch {
-	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
-		return nil, invalid(op, "", "PD, SendCQ and RecvCQ are required")
-	case o.PD.c != c || o.SendCQ.c != c || o.RecvCQ.c != c:
-		return nil, invalid(op, "", "PD or CQ of another context")
-	case o.MaxSendWR <= 0 || o.MaxSendWR > 1<<15:
-		return nil, invalid(op, "", "MaxSendWR %d (1 to 32768)", o.MaxSendWR)
-	case o.MaxSendSGE < 0 || o.MaxSendSGE > 30 || o.MaxRecvSGE < 0 || o.MaxRecvSGE > 30:
-		return nil, invalid(op, "", "at most 30 SGEs per work request")
-	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
-		return nil, invalid(op, "", "MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
-	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:
-		return nil, invalid(op, "", "MaxInlineData %d (0 to 1024)", o.MaxInlineData)
-	case o.MaxMkeyEntries < 0 || o.MaxMkeyEntries > 1<<10:
-		return nil, invalid(op, "", "MaxMkeyEntries %d (0 to 1024)", o.MaxMkeyEntries)
+	if err := c.checkQPOptions(&o, verbs); err != nil {
+		return nil, opErr(op, "", err)
 	}
-	perWR := o.sendWQEBBs()
-	sqBBs := roundPow2(o.MaxSendWR * perWR)
-	if sqBBs > 1<<15 {
-		return nil, invalid(op, "", "%d send WRs of %d WQEBBs exceed the 32768-WQEBB send queue", o.MaxSendWR, perWR)
+	lim := c.Caps.limits()
+	sq, rq, largest, err := o.geometry(&lim)
+	if err != nil {
+		return nil, invalid(op, "", "%v", err)
 	}
 	// The CQs cannot be destroyed while the QP is being made on them.
 	if err := o.SendCQ.ref(); err != nil {
@@ -217,9 +278,15 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		o.SendCQ.unref()
 		return nil, err
 	}
-	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: perWR, mkeyConf: o.MkeyConfigure}
-	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), o.MaxInlineData
-	err := qp.create(&o, sqBBs)
+	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
+		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: false}
+	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
+	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
+	if verbs {
+		err = qp.createVerbs(&o, sq, rq)
+	} else {
+		err = qp.create(&o, sq, rq)
+	}
 	if err == nil {
 		qp.name = qpName(qp.qpn)
 		qp.initErrors()
@@ -236,7 +303,10 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		}
 	}
 	if err != nil {
-		qp.res.close()
+		if qp.made {
+			c.dev.DestroyQP(qp.handle)
+		}
+		qp.release()
 		o.SendCQ.unref()
 		o.RecvCQ.unref()
 		return nil, opErr(op, "", err)
@@ -244,22 +314,94 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	return qp, nil
 }
 
-func (qp *QP) create(o *QPOptions, sqBBs int) error {
-	c := qp.c
-	var rqSize, rqStride int
-	if o.MaxRecvWR > 0 {
-		rqSize = roundPow2(o.MaxRecvWR)
-		rqStride = roundPow2(max(o.MaxRecvSGE, 1) * dataSegSize)
+// checkQPOptions refuses what cannot be made, before anything is.
+func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
+	bad := func(format string, args ...any) error {
+		return &reasonError{msg: fmt.Sprintf(format, args...), errs: []error{ErrInvalid, unix.EINVAL}}
 	}
-	q, err := c.queueMemory(&qp.res, rqSize*rqStride+sqBBs*wqe.WQEBB, UARBlueFlame)
+	switch {
+	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
+		return bad("PD, SendCQ and RecvCQ are required")
+	case o.PD.c != c || o.SendCQ.c != c || o.RecvCQ.c != c || o.SRQ != nil && o.SRQ.c != c:
+		return bad("PD, CQ or SRQ of another context")
+	case o.Type > QPTypeDCT:
+		return bad("QP type %v", o.Type)
+	case o.Type != QPTypeDCT && (o.MaxSendWR <= 0 || o.MaxSendWR > 1<<15):
+		return bad("MaxSendWR %d (1 to 32768)", o.MaxSendWR)
+	case o.MaxSendSGE < 0 || o.MaxSendSGE > 30 || o.MaxRecvSGE < 0 || o.MaxRecvSGE > 30:
+		return bad("at most 30 SGEs per work request")
+	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
+		return bad("MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
+	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:
+		return bad("MaxInlineData %d (0 to 1024)", o.MaxInlineData)
+	case o.MaxMkeyEntries < 0 || o.MaxMkeyEntries > 1<<10:
+		return bad("MaxMkeyEntries %d (0 to 1024)", o.MaxMkeyEntries)
+	case o.SRQ != nil && o.MaxRecvWR > 0:
+		return bad("a QP on an SRQ has no receive queue of its own (MaxRecvWR %d)", o.MaxRecvWR)
+	case o.Type == QPTypeDCT && o.SRQ == nil:
+		return bad("a DCT receives through an SRQ")
+	case o.Type != QPTypeDCI && o.DCIStreams != nil:
+		return bad("DCI streams on a %v QP", o.Type)
+	case o.MkeyConfigure && o.Type != QPTypeRC && o.Type != QPTypeUC:
+		return bad("mkey configures on a %v QP", o.Type)
+	case o.SendOps != 0 && o.SendOps&^(1<<numOpcodes-2) != 0:
+		return bad("SendOps %#x", uint32(o.SendOps))
+	}
+	if !verbs {
+		switch {
+		case o.Type != QPTypeRC:
+			return bad("a DEVX QP is an RC QP here, not %v", o.Type)
+		case o.SRQ != nil:
+			return bad("a DEVX QP has its own receive queue")
+		}
+		return nil
+	}
+	if !o.SendCQ.verbs || !o.RecvCQ.verbs {
+		return bad("a verbs QP needs verbs CQs (not CQOptions.DEVX)")
+	}
+	if s := o.DCIStreams; s != nil && (s.LogConcurrent < 0 || s.LogErrored < 0 || s.LogConcurrent > 0xff || s.LogErrored > 0xff) {
+		return bad("DCI streams %+v", *s)
+	}
+	return nil
+}
+
+// release frees what a QP made besides its device object.
+func (qp *QP) release() {
+	qp.res.close()
+	c := qp.c
+	if qp.hasBF {
+		c.putBFReg(qp.bf)
+		qp.hasBF = false
+	}
+	if qp.hasIdx {
+		c.freeUIdx(qp.uidx)
+		qp.hasIdx = false
+	}
+	if qp.user != 0 {
+		c.dropHandle(qp.user)
+		qp.user = 0
+	}
+}
+
+// rings places the queues in the work queue buffer wq, receive queue
+// first, as libmlx5 lays them out.
+func (qp *QP) rings(wq []byte, sq sqGeometry, rq rqGeometry) {
+	rqBytes := rq.wqeCnt << rq.wqeShift
+	if rq.wqeCnt > 0 {
+		qp.rq.ring, qp.rq.stride, qp.rq.maxSGE = wq[:rqBytes], 1<<rq.wqeShift, rq.maxSGE
+		qp.rq.wrID = make([]uint64, rq.wqeCnt)
+	}
+	qp.sq.ring = wqe.Ring(wq[rqBytes : rqBytes+sq.wqeCnt*wqe.WQEBB])
+	qp.sq.slots = make([]sqSlot, sq.wqeCnt)
+}
+
+func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
+	c := qp.c
+	q, err := c.queueMemory(&qp.res, rq.wqeCnt<<rq.wqeShift+sq.wqeCnt*wqe.WQEBB, UARBlueFlame)
 	if err != nil {
 		return err
 	}
-	wq := q.buf
-	qp.rq.ring, qp.rq.stride, qp.rq.maxSGE = wq[:rqSize*rqStride], rqStride, max(o.MaxRecvSGE, 1)
-	qp.rq.wrID = make([]uint64, rqSize)
-	qp.sq.ring = wqe.Ring(wq[rqSize*rqStride:])
-	qp.sq.slots = make([]sqSlot, sqBBs)
+	qp.rings(q.buf, sq, rq)
 
 	in := mailbox(prm.CreateQpIn.Layout().Size, prm.MLX5_CMD_OP_CREATE_QP)
 	qpc := prm.CreateQpIn.Qpc
@@ -268,11 +410,11 @@ func (qp *QP) create(o *QPOptions, sqBBs int) error {
 	set(prm.Qpc.PmState, qpcPMMigrated)
 	set(prm.Qpc.Pd, uint64(o.PD.pdn))
 	set(prm.Qpc.UarPage, uint64(q.uar.PageID))
-	set(prm.Qpc.LogSqSize, uint64(bits.Len(uint(sqBBs))-1))
-	if rqSize > 0 {
+	set(prm.Qpc.LogSqSize, uint64(bits.Len(uint(sq.wqeCnt))-1))
+	if rq.wqeCnt > 0 {
 		set(prm.Qpc.RqType, qpcRQRegular)
-		set(prm.Qpc.LogRqSize, uint64(bits.Len(uint(rqSize))-1))
-		set(prm.Qpc.LogRqStride, uint64(bits.Len(uint(rqStride))-1-4))
+		set(prm.Qpc.LogRqSize, uint64(bits.Len(uint(rq.wqeCnt))-1))
+		set(prm.Qpc.LogRqStride, uint64(rq.wqeShift-4))
 	} else {
 		set(prm.Qpc.RqType, qpcRQZeroLength)
 	}
@@ -435,7 +577,15 @@ func (qp *QP) Close() error {
 	}
 	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
 	defer unlock()
-	if err := qp.obj.Close(); err != nil {
+	var err error
+	if qp.verbs {
+		if !qp.c.closedNow() {
+			err = qp.c.dev.DestroyQP(qp.handle)
+		}
+	} else {
+		err = qp.obj.Close()
+	}
+	if err != nil {
 		return opErr("destroy", qp.name, err)
 	}
 	qp.g.close()
@@ -451,9 +601,7 @@ func (qp *QP) Close() error {
 	}
 	qp.closed = true
 	qp.c.forget(qp)
-	if err := qp.res.close(); err != nil {
-		return opErr("destroy", qp.name, err)
-	}
+	qp.release()
 	return nil
 }
 
