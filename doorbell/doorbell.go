@@ -189,6 +189,12 @@ func (q *SQ) SetHalf(off int) {
 	}
 }
 
+// Reset sets the send counter in the record to 0, as after the QP moved to
+// RESET (the device's counter starts over there too). It rings nothing.
+func (q *SQ) Reset() {
+	publish(q.rec, 0)
+}
+
 // Counter returns the send counter in the record.
 func (q *SQ) Counter() uint16 {
 	return uint16(fromBE32(atomic.LoadUint32(q.rec)))

@@ -41,6 +41,12 @@ type QPOptions struct {
 	// MaxMkeyEntries layout entries (0 means 4), signature included.
 	MkeyConfigure  bool
 	MaxMkeyEntries int
+	// SigPipelining makes the QP stop its send queue after a work
+	// request whose signature check failed, raising EventSQDrained, so
+	// that the fenced work behind it can be canceled
+	// (MLX5DV_QP_CREATE_SIG_PIPELINING). It needs a verbs QP, DEVX and a
+	// kernel that moves QPs from SQD back to RTS (Caps.SQD2RTS).
+	SigPipelining bool
 	// DCAccessKey is a DCT's access key, which a DCI's sends name it by.
 	DCAccessKey uint64
 	// DCIStreams gives a DCI concurrent streams
@@ -79,6 +85,7 @@ type QP struct {
 	hasBF         bool
 	srq           *SRQ
 	sigPipelining bool
+	state         QPState // after the last Modify
 	caps          QPCaps
 	qpn           uint32
 	name          string
@@ -279,7 +286,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		return nil, err
 	}
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
-		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: false}
+		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: o.SigPipelining}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
 	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
 	if verbs {
@@ -346,6 +353,18 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("mkey configures on a %v QP", o.Type)
 	case o.SendOps != 0 && o.SendOps&^(1<<numOpcodes-2) != 0:
 		return bad("SendOps %#x", uint32(o.SendOps))
+	}
+	if o.SigPipelining {
+		switch {
+		case !verbs:
+			return bad("signature pipelining needs a verbs QP (it moves from SQD to RTS)")
+		case !c.devx:
+			return &reasonError{msg: "signature pipelining needs DEVX (its INIT2INIT with drain_sigerr)", errs: []error{ErrNoDEVX}}
+		case !c.Caps.SQD2RTS:
+			return &reasonError{msg: "signature pipelining needs a kernel that moves a QP from SQD to RTS (Caps.SQD2RTS)", errs: []error{ErrUnsupported, unix.EOPNOTSUPP}}
+		case o.Type != QPTypeRC:
+			return bad("signature pipelining on a %v QP", o.Type)
+		}
 	}
 	if !verbs {
 		switch {
@@ -458,83 +477,6 @@ const (
 	qpcRQRegular    = 0x0
 	qpcRQZeroLength = 0x3
 )
-
-// AddressPath says how a QP reaches its peer: a LID on InfiniBand, a GID
-// and MAC on RoCE.
-type AddressPath struct {
-	Port uint8 // port number, from 1
-	MTU  uint8 // path MTU, enum ibv_mtu: 1 (256) to 5 (4096)
-	// InfiniBand.
-	LID uint16
-	// RoCE (GRH set): the peer's GID and MAC, our GID index, hop limit.
-	GRH       bool
-	GID       [16]byte
-	MAC       [6]byte
-	SGIDIndex uint8
-	HopLimit  uint8
-}
-
-// Connect moves the QP from RST through INIT and RTR to RTS, connected to
-// QP remoteQPN over path, with remote read, write and atomic access
-// allowed (each mkey still decides its own).
-func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
-	const op = "connect"
-	if path.Port == 0 || path.MTU < 1 || path.MTU > 5 || remoteQPN > 0xffffff {
-		return invalid(op, qp.name, "port %d, MTU %d, remote QPN %#x: want a port from 1, MTU 1 to 5, a 24-bit QPN", path.Port, path.MTU, remoteQPN)
-	}
-	if qp.g.closed() {
-		return opErr(op, qp.name, ErrClosed)
-	}
-	caps, err := qp.c.generalCaps()
-	if err != nil {
-		return opErr(op, qp.name, err)
-	}
-	capOf := func(f prm.Field) uint64 { return f.Get(caps) }
-	ads := prm.Qpc.PrimaryAddressPath
-
-	err = qp.modify("RST2INIT", prm.MLX5_CMD_OP_RST2INIT_QP, prm.Rst2initQpIn.Layout(), prm.Rst2initQpOut.Layout().Size, func(q qpcIn) {
-		q.set(prm.Ads.VhcaPortNum.At(ads), uint64(path.Port))
-		q.set(prm.Ads.PkeyIndex.At(ads), 0)
-		q.set(prm.Qpc.Rre, 1)
-		q.set(prm.Qpc.Rwe, 1)
-		q.set(prm.Qpc.Rae, 1)
-	})
-	if err == nil {
-		err = qp.modify("INIT2RTR", prm.MLX5_CMD_OP_INIT2RTR_QP, prm.Init2rtrQpIn.Layout(), prm.Init2rtrQpOut.Layout().Size, func(q qpcIn) {
-			q.set(prm.Qpc.Mtu, uint64(path.MTU))
-			q.set(prm.Qpc.LogMsgMax, capOf(prm.CmdHcaCap.LogMaxMsg))
-			q.set(prm.Qpc.RemoteQpn, uint64(remoteQPN))
-			q.set(prm.Qpc.NextRcvPsn, 0)
-			q.set(prm.Qpc.LogRraMax, min(4, capOf(prm.CmdHcaCap.LogMaxRaResQp)))
-			q.set(prm.Qpc.MinRnrNak, 12)
-			q.set(prm.Ads.VhcaPortNum.At(ads), uint64(path.Port))
-			if path.GRH {
-				q.set(prm.Ads.Grh.At(ads), 1)
-				q.set(prm.Ads.SrcAddrIndex.At(ads), uint64(path.SGIDIndex))
-				q.set(prm.Ads.HopLimit.At(ads), uint64(max(path.HopLimit, 1)))
-				q.set(prm.Ads.UdpSport.At(ads), 0xc000|uint64(qp.qpn&0x3fff))
-				copy(q.bytes(prm.Ads.RgidRip.At(ads)), path.GID[:])
-				q.set(prm.Ads.Rmac4732.At(ads), uint64(path.MAC[0])<<8|uint64(path.MAC[1]))
-				q.set(prm.Ads.Rmac310.At(ads), uint64(path.MAC[2])<<24|uint64(path.MAC[3])<<16|uint64(path.MAC[4])<<8|uint64(path.MAC[5]))
-			} else {
-				q.set(prm.Ads.Rlid.At(ads), uint64(path.LID))
-			}
-		})
-	}
-	if err == nil {
-		err = qp.modify("RTR2RTS", prm.MLX5_CMD_OP_RTR2RTS_QP, prm.Rtr2rtsQpIn.Layout(), prm.Rtr2rtsQpOut.Layout().Size, func(q qpcIn) {
-			q.set(prm.Qpc.LogSraMax, min(4, capOf(prm.CmdHcaCap.LogMaxRaReqQp)))
-			q.set(prm.Qpc.RetryCount, 7)
-			q.set(prm.Qpc.RnrRetry, 7)
-			q.set(prm.Qpc.NextSendPsn, 0)
-			q.set(prm.Ads.AckTimeout.At(ads), 14)
-		})
-	}
-	if err != nil {
-		return opErr(op, qp.name, err)
-	}
-	return nil
-}
 
 // qpcIn is a modify command's input mailbox and the place of its QP
 // context.
