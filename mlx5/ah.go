@@ -1,8 +1,152 @@
 package mlx5
 
-import "github.com/mlx5go/mlx5go/wqe"
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
 
-// AH is an address handle (ibv_ah): where a UD send goes.
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+// AH is an address handle (ibv_ah): where a send on a UD QP goes (and,
+// for a DCI, the DCT's port). It holds the address vector its sends carry.
 type AH struct {
-	av wqe.AV
+	pd     *PD
+	av     wqe.AV
+	handle seam.Handle
+	kernel bool // made by the kernel (RoCE): Close destroys it there
+	user   uint64
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// gidTypeRoCEv2 is IB_UVERBS_GID_TYPE_ROCE_V2.
+const gidTypeRoCEv2 = 2
+
+// grhFlowLabelMask is IB_GRH_FLOWLABEL_MASK.
+const grhFlowLabelMask = 0xfffff
+
+// CreateAH makes an address handle for path (ibv_create_ah), as libmlx5's
+// mlx5_create_ah does. On InfiniBand the address vector is built here
+// (the destination LID, path bits and, with GRH, the GID) and the kernel
+// is not asked. On RoCE a GRH is required; the kernel makes the AH and
+// resolves the destination MAC, and for a RoCE v2 source GID the address
+// vector carries the UDP source port: the flow label folded into 14 bits,
+// or a random port of 0xc000 to 0xffff without a flow label. path.MAC is
+// ignored: the kernel's MAC is used.
+func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
+	const op = "create ah"
+	c := pd.c
+	if err := c.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if !c.speaksVerbs() {
+		return nil, unsupported(op, "", "the device makes no verbs objects")
+	}
+	if path.Port < 1 || int(path.Port) > max(c.Caps.NumPorts, 1) {
+		return nil, invalid(op, "", "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
+	}
+	pa, err := c.dev.QueryPort(path.Port)
+	if err != nil {
+		return nil, opErr(op, "", err)
+	}
+	eth := pa.LinkLayer == linkLayerEthernet
+	if !path.GRH && (eth || pa.Flags&portGRHRequired != 0) {
+		return nil, invalid(op, "", "port %d needs a GRH (RoCE, or GRH required)", path.Port)
+	}
+	a := path.ah()
+	ah := &AH{pd: pd}
+	rate := wqe.IBAV(&wqe.AHAttr{StaticRate: path.StaticRate}).StatRateSL >> 4
+	if !eth {
+		ah.av = wqe.IBAV(&wqe.AHAttr{DLID: path.LID, SL: path.SL, SrcPathBits: path.SrcPathBits, StaticRate: path.StaticRate,
+			IsGlobal: path.GRH, DGID: path.GID, FlowLabel: path.FlowLabel, SGIDIndex: path.SGIDIndex, HopLimit: path.HopLimit, TClass: path.TrafficClass})
+		return ah, pd.adoptAH(ah)
+	}
+	if c.uhw&mlx5abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
+		return nil, unsupported(op, "", "the kernel does not make RoCE AHs (no MLX5_USER_CMDS_SUPP_UHW_CREATE_AH)")
+	}
+	gids, err := c.dev.QueryGIDTable()
+	if err != nil {
+		return nil, opErr(op, "", err)
+	}
+	found := false
+	for _, g := range gids {
+		if g.Port == uint32(path.Port) && g.Index == uint32(path.SGIDIndex) {
+			found = true
+			if g.Type == gidTypeRoCEv2 {
+				ah.av.RLID = udpSourcePort(path.FlowLabel)
+			}
+		}
+	}
+	if !found {
+		return nil, invalid(op, "", "port %d has no GID %d", path.Port, path.SGIDIndex)
+	}
+	// On RoCE the GRH bit is reserved (every packet has one) and the SL
+	// takes bits 3:1.
+	ah.av.StatRateSL = rate<<4 | (path.SL&7)<<1
+	ah.av.TClass, ah.av.HopLimit = path.TrafficClass, path.HopLimit
+	ah.av.GRHGidFl = uint32(path.SGIDIndex)<<20 | path.FlowLabel&grhFlowLabelMask
+	ah.av.RGID = path.GID
+	ah.user = c.newHandle(ah)
+	var resp mlx5abi.Mlx5IbCreateAhResp
+	h, err := c.dev.CreateAH(pd.handle, &a, ah.user, bytesOf(&resp))
+	if err != nil {
+		c.dropHandle(ah.user)
+		return nil, opErr(op, "", err)
+	}
+	ah.handle, ah.kernel = h, true
+	ah.av.RMAC = resp.Dmac
+	if err := pd.adoptAH(ah); err != nil {
+		return nil, err
+	}
+	return ah, nil
+}
+
+// portGRHRequired is IB_UVERBS_QPF_GRH_REQUIRED, a port flag.
+const portGRHRequired = 1
+
+// udpSourcePort is the RoCE v2 UDP source port libmlx5 puts in rlid: the
+// flow label's high 6 bits folded onto its low 14 (ibv_flow_label_to_udp_sport),
+// or a random port without one, in 0xc000 to 0xffff either way.
+func udpSourcePort(flowLabel uint32) uint16 {
+	fl := flowLabel & grhFlowLabelMask
+	if fl == 0 {
+		return uint16(0xc000 + rand.IntN(0x4000))
+	}
+	low := fl&0x3fff ^ fl&0xfc000>>14
+	return uint16(low | 0xc000)
+}
+
+func (pd *PD) adoptAH(ah *AH) error {
+	if err := pd.c.adopt(ah); err != nil {
+		ah.Close()
+		return opErr("create ah", "", err)
+	}
+	return nil
+}
+
+// Close destroys the AH (the kernel's, on RoCE). Sends posted with it must
+// have completed. Closing twice is safe.
+func (ah *AH) Close() error {
+	ah.mu.Lock()
+	defer ah.mu.Unlock()
+	if ah.closed {
+		return nil
+	}
+	c := ah.pd.c
+	if ah.kernel && !c.closedNow() {
+		if err := c.dev.DestroyAH(ah.handle); err != nil {
+			return opErr("destroy ah", fmt.Sprintf("AH %d", ah.handle), err)
+		}
+	}
+	if ah.user != 0 {
+		c.dropHandle(ah.user)
+		ah.user = 0
+	}
+	ah.closed = true
+	c.forget(ah)
+	return nil
 }

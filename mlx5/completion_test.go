@@ -57,7 +57,7 @@ func TestCleanRemovesOnlyTheQPsCQEs(t *testing.T) {
 		putCQE(cq, 5+uint32(i), wqe.CQEReq, q.qpn, ctr[q], 0)
 		ctr[q]++
 	}
-	cq.cleanLocked(a.qpn)
+	cq.cleanLocked(a.qpn, nil)
 	cq.detachLocked(a)
 	if cq.ci != 5+4 {
 		t.Errorf("consumer index %d after removing 4 CQEs, want 9", cq.ci)

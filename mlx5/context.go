@@ -90,7 +90,9 @@ type Context struct {
 	// verbs: the device answered GET_CONTEXT with mlx5's driver data, so
 	// CQs, QPs and SRQs are made through its verbs by default.
 	verbs bool
-	Caps  Caps
+	// uhw is the kernel's cmds_supp_uhw: MLX5_USER_CMDS_SUPP_UHW_*.
+	uhw  uint8
+	Caps Caps
 
 	mu sync.Mutex
 	// closing: Close has begun; no new object is made. closed: the
@@ -214,7 +216,7 @@ func NewContext(dev seam.Device, caps Caps) *Context {
 	var r mlx5abi.Mlx5IbAllocUcontextResp
 	if b := dev.DriverContext(); len(b) > 0 {
 		copy(bytesOf(&r), b)
-		c.Caps, c.verbs = capsOf(&r), true
+		c.Caps, c.verbs, c.uhw = capsOf(&r), true, r.CmdsSuppUhw
 	}
 	return c
 }

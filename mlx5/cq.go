@@ -394,8 +394,10 @@ func (cq *CQ) detachLocked(qp *QP) {
 // the first CQE the device still owns, the completions that name qpn are
 // dropped and the others move up, in order, so that a later QP with the
 // same number never sees them. Signature error CQEs stay: they report an
-// mkey, not the QP's work. The poller waits meanwhile; cq.mu is held.
-func (cq *CQ) cleanLocked(qpn uint32) {
+// mkey, not the QP's work. The receive WQEs of an SRQ that the dropped
+// CQEs consumed go back to the SRQ. The poller waits meanwhile; cq.mu is
+// held.
+func (cq *CQ) cleanLocked(qpn uint32, srq *SRQ) {
 	if cq.closed {
 		return
 	}
@@ -415,6 +417,9 @@ func (cq *CQ) cleanLocked(qpn uint32) {
 		p--
 		b := slot(p)
 		if cqeQPN(b) == qpn {
+			if srq != nil && isResponder(b) {
+				srq.free(binary.BigEndian.Uint16(b[60:]))
+			}
 			freed++
 			continue
 		}
@@ -439,6 +444,15 @@ func cqeQPN(b []byte) uint32 {
 		return binary.BigEndian.Uint32(b[56:]) & 0xffffff
 	}
 	return ^uint32(0)
+}
+
+// isResponder says whether a CQE completes a receive.
+func isResponder(b []byte) bool {
+	switch b[cqeSize-1] >> 4 {
+	case wqe.CQERespWRImm, wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespSendInv, wqe.CQERespErr:
+		return true
+	}
+	return false
 }
 
 // failed records a CQ error event for Poll (the event reader's).

@@ -285,6 +285,13 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		o.SendCQ.unref()
 		return nil, err
 	}
+	if o.SRQ != nil {
+		if err := o.SRQ.ref(); err != nil {
+			o.SendCQ.unref()
+			o.RecvCQ.unref()
+			return nil, err
+		}
+	}
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
 		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: o.SigPipelining}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
@@ -316,6 +323,9 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		qp.release()
 		o.SendCQ.unref()
 		o.RecvCQ.unref()
+		if o.SRQ != nil {
+			o.SRQ.unref()
+		}
 		return nil, opErr(op, "", err)
 	}
 	return qp, nil
@@ -538,8 +548,11 @@ func (qp *QP) Close() error {
 		cqs = cqs[:1]
 	}
 	for _, cq := range cqs {
-		cq.cleanLocked(qp.qpn)
+		cq.cleanLocked(qp.qpn, qp.srq)
 		cq.detachLocked(qp)
+	}
+	if qp.srq != nil {
+		qp.srq.unref()
 	}
 	qp.closed = true
 	qp.c.forget(qp)
@@ -632,25 +645,33 @@ func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
 			wc.ByteLen = q.ByteCount
 		}
 	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
-		n := len(qp.rq.wrID)
-		if n == 0 {
+		var id uint64
+		switch n := len(qp.rq.wrID); {
+		case qp.srq != nil:
+			id = qp.srq.complete(q.WQECounter)
+		case n == 0:
 			return false
+		default:
+			qp.rq.sync.observe()
+			id = qp.rq.wrID[int(q.WQECounter)&(n-1)]
+			qp.rq.tail.Add(1)
 		}
-		qp.rq.sync.observe()
-		*wc = Completion{WrID: qp.rq.wrID[int(q.WQECounter)&(n-1)], Opcode: WCRecv, QPN: qp.qpn, ByteLen: q.ByteCount}
-		qp.rq.tail.Add(1)
+		*wc = Completion{WrID: id, Opcode: WCRecv, QPN: qp.qpn, ByteLen: q.ByteCount,
+			SrcQP: q.SrcQP(), SLID: q.SLID, SL: q.SL(), DLIDPathBits: q.MLPath & 0x7f, GRH: q.GRH(),
+			PKeyIndex: uint16(q.Imm)}
 		switch q.Opcode {
 		case wqe.CQERespWRImm:
 			wc.Opcode, wc.Imm, wc.WithImm = WCRecvRDMAWithImm, q.Imm, true
 		case wqe.CQERespSendImm:
 			wc.Imm, wc.WithImm = q.Imm, true
+		case wqe.CQERespSendInv:
+			wc.InvalidatedRkey, wc.WithInv = q.Imm, true
 		}
 	default:
 		return false
 	}
 	if q.Opcode == wqe.CQEReqErr || q.Opcode == wqe.CQERespErr {
-		wc.Status, wc.VendorErr = statusOf(q.Syndrome), q.VendorSyndrome
-		wc.ByteLen, wc.Imm, wc.WithImm = 0, 0, false
+		*wc = Completion{WrID: wc.WrID, Opcode: wc.Opcode, QPN: wc.QPN, Status: statusOf(q.Syndrome), VendorErr: q.VendorSyndrome}
 	}
 	return true
 }

@@ -97,9 +97,12 @@ type QPAttr struct {
 type AddressPath struct {
 	Port uint8 // port number, from 1
 	MTU  uint8 // path MTU, enum ibv_mtu: 1 (256) to 5 (4096)
-	// InfiniBand.
-	LID uint16
-	SL  uint8
+	// InfiniBand: the destination LID and our path bits.
+	LID         uint16
+	SrcPathBits uint8
+	SL          uint8
+	// StaticRate limits the injection rate (enum ibv_rate; 0 for none).
+	StaticRate uint8
 	// RoCE (GRH set): the peer's GID and MAC (the kernel resolves the MAC
 	// of verbs QPs itself), our GID index, hop limit, traffic class, flow
 	// label.
@@ -113,7 +116,7 @@ type AddressPath struct {
 }
 
 func (p *AddressPath) ah() seam.AHAttr {
-	a := seam.AHAttr{DLID: p.LID, SL: p.SL, IsGlobal: p.GRH, Port: p.Port}
+	a := seam.AHAttr{DLID: p.LID, SL: p.SL, SrcPathBits: p.SrcPathBits, StaticRate: p.StaticRate, IsGlobal: p.GRH, Port: p.Port}
 	if p.GRH {
 		a.GRH = seam.GlobalRoute{DGID: p.GID, FlowLabel: p.FlowLabel, SGIDIndex: p.SGIDIndex, HopLimit: p.HopLimit, TrafficClass: p.TrafficClass}
 	}
@@ -121,7 +124,7 @@ func (p *AddressPath) ah() seam.AHAttr {
 }
 
 func pathOf(a *seam.AHAttr, mtu uint8) AddressPath {
-	return AddressPath{Port: a.Port, MTU: mtu, LID: a.DLID, SL: a.SL, GRH: a.IsGlobal, GID: a.GRH.DGID,
+	return AddressPath{Port: a.Port, MTU: mtu, LID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, GRH: a.IsGlobal, GID: a.GRH.DGID,
 		SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass, FlowLabel: a.GRH.FlowLabel}
 }
 
@@ -179,7 +182,7 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 func (qp *QP) restart() {
 	for _, cq := range qp.cqs() {
 		cq.mu.Lock()
-		cq.cleanLocked(qp.qpn)
+		cq.cleanLocked(qp.qpn, qp.srq)
 		cq.mu.Unlock()
 	}
 	if qp.sq.slots != nil {

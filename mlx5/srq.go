@@ -1,11 +1,330 @@
 package mlx5
 
-import "github.com/mlx5go/mlx5go/seam"
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
 
-// SRQ is a shared receive queue (ibv_srq): receive work requests that any
-// QP attached to it consumes.
+	"github.com/mlx5go/mlx5go/doorbell"
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
+)
+
+// SRQOptions describe a shared receive queue.
+type SRQOptions struct {
+	PD *PD
+	// MaxWR receive work requests of up to MaxSGE SGEs at once; the SRQ
+	// grants what libmlx5 would (SRQ.Caps).
+	MaxWR, MaxSGE int
+	// Limit arms the limit event at creation (EventSRQLimitReached when
+	// fewer receives than Limit remain); 0 for none.
+	Limit int
+}
+
+// SRQ is a shared receive queue (ibv_srq): receive work requests that the
+// QPs attached to it consume, created through the kernel with mlx5's
+// driver data as libmlx5 does. Its WQEs form a linked list in memory
+// mlx5go owns: each begins with the index of the next free one. One
+// goroutine posts on it; the pollers of its QPs' CQs give WQEs back
+// through a lock-free ring that only the poster links in.
 type SRQ struct {
 	c      *Context
+	pd     *PD
 	handle seam.Handle
 	srqn   uint32
+	name   string
+	user   uint64
+	g      guard
+
+	ring   []byte
+	shift  uint // log2 of the WQE stride
+	maxSGE int
+	wrID   []uint64
+	db     *doorbell.RQ
+	caps   SRQCaps
+
+	// The poster's: the list from head (the next WQE to post) to tail
+	// (the last free one), how many may be posted (the list's length
+	// less the one it keeps), and the counter the doorbell record holds.
+	head, tail uint16
+	avail      int
+	counter    uint16
+	sync       handoff
+
+	// freed are the WQEs the pollers gave back, for the poster to link:
+	// a ring of index+1 (0: empty) that any poller appends to (freedTail
+	// reserves a slot) and the poster empties from freedHead. A WQE is
+	// given back once before it is posted again, so the ring never holds
+	// more than the SRQ has.
+	freed     []atomic.Uint32
+	freedHead uint32 // the poster's
+	freedTail atomic.Uint32
+
+	mu     sync.Mutex
+	res    resources
+	refs   int // QPs on it
+	closed bool
+}
+
+// SRQCaps are what an SRQ grants: receive work requests at once and SGEs
+// each.
+type SRQCaps struct {
+	MaxWR, MaxSGE int
+}
+
+// srqNextSegSize is struct mlx5_wqe_srq_next_seg, the head of every SRQ
+// WQE.
+const srqNextSegSize = 16
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq), as libmlx5's
+// mlx5_create_srq and mlx5_alloc_srq_buf do: WQEs of a next segment and
+// MaxSGE data segments, rounded up to a power of two (at least 32 bytes),
+// twice the receives asked for plus one of them when the device allows (a
+// wait queue), the free ones linked in order.
+func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
+	const op = "create srq"
+	if err := c.checkOpen(op); err != nil {
+		return nil, err
+	}
+	lim := c.Caps.limits()
+	maxSRQ := c.Caps.MaxSRQRecvWR
+	if maxSRQ == 0 {
+		maxSRQ = 1<<15 - 1
+	}
+	switch {
+	case !c.speaksVerbs():
+		return nil, unsupported(op, "", "the device makes no verbs objects")
+	case o.PD == nil || o.PD.c != c:
+		return nil, invalid(op, "", "a PD of this context is required")
+	case o.MaxWR <= 0 || o.MaxWR > maxSRQ:
+		return nil, invalid(op, "", "MaxWR %d (1 to %d)", o.MaxWR, maxSRQ)
+	case o.MaxSGE < 0 || o.MaxSGE > lim.maxRQDesc/dataSegSize:
+		return nil, invalid(op, "", "MaxSGE %d (0 to %d)", o.MaxSGE, lim.maxRQDesc/dataSegSize)
+	case o.Limit < 0 || o.Limit > o.MaxWR:
+		return nil, invalid(op, "", "Limit %d (0 to MaxWR)", o.Limit)
+	}
+	s := &SRQ{c: c, pd: o.PD}
+	err := s.create(&o, maxSRQ)
+	if err == nil {
+		s.name = fmt.Sprintf("SRQ %#x", s.srqn)
+		err = c.adopt(s)
+		if err != nil {
+			c.dev.DestroySRQ(s.handle)
+		}
+	}
+	if err != nil {
+		s.release()
+		return nil, opErr(op, "", err)
+	}
+	return s, nil
+}
+
+func (s *SRQ) create(o *SRQOptions, maxSRQ int) error {
+	c := s.c
+	wrs, waitQueue := o.MaxWR*2+1, true // a wait queue, when the device allows it
+	if wrs > maxSRQ {
+		wrs, waitQueue = o.MaxWR+1, false
+	}
+	size := roundPow2(max(32, srqNextSegSize+o.MaxSGE*dataSegSize))
+	s.maxSGE = (size - srqNextSegSize) / dataSegSize
+	s.shift = uint(bits.Len(uint(size - 1)))
+	n := roundPow2(wrs)
+	buf, err := allocBuffer(n * size)
+	if err != nil {
+		return err
+	}
+	s.res.add(buf)
+	dbr, err := allocBuffer(4096)
+	if err != nil {
+		return err
+	}
+	s.res.add(dbr)
+	s.ring, s.wrID = buf.mem, make([]uint64, n)
+	s.freed = make([]atomic.Uint32, n)
+	// The free list from 0 to tail, and the wait queue after it (WQEs
+	// libmlx5 keeps for ODP page faults; linked as libmlx5 links them).
+	s.head, s.tail = 0, uint16(roundPow2(o.MaxWR+1)-1)
+	s.avail = int(s.tail)
+	s.linkRange(0, int(s.tail))
+	if waitQueue {
+		s.linkRange(int(s.tail)+1, n-1)
+	}
+	s.caps = SRQCaps{MaxWR: int(s.tail), MaxSGE: s.maxSGE}
+	if s.db, err = doorbell.NewRQ(dbr.mem[:doorbell.RecordSize]); err != nil {
+		return err
+	}
+	s.user = c.newHandle(s)
+	drv := mlx5abi.Mlx5IbCreateSrq{BufAddr: addrOf(s.ring), DbAddr: addrOf(dbr.mem)}
+	var resp mlx5abi.Mlx5IbCreateSrqResp
+	h, made, err := c.dev.CreateSRQ(seam.SRQCreate{PD: o.PD.handle, MaxWR: uint32(n - 1), MaxSGE: uint32(o.MaxSGE),
+		Limit: uint32(o.Limit), UserHandle: s.user}, bytesOf(&drv), bytesOf(&resp))
+	if err != nil {
+		return err
+	}
+	s.handle, s.srqn = h, made.SRQN
+	return nil
+}
+
+// linkRange links WQEs from..to-1 each to the next.
+func (s *SRQ) linkRange(from, to int) {
+	for i := from; i < to; i++ {
+		binary.BigEndian.PutUint16(s.wqe(uint16(i))[2:], uint16(i+1))
+	}
+}
+
+// wqe is WQE i of the ring.
+func (s *SRQ) wqe(i uint16) []byte {
+	size := 1 << s.shift
+	at := int(i) & (len(s.wrID) - 1) * size
+	return s.ring[at : at+size : at+size]
+}
+
+// SRQN is the SRQ's number.
+func (s *SRQ) SRQN() uint32 { return s.srqn }
+
+// Caps returns what the SRQ grants.
+func (s *SRQ) Caps() SRQCaps { return s.caps }
+
+// PostRecv posts one receive work request to the SRQ.
+func (s *SRQ) PostRecv(wrID uint64, sgl []SGE) error {
+	wr := [1]RecvWR{{WrID: wrID, SGL: sgl}}
+	return s.PostRecvList(wr[:])
+}
+
+// PostRecvList posts receive work requests to the SRQ and writes its
+// doorbell record once, all or none (mlx5_post_srq_recv posts those
+// before a bad one).
+func (s *SRQ) PostRecvList(wrs []RecvWR) error {
+	const op = "post srq recv"
+	for i := range wrs {
+		if len(wrs[i].SGL) > s.maxSGE {
+			return invalid(op, s.name, "work request %d (wr_id %#x): %d SGEs, the SRQ takes %d", i, wrs[i].WrID, len(wrs[i].SGL), s.maxSGE)
+		}
+	}
+	if !s.g.enter() {
+		return opErr(op, s.name, ErrClosed)
+	}
+	defer s.g.exit()
+	s.link()
+	if len(wrs) > s.avail {
+		return opErr(op, s.name, fmt.Errorf("%d work requests, room for %d: %w", len(wrs), s.avail, ErrQueueFull))
+	}
+	for i := range wrs {
+		w := s.wqe(s.head)
+		_ = wqe.PutRecv(w[srqNextSegSize:], wrs[i].SGL)
+		s.wrID[int(s.head)&(len(s.wrID)-1)] = wrs[i].WrID
+		s.head = binary.BigEndian.Uint16(w[2:])
+	}
+	s.avail -= len(wrs)
+	s.counter += uint16(len(wrs))
+	if len(wrs) > 0 {
+		s.sync.publish()
+		s.db.Ring(s.counter)
+	}
+	return nil
+}
+
+// link appends the WQEs the pollers gave back to the free list's tail
+// (mlx5_free_srq_wqe, done by the poster here).
+func (s *SRQ) link() {
+	mask := uint32(len(s.freed) - 1)
+	for h := s.freedHead; ; h++ {
+		v := s.freed[h&mask].Load()
+		if v == 0 {
+			s.freedHead = h
+			return
+		}
+		s.freed[h&mask].Store(0)
+		i := uint16(v - 1)
+		binary.BigEndian.PutUint16(s.wqe(s.tail)[2:], i)
+		s.tail = i
+		s.avail++
+	}
+}
+
+// complete is a receive CQE of the SRQ's WQE i (a poller's): the work
+// request's id, and the WQE back to the poster.
+func (s *SRQ) complete(i uint16) uint64 {
+	s.sync.observe()
+	id := s.wrID[int(i)&(len(s.wrID)-1)]
+	s.free(i)
+	return id
+}
+
+// free gives WQE i back to the poster (mlx5_free_srq_wqe): when its
+// receive completed, or its CQE was cleaned from a CQ. Lock-free: a
+// slot reserved, then filled.
+func (s *SRQ) free(i uint16) {
+	mask := uint32(len(s.freed) - 1)
+	t := s.freedTail.Add(1) - 1
+	s.freed[t&mask].Store(uint32(i)&mask + 1)
+}
+
+// Arm arms the SRQ's limit event (ibv_modify_srq with IBV_SRQ_LIMIT): when
+// fewer than limit receives remain, EventSRQLimitReached, once.
+func (s *SRQ) Arm(limit int) error {
+	const op = "arm srq"
+	if limit < 0 || limit > s.caps.MaxWR {
+		return invalid(op, s.name, "limit %d (0 to %d)", limit, s.caps.MaxWR)
+	}
+	if s.g.closed() {
+		return opErr(op, s.name, ErrClosed)
+	}
+	if err := s.c.dev.ModifySRQ(s.handle, uint32(limit)); err != nil {
+		return opErr(op, s.name, err)
+	}
+	return nil
+}
+
+// ref and unref count the QPs attached: Close is EBUSY while there are.
+func (s *SRQ) ref() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return opErr("create qp", s.name, ErrClosed)
+	}
+	s.refs++
+	return nil
+}
+
+func (s *SRQ) unref() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs--
+}
+
+// Close destroys the SRQ; the QPs on it must be closed first (EBUSY).
+// Closing twice is safe.
+func (s *SRQ) Close() error {
+	const op = "destroy srq"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.refs > 0 && !s.c.closedNow() {
+		return opErr(op, s.name, fmt.Errorf("%d QPs use it: %w", s.refs, unix.EBUSY))
+	}
+	if !s.c.closedNow() {
+		if err := s.c.dev.DestroySRQ(s.handle); err != nil {
+			return opErr(op, s.name, err)
+		}
+	}
+	s.g.close()
+	s.closed = true
+	s.c.forget(s)
+	s.release()
+	return nil
+}
+
+func (s *SRQ) release() {
+	s.res.close()
+	if s.user != 0 {
+		s.c.dropHandle(s.user)
+		s.user = 0
+	}
 }

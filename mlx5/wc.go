@@ -96,6 +96,21 @@ type Completion struct {
 	// the sender gave it; WithImm says there was one.
 	Imm     uint32
 	WithImm bool
+	// InvalidatedRkey is the rkey a SEND with invalidate invalidated here;
+	// WithInv says it did.
+	InvalidatedRkey uint32
+	WithInv         bool
+
+	// Of a receive: the sender's QP (UD), LID and service level, the
+	// destination LID's path bits, whether a GRH came first (UD: the 40
+	// bytes at the start of the receive buffer), and the P_Key index.
+	SrcQP        uint32
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+	GRH          bool
+	PKeyIndex    uint16
+
 	// VendorErr is the device's own error syndrome of a failed work
 	// request.
 	VendorErr uint8

@@ -29,6 +29,7 @@ type PortAttr struct {
 	LID, SMLID   uint16
 	LMC          uint8
 	LinkLayer    uint8 // IB_LINK_LAYER_INFINIBAND 1, IB_LINK_LAYER_ETHERNET 2
+	Flags        uint8 // IB_UVERBS_QPF_GRH_REQUIRED
 }
 
 // GIDEntry is one entry of a port's GID table (struct ib_uverbs_gid_entry),
