@@ -170,3 +170,73 @@ type Mlx5IbCreateQpResp struct {
 type Mlx5IbAllocPdResp struct {
 	Pdn uint32
 }
+
+// enum mlx5_user_cmds_supp_uhw (mlx5_ib_alloc_ucontext_resp.cmds_supp_uhw):
+// the commands whose driver data the kernel accepts.
+const (
+	MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE = 1 << 0
+	MLX5_USER_CMDS_SUPP_UHW_CREATE_AH    = 1 << 1
+)
+
+// The anonymous enum of MLX5_IB_CREATE_QP_RESP_MASK_*
+// (mlx5_ib_create_qp_resp.comp_mask): which of its fields the kernel set.
+const (
+	MLX5_IB_CREATE_QP_RESP_MASK_TIRN         = 1 << 0
+	MLX5_IB_CREATE_QP_RESP_MASK_TISN         = 1 << 1
+	MLX5_IB_CREATE_QP_RESP_MASK_RQN          = 1 << 2
+	MLX5_IB_CREATE_QP_RESP_MASK_SQN          = 1 << 3
+	MLX5_IB_CREATE_QP_RESP_MASK_TIR_ICM_ADDR = 1 << 4
+)
+
+// MLX5_SRQ_FLAG_SIGNATURE is the anonymous enum's one SRQ creation flag
+// (mlx5_ib_create_srq.flags): receive WQEs carry a signature.
+const MLX5_SRQ_FLAG_SIGNATURE = 1 << 0
+
+// Mlx5IbCreateSrq is struct mlx5_ib_create_srq, the driver data of SRQ
+// creation.
+type Mlx5IbCreateSrq struct {
+	BufAddr   uint64
+	DbAddr    uint64
+	Flags     uint32
+	Reserved0 uint32
+	Uidx      uint32
+	Reserved1 uint32
+}
+
+// Mlx5IbCreateSrqResp is struct mlx5_ib_create_srq_resp.
+type Mlx5IbCreateSrqResp struct {
+	Srqn     uint32
+	Reserved uint32
+}
+
+// Mlx5IbCreateAhResp is struct mlx5_ib_create_ah_resp: on RoCE, the
+// destination MAC the kernel resolved.
+type Mlx5IbCreateAhResp struct {
+	ResponseLength uint32
+	Dmac           [6]uint8
+	Reserved       [6]uint8
+}
+
+// Mlx5IbBurstInfo is struct mlx5_ib_burst_info (packet pacing).
+type Mlx5IbBurstInfo struct {
+	MaxBurstSz   uint32
+	TypicalPktSz uint16
+	Reserved     uint16
+}
+
+// Mlx5IbModifyQp is struct mlx5_ib_modify_qp, the driver data of the
+// extended modify QP command.
+type Mlx5IbModifyQp struct {
+	CompMask   uint32
+	BurstInfo  Mlx5IbBurstInfo
+	EceOptions uint32
+}
+
+// Mlx5IbModifyQpResp is struct mlx5_ib_modify_qp_resp: a DCT's number
+// once it reaches RTR, and the ECE options.
+type Mlx5IbModifyQpResp struct {
+	ResponseLength uint32
+	Dctn           uint32
+	EceOptions     uint32
+	Reserved       uint32
+}

@@ -106,6 +106,14 @@ var uapiConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD", Value: MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD},
 	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX", Value: MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX},
 	{Enum: "mlx5_ib_create_cq_flags", Name: "MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS", Value: MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS},
+	{Enum: "mlx5_user_cmds_supp_uhw", Name: "MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE", Value: MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE},
+	{Enum: "mlx5_user_cmds_supp_uhw", Name: "MLX5_USER_CMDS_SUPP_UHW_CREATE_AH", Value: MLX5_USER_CMDS_SUPP_UHW_CREATE_AH},
+	{Name: "MLX5_IB_CREATE_QP_RESP_MASK_TIRN", Value: MLX5_IB_CREATE_QP_RESP_MASK_TIRN},
+	{Name: "MLX5_IB_CREATE_QP_RESP_MASK_TISN", Value: MLX5_IB_CREATE_QP_RESP_MASK_TISN},
+	{Name: "MLX5_IB_CREATE_QP_RESP_MASK_RQN", Value: MLX5_IB_CREATE_QP_RESP_MASK_RQN},
+	{Name: "MLX5_IB_CREATE_QP_RESP_MASK_SQN", Value: MLX5_IB_CREATE_QP_RESP_MASK_SQN},
+	{Name: "MLX5_IB_CREATE_QP_RESP_MASK_TIR_ICM_ADDR", Value: MLX5_IB_CREATE_QP_RESP_MASK_TIR_ICM_ADDR},
+	{Name: "MLX5_SRQ_FLAG_SIGNATURE", Value: MLX5_SRQ_FLAG_SIGNATURE},
 }
 
 // uapiLayouts are the mlx5 driver-data structs (<rdma/mlx5-abi.h>,
@@ -197,6 +205,39 @@ var uapiLayouts = []btfcheck.Layout{
 	}},
 	{Struct: "mlx5_ib_alloc_pd_resp", Size: unsafe.Sizeof(Mlx5IbAllocPdResp{}), Fields: []btfcheck.Field{
 		{Name: "pdn", Offset: unsafe.Offsetof(Mlx5IbAllocPdResp{}.Pdn)},
+	}},
+	{Struct: "mlx5_ib_create_srq", Size: unsafe.Sizeof(Mlx5IbCreateSrq{}), Fields: []btfcheck.Field{
+		{Name: "buf_addr", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.BufAddr)},
+		{Name: "db_addr", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.DbAddr)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Flags)},
+		{Name: "reserved0", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Reserved0)},
+		{Name: "uidx", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Uidx)},
+		{Name: "reserved1", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Reserved1)},
+	}},
+	{Struct: "mlx5_ib_create_srq_resp", Size: unsafe.Sizeof(Mlx5IbCreateSrqResp{}), Fields: []btfcheck.Field{
+		{Name: "srqn", Offset: unsafe.Offsetof(Mlx5IbCreateSrqResp{}.Srqn)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbCreateSrqResp{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_create_ah_resp", Size: unsafe.Sizeof(Mlx5IbCreateAhResp{}), Fields: []btfcheck.Field{
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.ResponseLength)},
+		{Name: "dmac", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.Dmac)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_burst_info", Size: unsafe.Sizeof(Mlx5IbBurstInfo{}), Fields: []btfcheck.Field{
+		{Name: "max_burst_sz", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.MaxBurstSz)},
+		{Name: "typical_pkt_sz", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.TypicalPktSz)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_modify_qp", Size: unsafe.Sizeof(Mlx5IbModifyQp{}), Fields: []btfcheck.Field{
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.CompMask)},
+		{Name: "burst_info", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.BurstInfo)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.EceOptions)},
+	}},
+	{Struct: "mlx5_ib_modify_qp_resp", Size: unsafe.Sizeof(Mlx5IbModifyQpResp{}), Fields: []btfcheck.Field{
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.ResponseLength)},
+		{Name: "dctn", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.Dctn)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.EceOptions)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.Reserved)},
 	}},
 }
 
