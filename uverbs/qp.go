@@ -325,7 +325,7 @@ func checkModify(attr *QPAttr, mask QPAttrMask) error {
 		return fmt.Errorf("path MTU %d is not 1 (256) to 5 (4096)", attr.PathMTU)
 	}
 	if mask&QPAttrAccessFlags != 0 {
-		if err := attr.AccessFlags.check(); err != nil {
+		if err := attr.AccessFlags.checkKnown(); err != nil {
 			return err
 		}
 	}
