@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -289,3 +290,60 @@ func TestCreateAHUserHandle(t *testing.T) {
 		t.Errorf("struct ib_uverbs_create_ah % x", data[i])
 	}
 }
+
+// Only the fields the mask selects reach the command, as libibverbs'
+// copy_modify_qp_fields has it: junk elsewhere changes no byte.
+func TestModifyCopiesMaskedFieldsOnly(t *testing.T) {
+	junk := QPAttr{State: QPStateErr, CurState: QPStateSQD, PathMTU: MTU512, PathMigState: 2, QKey: 0x11, RQPSN: 0x22,
+		SQPSN: 0x33, DestQPN: 0x44, AccessFlags: AccessRemoteRead, AH: AHAttr{DLID: 9, Port: 2, SL: 3, IsGlobal: true},
+		AltAH: AHAttr{DLID: 7}, PKeyIndex: 5, AltPKeyIndex: 6, EnSQDAsyncNotify: true, MaxRdAtomic: 1,
+		MaxDestRdAtomic: 2, MinRNRTimer: 3, Port: 4, Timeout: 5, RetryCnt: 6, RNRRetry: 7, AltPort: 8, AltTimeout: 9}
+	for _, m := range oracleModify {
+		want := findCall(t, oracleCalls(t, m.kase), "DEVICE", "INVOKE_WRITE")
+		c := testContext(t)
+		qp := &QP{object: object{ctx: c, handle: 6}}
+		a := overlay(junk, m.attr, m.mask)
+		_, _, data := captureData(t, func() {
+			if err := qp.Modify(&a, m.mask); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if h := hexOf(data[1]); h != want.Attrs[1].Hex {
+			t.Errorf("%s with junk in unselected fields:\n got %s\nwant %s", m.kase, h, want.Attrs[1].Hex)
+		}
+	}
+}
+
+// overlay is junk with the fields mask selects taken from sel.
+func overlay(junk, sel QPAttr, mask QPAttrMask) QPAttr {
+	a := junk
+	set := map[QPAttrMask]func(){
+		QPAttrState:            func() { a.State = sel.State },
+		QPAttrCurState:         func() { a.CurState = sel.CurState },
+		QPAttrEnSQDAsyncNotify: func() { a.EnSQDAsyncNotify = sel.EnSQDAsyncNotify },
+		QPAttrAccessFlags:      func() { a.AccessFlags = sel.AccessFlags },
+		QPAttrPKeyIndex:        func() { a.PKeyIndex = sel.PKeyIndex },
+		QPAttrPort:             func() { a.Port = sel.Port },
+		QPAttrQKey:             func() { a.QKey = sel.QKey },
+		QPAttrAV:               func() { a.AH = sel.AH },
+		QPAttrPathMTU:          func() { a.PathMTU = sel.PathMTU },
+		QPAttrTimeout:          func() { a.Timeout = sel.Timeout },
+		QPAttrRetryCnt:         func() { a.RetryCnt = sel.RetryCnt },
+		QPAttrRNRRetry:         func() { a.RNRRetry = sel.RNRRetry },
+		QPAttrRQPSN:            func() { a.RQPSN = sel.RQPSN },
+		QPAttrMaxQPRdAtomic:    func() { a.MaxRdAtomic = sel.MaxRdAtomic },
+		QPAttrMinRNRTimer:      func() { a.MinRNRTimer = sel.MinRNRTimer },
+		QPAttrSQPSN:            func() { a.SQPSN = sel.SQPSN },
+		QPAttrMaxDestRdAtomic:  func() { a.MaxDestRdAtomic = sel.MaxDestRdAtomic },
+		QPAttrPathMigState:     func() { a.PathMigState = sel.PathMigState },
+		QPAttrDestQPN:          func() { a.DestQPN = sel.DestQPN },
+	}
+	for bit, f := range set {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	return a
+}
+
+func hexOf(b []byte) string { return hex.EncodeToString(b) }

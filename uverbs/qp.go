@@ -287,25 +287,52 @@ func decodeAH(d *IbUverbsQpDest) AHAttr {
 		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, Port: d.PortNum}
 }
 
-// encodeModify fills the legacy command from attr and mask.
+// encodeModify fills the legacy command from attr and mask. Like
+// libibverbs it copies only the fields mask selects (the alternate path's
+// pkey index, port and timeout with QPAttrAltPath) and leaves the others
+// zero, so the bytes do not depend on what the caller left in them.
 func encodeModify(handle uint32, attr *QPAttr, mask QPAttrMask) IbUverbsModifyQp {
-	m := IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit),
-		Qkey: attr.QKey, RqPsn: attr.RQPSN, SqPsn: attr.SQPSN, DestQpNum: attr.DestQPN,
-		QpAccessFlags: uint32(attr.AccessFlags), PkeyIndex: attr.PKeyIndex, AltPkeyIndex: attr.AltPKeyIndex,
-		QpState: uint8(attr.State), CurQpState: uint8(attr.CurState), PathMtu: uint8(attr.PathMTU),
-		PathMigState: attr.PathMigState, MaxRdAtomic: attr.MaxRdAtomic, MaxDestRdAtomic: attr.MaxDestRdAtomic,
-		MinRnrTimer: attr.MinRNRTimer, PortNum: attr.Port, Timeout: attr.Timeout, RetryCnt: attr.RetryCnt,
-		RnrRetry: attr.RNRRetry, AltPortNum: attr.AltPort, AltTimeout: attr.AltTimeout}
-	if attr.EnSQDAsyncNotify {
-		m.EnSqdAsyncNotify = 1
-	}
-	if mask&QPAttrAV != 0 {
-		m.Dest = encodeAH(&attr.AH)
-	}
-	if mask&QPAttrAltPath != 0 {
-		m.AltDest = encodeAH(&attr.AltAH)
+	m := IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit)}
+	for _, f := range modifyFields {
+		if mask&f.bit != 0 {
+			f.copy(&m, attr)
+		}
 	}
 	return m
+}
+
+// modifyFields says which command fields each mask bit carries.
+var modifyFields = []struct {
+	bit  QPAttrMask
+	copy func(m *IbUverbsModifyQp, a *QPAttr)
+}{
+	{QPAttrState, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpState = uint8(a.State) }},
+	{QPAttrCurState, func(m *IbUverbsModifyQp, a *QPAttr) { m.CurQpState = uint8(a.CurState) }},
+	{QPAttrEnSQDAsyncNotify, func(m *IbUverbsModifyQp, a *QPAttr) {
+		if a.EnSQDAsyncNotify {
+			m.EnSqdAsyncNotify = 1
+		}
+	}},
+	{QPAttrAccessFlags, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpAccessFlags = uint32(a.AccessFlags) }},
+	{QPAttrPKeyIndex, func(m *IbUverbsModifyQp, a *QPAttr) { m.PkeyIndex = a.PKeyIndex }},
+	{QPAttrPort, func(m *IbUverbsModifyQp, a *QPAttr) { m.PortNum = a.Port }},
+	{QPAttrQKey, func(m *IbUverbsModifyQp, a *QPAttr) { m.Qkey = a.QKey }},
+	{QPAttrAV, func(m *IbUverbsModifyQp, a *QPAttr) { m.Dest = encodeAH(&a.AH) }},
+	{QPAttrPathMTU, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMtu = uint8(a.PathMTU) }},
+	{QPAttrTimeout, func(m *IbUverbsModifyQp, a *QPAttr) { m.Timeout = a.Timeout }},
+	{QPAttrRetryCnt, func(m *IbUverbsModifyQp, a *QPAttr) { m.RetryCnt = a.RetryCnt }},
+	{QPAttrRNRRetry, func(m *IbUverbsModifyQp, a *QPAttr) { m.RnrRetry = a.RNRRetry }},
+	{QPAttrRQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.RqPsn = a.RQPSN }},
+	{QPAttrMaxQPRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxRdAtomic = a.MaxRdAtomic }},
+	{QPAttrAltPath, func(m *IbUverbsModifyQp, a *QPAttr) {
+		m.AltPkeyIndex, m.AltPortNum, m.AltTimeout = a.AltPKeyIndex, a.AltPort, a.AltTimeout
+		m.AltDest = encodeAH(&a.AltAH)
+	}},
+	{QPAttrMinRNRTimer, func(m *IbUverbsModifyQp, a *QPAttr) { m.MinRnrTimer = a.MinRNRTimer }},
+	{QPAttrSQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.SqPsn = a.SQPSN }},
+	{QPAttrMaxDestRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxDestRdAtomic = a.MaxDestRdAtomic }},
+	{QPAttrPathMigState, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMigState = a.PathMigState }},
+	{QPAttrDestQPN, func(m *IbUverbsModifyQp, a *QPAttr) { m.DestQpNum = a.DestQPN }},
 }
 
 func checkModify(attr *QPAttr, mask QPAttrMask) error {
