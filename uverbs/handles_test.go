@@ -159,7 +159,7 @@ func TestSRQEncoding(t *testing.T) {
 	}
 	srq.handle = 9
 	_, attrs, data := captureData(t, func() {
-		if err := srq.Modify(SRQAttrLimit, 0, 4); err != nil {
+		if err := srq.Modify(SRQAttrLimit, 0, 4, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -169,7 +169,7 @@ func TestSRQEncoding(t *testing.T) {
 	if _, i := attrByID(attrs, UVERBS_ATTR_CORE_IN); i < 0 || !bytes.Equal(data[i], []byte{9, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0}) {
 		t.Errorf("struct ib_uverbs_modify_srq % x", data[i])
 	}
-	if err := srq.Modify(0, 0, 0); err == nil {
+	if err := srq.Modify(0, 0, 0, nil); err == nil {
 		t.Error("empty mask accepted")
 	}
 }

@@ -97,14 +97,15 @@ const (
 
 // Modify changes the SRQ's size or arms its limit event
 // (IB_USER_VERBS_CMD_MODIFY_SRQ, as libibverbs' ibv_cmd_modify_srq sends
-// it: no driver data). With SRQAttrLimit, the kernel raises
-// SRQ_LIMIT_REACHED once fewer than limit receives are posted.
-func (s *SRQ) Modify(mask SRQAttrMask, maxWR, limit uint32) error {
+// it). With SRQAttrLimit, the kernel raises SRQ_LIMIT_REACHED once fewer
+// than limit receives are posted. drvIn is the provider's data (mlx5 has
+// none; rxe wants struct rxe_modify_srq_cmd).
+func (s *SRQ) Modify(mask SRQAttrMask, maxWR, limit uint32, drvIn []byte) error {
 	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("uverbs: modify srq: attribute mask %#x", uint32(mask))
 	}
 	cmd := IbUverbsModifySrq{SrqHandle: s.handle, AttrMask: uint32(mask), MaxWr: maxWR, SrqLimit: limit}
-	return s.ctx.InvokeWrite("modify srq", IB_USER_VERBS_CMD_MODIFY_SRQ, asBytes(&cmd), nil, nil, nil)
+	return s.ctx.InvokeWrite("modify srq", IB_USER_VERBS_CMD_MODIFY_SRQ, asBytes(&cmd), nil, drvIn, nil)
 }
 
 // Close destroys the SRQ. Closing twice is safe.
