@@ -332,7 +332,7 @@ func (k *kernelDevice) ModifySRQ(h seam.Handle, limit uint32) error {
 	if !ok {
 		return fmt.Errorf("mlx5: %s: handle %d: %w", op, h, unix.ENOENT)
 	}
-	return verbsErr(op, srq.Modify(uverbs.SRQAttrLimit, 0, limit))
+	return verbsErr(op, srq.Modify(uverbs.SRQAttrLimit, 0, limit, nil))
 }
 
 func (k *kernelDevice) DestroySRQ(h seam.Handle) error {
