@@ -148,7 +148,7 @@ func (k *kernelDevice) QueryGIDTable() ([]seam.GIDEntry, error) {
 	out := make([]seam.GIDEntry, len(es))
 	for i, e := range es {
 		out[i] = seam.GIDEntry{GID: e.GID, Index: e.Index, Port: e.Port, Type: uint32(e.Type)}
-		if e.Type != uverbs.GIDTypeRoCEv1 && e.Type != uverbs.GIDTypeRoCEv2 || e.NetdevIfindex == 0 {
+		if (e.Type != uverbs.GIDTypeRoCEv1 && e.Type != uverbs.GIDTypeRoCEv2) || e.NetdevIfindex == 0 {
 			continue
 		}
 		ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex))
