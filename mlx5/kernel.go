@@ -23,6 +23,8 @@ type kernelDevice struct {
 	mu  sync.Mutex
 	pds map[seam.Handle]*uverbs.PD
 	mrs map[seam.Handle]*uverbs.MR
+
+	verbs kernelVerbs // CQs, QPs, SRQs, AHs (kernel_verbs.go)
 }
 
 var _ seam.Device = (*kernelDevice)(nil)

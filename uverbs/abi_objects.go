@@ -20,6 +20,7 @@ const (
 	IB_USER_VERBS_CMD_MODIFY_QP           = 26
 	IB_USER_VERBS_CMD_DESTROY_QP          = 27
 	IB_USER_VERBS_CMD_CREATE_SRQ          = 32
+	IB_USER_VERBS_CMD_MODIFY_SRQ          = 33
 	IB_USER_VERBS_CMD_DESTROY_SRQ         = 35
 )
 
@@ -105,9 +106,10 @@ const (
 
 // enum ib_uverbs_qp_type, <rdma/ib_user_ioctl_verbs.h>.
 const (
-	IB_UVERBS_QPT_RC = 2
-	IB_UVERBS_QPT_UC = 3
-	IB_UVERBS_QPT_UD = 4
+	IB_UVERBS_QPT_RC     = 2
+	IB_UVERBS_QPT_UC     = 3
+	IB_UVERBS_QPT_UD     = 4
+	IB_UVERBS_QPT_DRIVER = 0xff
 
 	// IB_UVERBS_QP_CREATE_SQ_SIG_ALL is from enum ib_uverbs_qp_create_flags.
 	IB_UVERBS_QP_CREATE_SQ_SIG_ALL = 1 << 12
@@ -417,6 +419,21 @@ type IbUverbsCreateSrqResp struct {
 	MaxWr     uint32
 	MaxSge    uint32
 	Srqn      uint32
+}
+
+// enum ib_srq_attr_mask, <rdma/ib_verbs.h> (kernel-internal; the modify
+// command carries it).
+const (
+	IB_SRQ_MAX_WR = 1 << 0
+	IB_SRQ_LIMIT  = 1 << 1
+)
+
+// IbUverbsModifySrq is struct ib_uverbs_modify_srq without driver_data[].
+type IbUverbsModifySrq struct {
+	SrqHandle uint32
+	AttrMask  uint32
+	MaxWr     uint32
+	SrqLimit  uint32
 }
 
 // IbUverbsDestroySrq is struct ib_uverbs_destroy_srq.

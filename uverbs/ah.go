@@ -9,11 +9,18 @@ type AH struct{ object }
 // the provider's response (mlx5: struct mlx5_ib_create_ah_resp); it may be
 // nil.
 func (p *PD) CreateAH(attr *AHAttr, drvOut []byte) (*AH, error) {
+	return p.CreateAHWithUserHandle(attr, 0, drvOut)
+}
+
+// CreateAHWithUserHandle is CreateAH with the user handle the kernel
+// records for the AH (libibverbs sends its object's address; nothing
+// reports it back).
+func (p *PD) CreateAHWithUserHandle(attr *AHAttr, userHandle uint64, drvOut []byte) (*AH, error) {
 	if attr.Port == 0 {
 		return nil, fmt.Errorf("uverbs: create ah: port 0: ports are numbered from 1")
 	}
 	d := encodeAH(attr)
-	cmd := IbUverbsCreateAh{PdHandle: p.handle, Attr: IbUverbsAhAttr{
+	cmd := IbUverbsCreateAh{UserHandle: userHandle, PdHandle: p.handle, Attr: IbUverbsAhAttr{
 		Grh: IbUverbsGlobalRoute{Dgid: d.Dgid, FlowLabel: d.FlowLabel, SgidIndex: d.SgidIndex,
 			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
 		Dlid: d.Dlid, Sl: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,

@@ -54,10 +54,14 @@ type Context struct {
 	// their objects, so that async events name them.
 	events     map[uint64]any
 	nextHandle uint64
+	// drvResp is the provider's GET_CONTEXT response as the kernel
+	// wrote it.
+	drvResp []byte
 
 	forceWrite bool
 	noIoctl    atomic.Bool // the kernel answered ENOTTY: no ioctl path
 	recorder   Recorder    // set on a recording context: no kernel
+	recAsync   int         // a recording context's async event pipe (write end), or -1
 	async      *EventFile
 }
 
@@ -123,7 +127,18 @@ func (c *Context) getContextWrite(drvIn, drvOut []byte) (int, error) {
 		return -1, err
 	}
 	c.NumCompVectors = resp.NumCompVectors
+	c.drvResp = append([]byte(nil), drvOut...)
 	return int(resp.AsyncFd), nil
+}
+
+// DriverResponse returns a copy of the provider's GET_CONTEXT response
+// (Options.DriverOut as the kernel filled it when the context opened; mlx5:
+// struct mlx5_ib_alloc_ucontext_resp), nil if there was none.
+func (c *Context) DriverResponse() []byte {
+	if c.drvResp == nil {
+		return nil
+	}
+	return append([]byte(nil), c.drvResp...)
 }
 
 // AsyncEvents returns the context's async event file: QP, CQ, SRQ, port
@@ -142,11 +157,14 @@ func (c *Context) getContext(drvIn, drvOut []byte) error {
 	if len(drvOut) > 0 {
 		a.Out(UVERBS_ATTR_UHW_OUT, drvOut)
 	}
-	if err := invoke(c.fd, "get context", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, c.driverID, &a); err != nil {
+	if err := c.Invoke("get context", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, &a); err != nil {
 		return err
 	}
 	c.NumCompVectors = *(*uint32)(unsafe.Pointer(&ncv))
 	c.CoreSupport = *(*uint64)(unsafe.Pointer(&core))
+	if len(drvOut) > 0 {
+		c.drvResp = append([]byte(nil), drvOut...)
+	}
 	return nil
 }
 
@@ -174,6 +192,10 @@ func (c *Context) Close() error {
 	c.fdMu.Unlock()
 	if c.async != nil {
 		c.async.Close()
+	}
+	if c.recorder != nil && c.recAsync >= 0 {
+		unix.Close(c.recAsync)
+		c.recAsync = -1
 	}
 	c.chMu.Lock()
 	children := c.children
@@ -260,6 +282,15 @@ func (c *Context) newUserHandle() uint64 {
 	defer c.chMu.Unlock()
 	c.nextHandle++
 	return c.nextHandle
+}
+
+// userHandleOf is the caller's user handle if it gave one, else a fresh
+// one.
+func (c *Context) userHandleOf(h *uint64) uint64 {
+	if h != nil {
+		return *h
+	}
+	return c.newUserHandle()
 }
 
 func (c *Context) register(h uint64, obj any) {

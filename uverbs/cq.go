@@ -17,6 +17,10 @@ type CQOptions struct {
 	// DriverIn and DriverOut are the provider's data (mlx5: struct
 	// mlx5_ib_create_cq and mlx5_ib_create_cq_resp).
 	DriverIn, DriverOut []byte
+	// UserHandle, if set, is the user handle the kernel gets: completion
+	// and async events name the CQ by it. Nil lets the context number
+	// its objects itself.
+	UserHandle *uint64
 }
 
 // CQ is a completion queue.
@@ -40,7 +44,7 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 	if o.Channel != nil && o.Channel.ctx != c {
 		return nil, fmt.Errorf("uverbs: create cq: completion channel of another context")
 	}
-	cq := &CQ{object: object{ctx: c}, userHandle: c.newUserHandle(), Channel: o.Channel}
+	cq := &CQ{object: object{ctx: c}, userHandle: c.userHandleOf(o.UserHandle), Channel: o.Channel}
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
 		h := a.NewIDR(UVERBS_ATTR_CREATE_CQ_HANDLE)
@@ -93,6 +97,10 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 	c.register(cq.userHandle, cq)
 	return cq, nil
 }
+
+// UserHandle is the user handle the kernel got for the CQ: the element of
+// its completion and async events.
+func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
 
 // ReqNotify arms the CQ through the kernel: its next completion (the next
 // solicited one if solicitedOnly) raises an event on its channel. Providers

@@ -201,6 +201,17 @@ func (ch *CompChannel) NextCQ(ctx context.Context) (*CQ, error) {
 	return cq, nil
 }
 
+// NextUserHandle waits for the next completion event and returns what the
+// kernel reported: the user handle of the CQ it is for, whether or not
+// this context knows the CQ (it may have been destroyed meanwhile).
+func (ch *CompChannel) NextUserHandle(ctx context.Context) (uint64, error) {
+	var d IbUverbsCompEventDesc
+	if err := ch.ev.read(ctx, asBytes(&d)); err != nil {
+		return 0, err
+	}
+	return d.CqHandle, nil
+}
+
 func (ch *CompChannel) markClosed() { ch.ev.Close() }
 
 // Close closes the channel. The kernel keeps it alive until its CQs are

@@ -27,11 +27,21 @@ const knownAccess = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | Ac
 // check applies the rules every verbs provider applies: no unknown bits,
 // and remote write or atomic access needs local write (IBA 10.6.3.1).
 func (f AccessFlags) check() error {
-	if f&^knownAccess != 0 {
-		return fmt.Errorf("unknown access flags %#x", uint32(f&^knownAccess))
+	if err := f.checkKnown(); err != nil {
+		return err
 	}
 	if f&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && f&AccessLocalWrite == 0 {
 		return fmt.Errorf("remote write or atomic access requires local write")
+	}
+	return nil
+}
+
+// checkKnown refuses unknown bits only: a QP's access flags say what
+// remote peers may do (REMOTE_WRITE alone is usual), and the kernel puts
+// no local-write rule on them as it does on MRs.
+func (f AccessFlags) checkKnown() error {
+	if f&^knownAccess != 0 {
+		return fmt.Errorf("unknown access flags %#x", uint32(f&^knownAccess))
 	}
 	return nil
 }

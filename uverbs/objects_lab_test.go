@@ -250,6 +250,11 @@ func TestLabObjects(t *testing.T) {
 			if srq.MaxWR < 32 {
 				t.Errorf("SRQ max WR %d", srq.MaxWR)
 			}
+			// Arm the limit (rxe wants struct rxe_modify_srq_cmd, 8
+			// bytes, whose address it reads only to resize).
+			if err := srq.Modify(SRQAttrLimit, 0, 4, make([]byte, 8)); err != nil {
+				t.Errorf("arm the SRQ limit: %v", err)
+			}
 			onSRQ, err := c.CreateQP(QPInit{Type: QPTypeRC, PD: l.pd, SendCQ: l.cq, RecvCQ: cq2, SRQ: srq,
 				Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}, DriverOut: make([]byte, rxeCreateQPResp)})
 			if err != nil {

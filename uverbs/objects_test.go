@@ -147,7 +147,7 @@ func TestModifyQPRejectsBadInput(t *testing.T) {
 		{"unknown bit", QPAttr{}, 1 << 22},
 		{"bad state", QPAttr{State: 7}, QPAttrState},
 		{"bad mtu", QPAttr{PathMTU: 6}, QPAttrPathMTU},
-		{"remote write without local write", QPAttr{AccessFlags: AccessRemoteWrite}, QPAttrAccessFlags},
+		{"unknown access flag", QPAttr{AccessFlags: 1 << 15}, QPAttrAccessFlags},
 	} {
 		_, attrs := capture(t, func() {
 			if err := qp.Modify(&tc.attr, tc.mask); err == nil {

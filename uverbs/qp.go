@@ -7,11 +7,13 @@ import (
 // QPType is enum ib_uverbs_qp_type.
 type QPType uint8
 
-// QP types.
+// QP types. QPTypeDriver is the provider's own (mlx5's DC QPs, which its
+// driver data makes a DCT or a DCI).
 const (
-	QPTypeRC QPType = IB_UVERBS_QPT_RC
-	QPTypeUC QPType = IB_UVERBS_QPT_UC
-	QPTypeUD QPType = IB_UVERBS_QPT_UD
+	QPTypeRC     QPType = IB_UVERBS_QPT_RC
+	QPTypeUC     QPType = IB_UVERBS_QPT_UC
+	QPTypeUD     QPType = IB_UVERBS_QPT_UD
+	QPTypeDriver QPType = IB_UVERBS_QPT_DRIVER
 )
 
 // QPState is the kernel's enum ib_qp_state.
@@ -138,8 +140,10 @@ type QPAttr struct {
 
 // QPInit describes a QP to create.
 type QPInit struct {
-	Type           QPType
-	PD             *PD
+	Type QPType
+	PD   *PD
+	// SendCQ and RecvCQ are required, except for QPTypeDriver, where the
+	// provider decides (an mlx5 DCT has no send queue).
 	SendCQ, RecvCQ *CQ
 	SRQ            *SRQ
 	Cap            QPCap
@@ -148,6 +152,10 @@ type QPInit struct {
 	// DriverIn and DriverOut are the provider's data (mlx5: struct
 	// mlx5_ib_create_qp and mlx5_ib_create_qp_resp).
 	DriverIn, DriverOut []byte
+	// UserHandle, if set, is the user handle the kernel gets: async
+	// events name the QP by it. Nil lets the context number its objects
+	// itself.
+	UserHandle *uint64
 }
 
 // QP is a queue pair.
@@ -162,14 +170,18 @@ type QP struct {
 
 func (init *QPInit) check(c *Context) error {
 	switch init.Type {
-	case QPTypeRC, QPTypeUC, QPTypeUD:
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeDriver:
 	default:
-		return fmt.Errorf("QP type %d is not RC, UC or UD", init.Type)
+		return fmt.Errorf("QP type %d is not RC, UC, UD or the driver's", init.Type)
 	}
-	if init.PD == nil || init.SendCQ == nil || init.RecvCQ == nil {
-		return fmt.Errorf("a QP needs a PD, a send CQ and a receive CQ")
+	if init.PD == nil {
+		return fmt.Errorf("a QP needs a PD")
 	}
-	if init.PD.ctx != c || init.SendCQ.ctx != c || init.RecvCQ.ctx != c || (init.SRQ != nil && init.SRQ.ctx != c) {
+	if init.Type != QPTypeDriver && (init.SendCQ == nil || init.RecvCQ == nil) {
+		return fmt.Errorf("a QP needs a send CQ and a receive CQ")
+	}
+	if init.PD.ctx != c || (init.SendCQ != nil && init.SendCQ.ctx != c) || (init.RecvCQ != nil && init.RecvCQ.ctx != c) ||
+		(init.SRQ != nil && init.SRQ.ctx != c) {
 		return fmt.Errorf("PD, CQs and SRQ must belong to the QP's context")
 	}
 	if init.SRQ != nil && init.Cap.MaxRecvWR != 0 {
@@ -178,12 +190,13 @@ func (init *QPInit) check(c *Context) error {
 	return nil
 }
 
-// CreateQP creates a queue pair in the RESET state.
+// CreateQP creates a queue pair in the RESET state. The attributes go in
+// libibverbs' order (the kernel takes any).
 func (c *Context) CreateQP(init QPInit) (*QP, error) {
 	if err := init.check(c); err != nil {
 		return nil, fmt.Errorf("uverbs: create qp: %w", err)
 	}
-	qp := &QP{object: object{ctx: c}, userHandle: c.newUserHandle(), Type: init.Type}
+	qp := &QP{object: object{ctx: c}, userHandle: c.userHandleOf(init.UserHandle), Type: init.Type}
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
 		cap := IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR,
@@ -191,19 +204,23 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 		var respCap IbUverbsQpCap
 		var qpn [4]byte
 		a.IDR(UVERBS_ATTR_CREATE_QP_PD_HANDLE, init.PD.handle)
-		a.IDR(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
-		a.IDR(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, init.RecvCQ.handle)
-		if init.SRQ != nil {
-			a.IDR(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, init.SRQ.handle)
+		if init.SendCQ != nil {
+			a.IDR(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
+		}
+		if init.RecvCQ != nil {
+			a.IDR(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, init.RecvCQ.handle)
 		}
 		h := a.NewIDR(UVERBS_ATTR_CREATE_QP_HANDLE)
 		a.InUint64(UVERBS_ATTR_CREATE_QP_TYPE, uint64(init.Type))
 		a.InUint64(UVERBS_ATTR_CREATE_QP_USER_HANDLE, qp.userHandle)
 		a.In(UVERBS_ATTR_CREATE_QP_CAP, asBytes(&cap))
-		if init.Flags != 0 {
-			a.InUint64(UVERBS_ATTR_CREATE_QP_FLAGS, uint64(init.Flags))
-		}
 		a.FD(UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd())
+		if init.Flags != 0 {
+			a.InUint32(UVERBS_ATTR_CREATE_QP_FLAGS, init.Flags)
+		}
+		if init.SRQ != nil {
+			a.IDR(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, init.SRQ.handle)
+		}
 		a.Out(UVERBS_ATTR_CREATE_QP_RESP_CAP, asBytes(&respCap))
 		a.Out(UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn[:])
 		if len(init.DriverIn) > 0 {
@@ -222,6 +239,9 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 	}, func() error {
 		if init.Flags&^IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
 			return fmt.Errorf("uverbs: create qp: flags %#x need the ioctl path", init.Flags)
+		}
+		if init.SendCQ == nil || init.RecvCQ == nil {
+			return fmt.Errorf("uverbs: create qp: a QP without a send or receive CQ needs the ioctl path")
 		}
 		cmd := IbUverbsCreateQp{UserHandle: qp.userHandle, PdHandle: init.PD.handle,
 			SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.RecvCQ.handle,
@@ -267,25 +287,52 @@ func decodeAH(d *IbUverbsQpDest) AHAttr {
 		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, Port: d.PortNum}
 }
 
-// encodeModify fills the legacy command from attr and mask.
+// encodeModify fills the legacy command from attr and mask. Like
+// libibverbs it copies only the fields mask selects (the alternate path's
+// pkey index, port and timeout with QPAttrAltPath) and leaves the others
+// zero, so the bytes do not depend on what the caller left in them.
 func encodeModify(handle uint32, attr *QPAttr, mask QPAttrMask) IbUverbsModifyQp {
-	m := IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit),
-		Qkey: attr.QKey, RqPsn: attr.RQPSN, SqPsn: attr.SQPSN, DestQpNum: attr.DestQPN,
-		QpAccessFlags: uint32(attr.AccessFlags), PkeyIndex: attr.PKeyIndex, AltPkeyIndex: attr.AltPKeyIndex,
-		QpState: uint8(attr.State), CurQpState: uint8(attr.CurState), PathMtu: uint8(attr.PathMTU),
-		PathMigState: attr.PathMigState, MaxRdAtomic: attr.MaxRdAtomic, MaxDestRdAtomic: attr.MaxDestRdAtomic,
-		MinRnrTimer: attr.MinRNRTimer, PortNum: attr.Port, Timeout: attr.Timeout, RetryCnt: attr.RetryCnt,
-		RnrRetry: attr.RNRRetry, AltPortNum: attr.AltPort, AltTimeout: attr.AltTimeout}
-	if attr.EnSQDAsyncNotify {
-		m.EnSqdAsyncNotify = 1
-	}
-	if mask&QPAttrAV != 0 {
-		m.Dest = encodeAH(&attr.AH)
-	}
-	if mask&QPAttrAltPath != 0 {
-		m.AltDest = encodeAH(&attr.AltAH)
+	m := IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit)}
+	for _, f := range modifyFields {
+		if mask&f.bit != 0 {
+			f.copy(&m, attr)
+		}
 	}
 	return m
+}
+
+// modifyFields says which command fields each mask bit carries.
+var modifyFields = []struct {
+	bit  QPAttrMask
+	copy func(m *IbUverbsModifyQp, a *QPAttr)
+}{
+	{QPAttrState, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpState = uint8(a.State) }},
+	{QPAttrCurState, func(m *IbUverbsModifyQp, a *QPAttr) { m.CurQpState = uint8(a.CurState) }},
+	{QPAttrEnSQDAsyncNotify, func(m *IbUverbsModifyQp, a *QPAttr) {
+		if a.EnSQDAsyncNotify {
+			m.EnSqdAsyncNotify = 1
+		}
+	}},
+	{QPAttrAccessFlags, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpAccessFlags = uint32(a.AccessFlags) }},
+	{QPAttrPKeyIndex, func(m *IbUverbsModifyQp, a *QPAttr) { m.PkeyIndex = a.PKeyIndex }},
+	{QPAttrPort, func(m *IbUverbsModifyQp, a *QPAttr) { m.PortNum = a.Port }},
+	{QPAttrQKey, func(m *IbUverbsModifyQp, a *QPAttr) { m.Qkey = a.QKey }},
+	{QPAttrAV, func(m *IbUverbsModifyQp, a *QPAttr) { m.Dest = encodeAH(&a.AH) }},
+	{QPAttrPathMTU, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMtu = uint8(a.PathMTU) }},
+	{QPAttrTimeout, func(m *IbUverbsModifyQp, a *QPAttr) { m.Timeout = a.Timeout }},
+	{QPAttrRetryCnt, func(m *IbUverbsModifyQp, a *QPAttr) { m.RetryCnt = a.RetryCnt }},
+	{QPAttrRNRRetry, func(m *IbUverbsModifyQp, a *QPAttr) { m.RnrRetry = a.RNRRetry }},
+	{QPAttrRQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.RqPsn = a.RQPSN }},
+	{QPAttrMaxQPRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxRdAtomic = a.MaxRdAtomic }},
+	{QPAttrAltPath, func(m *IbUverbsModifyQp, a *QPAttr) {
+		m.AltPkeyIndex, m.AltPortNum, m.AltTimeout = a.AltPKeyIndex, a.AltPort, a.AltTimeout
+		m.AltDest = encodeAH(&a.AltAH)
+	}},
+	{QPAttrMinRNRTimer, func(m *IbUverbsModifyQp, a *QPAttr) { m.MinRnrTimer = a.MinRNRTimer }},
+	{QPAttrSQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.SqPsn = a.SQPSN }},
+	{QPAttrMaxDestRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxDestRdAtomic = a.MaxDestRdAtomic }},
+	{QPAttrPathMigState, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMigState = a.PathMigState }},
+	{QPAttrDestQPN, func(m *IbUverbsModifyQp, a *QPAttr) { m.DestQpNum = a.DestQPN }},
 }
 
 func checkModify(attr *QPAttr, mask QPAttrMask) error {
@@ -305,7 +352,7 @@ func checkModify(attr *QPAttr, mask QPAttrMask) error {
 		return fmt.Errorf("path MTU %d is not 1 (256) to 5 (4096)", attr.PathMTU)
 	}
 	if mask&QPAttrAccessFlags != 0 {
-		if err := attr.AccessFlags.check(); err != nil {
+		if err := attr.AccessFlags.checkKnown(); err != nil {
 			return err
 		}
 	}
@@ -320,13 +367,29 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 }
 
 // ModifyDriver is Modify with the provider's data (mlx5: struct
-// mlx5_ib_modify_qp and its response).
+// mlx5_ib_modify_qp and its response). It sends the legacy command unless
+// there is a rate limit or a driver response, which only the extended one
+// carries.
 func (qp *QP) ModifyDriver(attr *QPAttr, mask QPAttrMask, drvIn, drvOut []byte) error {
+	return qp.modify(attr, mask, drvIn, drvOut, mask&QPAttrRateLimit != 0 || len(drvOut) > 0)
+}
+
+// ModifyExtended is ModifyDriver with the extended command
+// (IB_USER_VERBS_EX_CMD_MODIFY_QP) whatever it carries, as libibverbs'
+// ibv_cmd_modify_qp_ex sends it.
+func (qp *QP) ModifyExtended(attr *QPAttr, mask QPAttrMask, drvIn, drvOut []byte) error {
+	return qp.modify(attr, mask, drvIn, drvOut, true)
+}
+
+func (qp *QP) modify(attr *QPAttr, mask QPAttrMask, drvIn, drvOut []byte, extended bool) error {
 	if err := checkModify(attr, mask); err != nil {
 		return fmt.Errorf("uverbs: modify qp: %w", err)
 	}
+	if mask&QPAttrRateLimit != 0 && !extended {
+		return fmt.Errorf("uverbs: modify qp: a rate limit needs the extended command")
+	}
 	base := encodeModify(qp.handle, attr, mask)
-	if mask&QPAttrRateLimit == 0 && len(drvOut) == 0 {
+	if !extended {
 		// The legacy command, as libibverbs sends it.
 		return qp.ctx.InvokeWrite("modify qp", IB_USER_VERBS_CMD_MODIFY_QP, asBytes(&base), nil, drvIn, nil)
 	}
@@ -363,6 +426,10 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 		AltPort: r.AltPortNum, AltTimeout: r.AltTimeout, SQSigAll: r.SqSigAll != 0,
 	}, nil
 }
+
+// UserHandle is the user handle the kernel got for the QP: the element of
+// its async events.
+func (qp *QP) UserHandle() uint64 { return qp.userHandle }
 
 // Close destroys the QP. Closing twice is safe.
 func (qp *QP) Close() error {

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -25,10 +26,50 @@ type Recorder func(c *Call) unix.Errno
 
 // NewRecordingContext returns a Context on no device: its ioctl calls go to
 // rec instead of the kernel. Providers use it to test their encodings (for
-// instance against rdma-core's recorded calls); it has no async event file
-// and no write() path. Its FD is not a descriptor.
+// instance against rdma-core's recorded calls). It has no write() path, and
+// its FD is not a descriptor. Its async event file is a pipe that
+// RecordAsyncEvent writes to; if the pipe cannot be made, the context has
+// none and creates that pass it (CQ, QP, SRQ) fail.
 func NewRecordingContext(driverID uint32, rec Recorder) *Context {
-	return &Context{fd: math.MaxInt32, driverID: driverID, recorder: rec, children: map[closer]struct{}{}, events: map[uint64]any{}}
+	c := &Context{fd: math.MaxInt32, driverID: driverID, recorder: rec, children: map[closer]struct{}{},
+		events: map[uint64]any{}, recAsync: -1}
+	var p [2]int
+	if unix.Pipe2(p[:], unix.O_CLOEXEC) == nil {
+		ev, err := newEventFile(p[0], "recorded async events")
+		if err != nil {
+			unix.Close(p[0])
+			unix.Close(p[1])
+			return c
+		}
+		c.async, c.recAsync = ev, p[1]
+	}
+	return c
+}
+
+// RecordGetContext runs GET_CONTEXT on a recording context with opt's
+// driver data (DriverIn, DriverOut), as Open does on a device: the
+// recorder answers it, and DriverResponse then returns what it wrote.
+func (c *Context) RecordGetContext(opt *Options) error {
+	if c.recorder == nil {
+		return fmt.Errorf("uverbs: record get context: not a recording context: %w", unix.EINVAL)
+	}
+	if opt == nil {
+		opt = &Options{}
+	}
+	return c.getContext(opt.DriverIn, opt.DriverOut)
+}
+
+// RecordAsyncEvent writes an event into a recording context's async event
+// file, as the kernel would (struct ib_uverbs_async_event_desc).
+func (c *Context) RecordAsyncEvent(typ EventType, element uint64) error {
+	if c.recorder == nil || c.recAsync < 0 {
+		return fmt.Errorf("uverbs: record async event: not a recording context: %w", unix.EINVAL)
+	}
+	d := IbUverbsAsyncEventDesc{Element: element, EventType: uint32(typ)}
+	if _, err := unix.Write(c.recAsync, asBytes(&d)); err != nil {
+		return fmt.Errorf("uverbs: record async event: %w", err)
+	}
+	return nil
 }
 
 func (c *Context) record(op string, object, method uint16, a *Attrs) error {

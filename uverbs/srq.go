@@ -8,39 +8,48 @@ type SRQOptions struct {
 	// Limit is the low-water mark that raises SRQ_LIMIT_REACHED once
 	// armed; 0 for none.
 	Limit uint32
-	// DriverIn and DriverOut are the provider's data.
+	// DriverIn and DriverOut are the provider's data (mlx5: struct
+	// mlx5_ib_create_srq and mlx5_ib_create_srq_resp).
 	DriverIn, DriverOut []byte
+	// UserHandle, if set, is the user handle the kernel gets: async
+	// events name the SRQ by it. Nil lets the context number its objects
+	// itself.
+	UserHandle *uint64
 }
 
 // SRQ is a shared receive queue (basic type).
 type SRQ struct {
 	object
 	userHandle uint64
-	// MaxWR, MaxSGE are what the kernel granted; SRQN the SRQ number.
+	// MaxWR, MaxSGE are what the kernel granted. SRQN is the SRQ number
+	// where the kernel reports one: only the write() path does, and for
+	// a basic SRQ not even there (0); the provider's driver data has it
+	// (mlx5_ib_create_srq_resp.srqn).
 	MaxWR, MaxSGE, SRQN uint32
 }
 
-// CreateSRQ creates a basic shared receive queue on the PD.
+// CreateSRQ creates a basic shared receive queue on the PD. The attributes
+// go in libibverbs' order; like libibverbs, a basic SRQ asks for no SRQ
+// number (the kernel writes it only for XRC SRQs).
 func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
-	if o.MaxWR == 0 || o.MaxSGE == 0 {
-		return nil, fmt.Errorf("uverbs: create srq: MaxWR and MaxSGE must be at least 1")
+	if o.MaxWR == 0 {
+		return nil, fmt.Errorf("uverbs: create srq: MaxWR must be at least 1")
 	}
 	c := p.ctx
-	s := &SRQ{object: object{ctx: c}, userHandle: c.newUserHandle()}
+	s := &SRQ{object: object{ctx: c}, userHandle: c.userHandleOf(o.UserHandle)}
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
-		var maxWR, maxSGE, srqn [4]byte
+		var maxWR, maxSGE [4]byte
 		h := a.NewIDR(UVERBS_ATTR_CREATE_SRQ_HANDLE)
-		a.IDR(UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, p.handle)
 		a.InUint64(UVERBS_ATTR_CREATE_SRQ_TYPE, IB_UVERBS_SRQT_BASIC)
 		a.InUint64(UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, s.userHandle)
+		a.IDR(UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, p.handle)
 		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_WR, o.MaxWR)
 		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_SGE, o.MaxSGE)
 		a.InUint32(UVERBS_ATTR_CREATE_SRQ_LIMIT, o.Limit)
 		a.FD(UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
 		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, maxWR[:])
 		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, maxSGE[:])
-		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, srqn[:])
 		if len(o.DriverIn) > 0 {
 			a.In(UVERBS_ATTR_UHW_IN, o.DriverIn)
 		}
@@ -51,7 +60,7 @@ func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
 			return err
 		}
 		s.handle = uint32(a.Handle(h))
-		s.MaxWR, s.MaxSGE, s.SRQN = le32(maxWR[:]), le32(maxSGE[:]), le32(srqn[:])
+		s.MaxWR, s.MaxSGE = le32(maxWR[:]), le32(maxSGE[:])
 		return nil
 	}, func() error {
 		cmd := IbUverbsCreateSrq{UserHandle: s.userHandle, PdHandle: p.handle, MaxWr: o.MaxWR, MaxSge: o.MaxSGE, SrqLimit: o.Limit}
@@ -70,6 +79,33 @@ func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	}
 	c.register(s.userHandle, s)
 	return s, nil
+}
+
+// UserHandle is the user handle the kernel got for the SRQ: the element
+// of its async events.
+func (s *SRQ) UserHandle() uint64 { return s.userHandle }
+
+// SRQAttrMask selects what Modify changes (the kernel's enum
+// ib_srq_attr_mask).
+type SRQAttrMask uint32
+
+// SRQ attribute mask bits.
+const (
+	SRQAttrMaxWR SRQAttrMask = IB_SRQ_MAX_WR // resize (few devices can)
+	SRQAttrLimit SRQAttrMask = IB_SRQ_LIMIT  // arm the limit event
+)
+
+// Modify changes the SRQ's size or arms its limit event
+// (IB_USER_VERBS_CMD_MODIFY_SRQ, as libibverbs' ibv_cmd_modify_srq sends
+// it). With SRQAttrLimit, the kernel raises SRQ_LIMIT_REACHED once fewer
+// than limit receives are posted. drvIn is the provider's data (mlx5 has
+// none; rxe wants struct rxe_modify_srq_cmd).
+func (s *SRQ) Modify(mask SRQAttrMask, maxWR, limit uint32, drvIn []byte) error {
+	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
+		return fmt.Errorf("uverbs: modify srq: attribute mask %#x", uint32(mask))
+	}
+	cmd := IbUverbsModifySrq{SrqHandle: s.handle, AttrMask: uint32(mask), MaxWr: maxWR, SrqLimit: limit}
+	return s.ctx.InvokeWrite("modify srq", IB_USER_VERBS_CMD_MODIFY_SRQ, asBytes(&cmd), nil, drvIn, nil)
 }
 
 // Close destroys the SRQ. Closing twice is safe.
