@@ -3,14 +3,12 @@ package mlx5
 import (
 	"fmt"
 	"math/bits"
-	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/seam"
-	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )
@@ -563,33 +561,33 @@ func (qp *QP) Close() error {
 // LoopbackPath returns the address path by which a QP on port reaches
 // another QP of the same device: the port's LID on InfiniBand; on RoCE its
 // first RoCE v2 GID (IPv4-mapped preferred), that GID's netdev MAC and
-// index, hop limit 64. The MTU is the port's active MTU. A context without
-// a kernel (the software model, which does not route by address) gets an
-// InfiniBand path with LID 0 and MTU 1024.
+// index, hop limit 64. The MTU is the port's active MTU. A device that
+// makes no verbs objects (a DEVX-only model) gets an InfiniBand path with
+// LID 0 and MTU 1024.
 func (c *Context) LoopbackPath(port uint8) (AddressPath, error) {
 	const op = "loopback path"
 	if err := c.checkOpen(op); err != nil {
 		return AddressPath{}, err
 	}
-	if c.uctx == nil {
+	if !c.speaksVerbs() {
 		return AddressPath{Port: port, MTU: 3}, nil
 	}
-	pa, err := c.uctx.QueryPort(port)
+	pa, err := c.dev.QueryPort(port)
 	if err != nil {
-		return AddressPath{}, fmt.Errorf("mlx5: %s: %w", op, err)
+		return AddressPath{}, opErr(op, "", err)
 	}
 	path := AddressPath{Port: port, MTU: pa.ActiveMTU, LID: pa.LID}
 	if pa.LinkLayer != linkLayerEthernet {
 		return path, nil
 	}
-	gids, err := c.uctx.QueryGIDTable()
+	gids, err := c.dev.QueryGIDTable()
 	if err != nil {
-		return AddressPath{}, fmt.Errorf("mlx5: %s: %w", op, err)
+		return AddressPath{}, opErr(op, "", err)
 	}
-	var best *uverbs.GIDEntry
+	var best *seam.GIDEntry
 	for i := range gids {
 		g := &gids[i]
-		if g.Port != uint32(port) || g.Type != uverbs.GIDTypeRoCEv2 {
+		if g.Port != uint32(port) || g.Type != gidTypeRoCEv2 {
 			continue
 		}
 		if best == nil || (!ipv4Mapped(best.GID) && ipv4Mapped(g.GID)) {
@@ -597,24 +595,16 @@ func (c *Context) LoopbackPath(port uint8) (AddressPath, error) {
 		}
 	}
 	if best == nil {
-		return AddressPath{}, fmt.Errorf("mlx5: %s: port %d has no RoCE v2 GID", op, port)
+		return AddressPath{}, opErr(op, "", fmt.Errorf("port %d has no RoCE v2 GID", port))
 	}
-	ifc, err := net.InterfaceByIndex(int(best.NetdevIfindex))
-	if err != nil {
-		return AddressPath{}, fmt.Errorf("mlx5: %s: netdev of GID %d: %w", op, best.Index, err)
-	}
-	if len(ifc.HardwareAddr) != 6 {
-		return AddressPath{}, fmt.Errorf("mlx5: %s: netdev %s has no 6-byte MAC", op, ifc.Name)
-	}
-	path.GRH, path.GID, path.SGIDIndex, path.HopLimit = true, best.GID, uint8(best.Index), 64
-	copy(path.MAC[:], ifc.HardwareAddr)
+	path.GRH, path.GID, path.SGIDIndex, path.HopLimit, path.MAC = true, best.GID, uint8(best.Index), 64, best.MAC
 	return path, nil
 }
 
 // linkLayerEthernet is IBV_LINK_LAYER_ETHERNET.
 const linkLayerEthernet = 2
 
-func ipv4Mapped(g uverbs.GID) bool {
+func ipv4Mapped(g [16]byte) bool {
 	for _, b := range g[:10] {
 		if b != 0 {
 			return false
