@@ -123,16 +123,34 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	return s, nil
 }
 
+// srqGeometry is an SRQ's ring as libmlx5 sizes it (mlx5_alloc_srq_buf).
+type srqGeometry struct {
+	wqes      int // WQEs in the ring, a power of two; the kernel is told wqes-1
+	stride    int // bytes of a WQE, a power of two
+	maxSGE    int // data segments a WQE holds, granted and sent to the kernel
+	maxPost   int // granted max_wr: the free list's length less one
+	waitQueue bool
+}
+
+// srqSize sizes an SRQ of maxWR receives of maxSGE SGEs: a ring with a
+// wait queue as large as the SRQ when maxSRQ (the device's
+// max_srq_recv_wr) allows, WQEs of a next segment and the SGEs rounded up
+// to a power of two of at least 32 bytes.
+func srqSize(maxSRQ, maxWR, maxSGE int) srqGeometry {
+	wrs, waitQueue := maxWR*2+1, true
+	if wrs > maxSRQ {
+		wrs, waitQueue = maxWR+1, false
+	}
+	stride := roundPow2(max(32, srqNextSegSize+maxSGE*dataSegSize))
+	return srqGeometry{wqes: roundPow2(wrs), stride: stride, maxSGE: (stride - srqNextSegSize) / dataSegSize,
+		maxPost: roundPow2(maxWR+1) - 1, waitQueue: waitQueue}
+}
+
 func (s *SRQ) create(o *SRQOptions, maxSRQ int) error {
 	c := s.c
-	wrs, waitQueue := o.MaxWR*2+1, true // a wait queue, when the device allows it
-	if wrs > maxSRQ {
-		wrs, waitQueue = o.MaxWR+1, false
-	}
-	size := roundPow2(max(32, srqNextSegSize+o.MaxSGE*dataSegSize))
-	s.maxSGE = (size - srqNextSegSize) / dataSegSize
-	s.shift = uint(bits.Len(uint(size - 1)))
-	n := roundPow2(wrs)
+	g := srqSize(maxSRQ, o.MaxWR, o.MaxSGE)
+	s.maxSGE, s.shift = g.maxSGE, uint(bits.Len(uint(g.stride-1)))
+	n, size := g.wqes, g.stride
 	buf, err := allocBuffer(n * size)
 	if err != nil {
 		return err
@@ -147,10 +165,10 @@ func (s *SRQ) create(o *SRQOptions, maxSRQ int) error {
 	s.freed = make([]atomic.Uint32, n)
 	// The free list from 0 to tail, and the wait queue after it (WQEs
 	// libmlx5 keeps for ODP page faults; linked as libmlx5 links them).
-	s.head, s.tail = 0, uint16(roundPow2(o.MaxWR+1)-1)
-	s.avail = int(s.tail)
+	s.head, s.tail = 0, uint16(g.maxPost)
+	s.avail = g.maxPost
 	s.linkRange(0, int(s.tail))
-	if waitQueue {
+	if g.waitQueue {
 		s.linkRange(int(s.tail)+1, n-1)
 	}
 	s.caps = SRQCaps{MaxWR: int(s.tail), MaxSGE: s.maxSGE}
@@ -160,7 +178,7 @@ func (s *SRQ) create(o *SRQOptions, maxSRQ int) error {
 	s.user = c.newHandle(s)
 	drv := mlx5abi.Mlx5IbCreateSrq{BufAddr: addrOf(s.ring), DbAddr: addrOf(dbr.mem)}
 	var resp mlx5abi.Mlx5IbCreateSrqResp
-	h, made, err := c.dev.CreateSRQ(seam.SRQCreate{PD: o.PD.handle, MaxWR: uint32(n - 1), MaxSGE: uint32(o.MaxSGE),
+	h, made, err := c.dev.CreateSRQ(seam.SRQCreate{PD: o.PD.handle, MaxWR: uint32(n - 1), MaxSGE: uint32(g.maxSGE),
 		Limit: uint32(o.Limit), UserHandle: s.user}, bytesOf(&drv), bytesOf(&resp))
 	if err != nil {
 		return err

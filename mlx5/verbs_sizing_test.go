@@ -12,85 +12,41 @@ import (
 	"github.com/mlx5go/mlx5go/internal/oracle"
 )
 
-// libmlx5 44.0's queue sizing, restated from the oracle's records and
-// checked against every one of them: the verbs family's RC sizing, UC
-// and SRQ cases, and the QPs of datapath_setup and create_cmds. The mlx5
-// layer, which builds the create driver data, must size queues so
-// (sq_wqe_count, rq_wqe_count, rq_wqe_shift), and grant and enforce what
-// libmlx5 grants (ibv_query_qp's send caps, the create's receive caps).
+// The driver's queue sizing (sizing.go's sqSize and rqSize, srq.go's
+// srqSize) checked against every QP and SRQ libmlx5 44.0 made in the
+// oracle: the verbs family's RC sizing, UC and SRQ cases, and the QPs of
+// datapath_setup and create_cmds. The driver data's sq_wqe_count,
+// rq_wqe_count and rq_wqe_shift, the caps the create and ibv_query_qp
+// granted, and the refusals must all come out as libmlx5's.
 
-// sizeLimits are the context's limits (mlx5_ib_alloc_ucontext_resp).
-type sizeLimits struct {
-	maxSQDesc, maxRQDesc, maxSendWQEBB, maxRecvWR, maxSRQRecvWR uint32
+func limitsOf(r *mlx5abi.Mlx5IbAllocUcontextResp) (deviceLimits, int) {
+	return deviceLimits{maxSQDesc: int(r.MaxSqDescSz), maxRQDesc: int(r.MaxRqDescSz), maxSendWQEBB: int(r.MaxSendWqebb),
+		maxRecvWR: int(r.MaxRecvWr)}, int(r.MaxSrqRecvWr)
 }
 
-func limitsOf(r *mlx5abi.Mlx5IbAllocUcontextResp) sizeLimits {
-	return sizeLimits{uint32(r.MaxSqDescSz), uint32(r.MaxRqDescSz), r.MaxSendWqebb, r.MaxRecvWr, r.MaxSrqRecvWr}
-}
-
-// Segment sizes a send WQE is built from.
-const (
-	segCtrl     = 16
-	segRaddr    = 16
-	segAtomic   = 16
-	segUMRCtrl  = 48
-	segMkeyCtx  = 64
-	segUMRTrans = 64 // the translation room libmlx5 reserves (at least a KLM)
-	segDatagram = 48
-	segInline   = 4 // the inline segment's byte count
-	segData     = 16
-	segSRQNext  = 16
-	wqebb       = 64
-)
-
-// sendOverhead is the part of a send WQE before its data: the control
-// segment and the largest operation the QP may post; UD and DCI add the
-// datagram segment.
-func sendOverhead(ops string, datagram bool) uint32 {
-	size := uint32(segCtrl)
-	has := func(names ...string) bool {
-		for _, n := range names {
-			for _, o := range strings.Split(ops, "|") {
-				if o == n {
-					return true
-				}
-			}
+// opsOf parses the oracle's send_ops_flags names (ibv_create_qp's
+// defaults when empty).
+func opsOf(t *testing.T, typ QPType, names string) OpcodeSet {
+	if names == "" {
+		return defaultOps(typ)
+	}
+	byName := map[string]Opcode{"SEND": OpSend, "SEND_WITH_IMM": OpSendImm, "SEND_WITH_INV": OpSendInv,
+		"RDMA_WRITE": OpRDMAWrite, "RDMA_WRITE_WITH_IMM": OpRDMAWriteImm, "RDMA_READ": OpRDMARead,
+		"ATOMIC_CMP_AND_SWP": OpAtomicCAS, "ATOMIC_FETCH_AND_ADD": OpAtomicFAA, "LOCAL_INV": OpLocalInv}
+	var s OpcodeSet
+	for _, n := range strings.Split(names, "|") {
+		op, ok := byName[n]
+		if !ok {
+			t.Fatalf("send op %q", n)
 		}
-		return false
+		s |= Opcodes(op)
 	}
-	if has("RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "RDMA_READ") {
-		size = max(size, segCtrl+segRaddr)
-	}
-	if has("ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD") {
-		size = max(size, segCtrl+segRaddr+segAtomic)
-	}
-	if has("BIND_MW", "LOCAL_INV") {
-		size = max(size, segCtrl+segUMRCtrl+segMkeyCtx+segUMRTrans)
-	}
-	if datagram {
-		size += segDatagram
-	}
-	return size
+	return s
 }
 
-// rcDefaultOps are the send operations libmlx5 assumes for an RC or UC QP
-// created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (ibv_create_qp).
-const rcDefaultOps = "SEND|SEND_WITH_INV|SEND_WITH_IMM|RDMA_WRITE|RDMA_WRITE_WITH_IMM|RDMA_READ|" +
-	"ATOMIC_CMP_AND_SWP|ATOMIC_FETCH_AND_ADD|LOCAL_INV|BIND_MW"
-
-func pow2(n uint64) uint64 {
-	p := uint64(1)
-	for p < n {
-		p <<= 1
-	}
-	return p
-}
-
-func alignUp(n, a uint32) uint32 { return (n + a - 1) / a * a }
-
-// qpSizing is what libmlx5 makes of a QP's caps.
+// qpSizing is what the driver makes of a QP's caps.
 type qpSizing struct {
-	invalid                bool // EINVAL before any kernel command
+	invalid                bool // refused before any kernel command
 	sqWQEs, maxSendWR      uint32
 	maxInline              uint32
 	rqWQEs, rqStride       uint32
@@ -98,64 +54,30 @@ type qpSizing struct {
 	grantedRecvWR, sendSGE uint32
 }
 
-func libmlx5QPSizing(l sizeLimits, overhead, sendWR, sendSGE, inline, recvWR, recvSGE uint32) qpSizing {
-	s := qpSizing{sendSGE: sendSGE}
-	if sendWR > 0 {
-		if sendSGE > (l.maxSQDesc-overhead)/segData {
-			return qpSizing{invalid: true}
-		}
-		size := overhead + sendSGE*segData
-		if inline > 0 {
-			size = max(size, overhead+alignUp(segInline+inline, 16))
-		}
-		if size > l.maxSQDesc {
-			return qpSizing{invalid: true}
-		}
-		wqe := alignUp(size, wqebb)
-		s.maxInline = wqe - overhead - segInline
-		wq := pow2(uint64(sendWR) * uint64(wqe))
-		s.sqWQEs, s.maxSendWR = uint32(wq/wqebb), uint32(wq/uint64(wqe))
-		if s.sqWQEs > l.maxSendWQEBB {
-			return qpSizing{invalid: true}
-		}
+func driverQPSizing(l deviceLimits, typ QPType, ops OpcodeSet, sendWR, sendSGE, inline, recvWR, recvSGE uint32) qpSizing {
+	sq, err := sqSize(&l, typ, ops, int(sendWR), int(sendSGE), int(inline))
+	if err != nil {
+		return qpSizing{invalid: true}
 	}
-	if recvWR > 0 {
-		if recvWR > l.maxRecvWR {
-			return qpSizing{invalid: true}
-		}
-		size := segData * max(recvSGE, 1)
-		if size > l.maxRQDesc {
-			return qpSizing{invalid: true}
-		}
-		s.rqStride = uint32(pow2(uint64(size)))
-		s.rqWQEs = uint32(max(pow2(uint64(recvWR))*uint64(s.rqStride), wqebb) / uint64(s.rqStride))
-		for s.rqShift = 0; 1<<s.rqShift < s.rqStride; s.rqShift++ {
-		}
-		s.maxRecvSGE, s.grantedRecvWR = s.rqStride/segData, s.rqWQEs
+	rq, err := rqSize(&l, int(recvWR), int(recvSGE))
+	if err != nil {
+		return qpSizing{invalid: true}
+	}
+	s := qpSizing{sendSGE: sendSGE, sqWQEs: uint32(sq.wqeCnt), maxSendWR: uint32(sq.maxPost), maxInline: uint32(sq.maxInline),
+		rqWQEs: uint32(rq.wqeCnt), rqShift: uint32(rq.wqeShift), maxRecvSGE: uint32(rq.maxSGE), grantedRecvWR: uint32(rq.maxPost)}
+	if rq.wqeCnt > 0 {
+		s.rqStride = 1 << rq.wqeShift
 	}
 	return s
 }
 
-// srqSizing is what libmlx5 makes of an SRQ's size: the max_wr it sends
-// the kernel (the ring: with a wait queue of the same size when the
-// device allows it), the max_wr it grants, the SGEs its stride holds.
+// srqSizing is what the driver makes of an SRQ's size: the max_wr it
+// sends the kernel (the ring, with its wait queue), the max_wr it grants,
+// the SGEs its stride holds.
 type srqSizing struct {
 	invalid                   bool
 	kernelMaxWR, grantedMaxWR uint32
 	maxSGE, stride            uint32
-}
-
-func libmlx5SRQSizing(l sizeLimits, maxWR, maxSGE uint32) srqSizing {
-	if maxWR > l.maxSRQRecvWR || maxSGE > l.maxRQDesc/segData {
-		return srqSizing{invalid: true}
-	}
-	n := 2*maxWR + 1
-	if n > l.maxSRQRecvWR {
-		n = maxWR + 1
-	}
-	stride := uint32(pow2(uint64(max(32, segSRQNext+segData*maxSGE))))
-	return srqSizing{kernelMaxWR: uint32(pow2(uint64(n))) - 1, grantedMaxWR: uint32(pow2(uint64(maxWR)+1)) - 1,
-		maxSGE: (stride - segSRQNext) / segData, stride: stride}
 }
 
 func TestOracleLibmlx5QueueSizing(t *testing.T) {
@@ -163,7 +85,7 @@ func TestOracleLibmlx5QueueSizing(t *testing.T) {
 	var resp mlx5abi.Mlx5IbAllocUcontextResp
 	b := findCall(t, calls, "verbs/base", "DEVICE", "GET_CONTEXT").attr(t, "UHW_OUT").out(t)
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)), b)
-	l := limitsOf(&resp)
+	l, maxSRQ := limitsOf(&resp)
 	createOf := func(kase string) *vcall {
 		for _, c := range calls {
 			if c.kase == kase && c.want.Method == "QP_CREATE" {
@@ -230,11 +152,14 @@ func TestOracleLibmlx5QueueSizing(t *testing.T) {
 		switch {
 		case strings.HasPrefix(name, "rc_sizing/") || name == "uc/create":
 			in := r.Input
-			ops := rcDefaultOps
+			typ, ops := QPTypeRC, ""
 			if in.API == "ibv_create_qp_ex" {
 				ops = in.SendOpsFlags
 			}
-			want := libmlx5QPSizing(l, sendOverhead(ops, false), in.MaxSendWR, in.MaxSendSGE, in.MaxInline, in.MaxRecvWR, in.MaxRecvSGE)
+			if name == "uc/create" {
+				typ = QPTypeUC
+			}
+			want := driverQPSizing(l, typ, opsOf(t, typ, ops), in.MaxSendWR, in.MaxSendSGE, in.MaxInline, in.MaxRecvWR, in.MaxRecvSGE)
 			c := createOf(name)
 			if want.invalid {
 				if r.Result.Ret != 22 || c != nil {
@@ -266,7 +191,13 @@ func TestOracleLibmlx5QueueSizing(t *testing.T) {
 			}
 			n["qp"]++
 		case strings.HasPrefix(name, "srq/") && strings.HasSuffix(name, "/create"):
-			want := libmlx5SRQSizing(l, r.Input.MaxWR, r.Input.MaxSGE)
+			var want srqSizing
+			if in := r.Input; in.MaxWR < 1 || int(in.MaxWR) > maxSRQ || int(in.MaxSGE) > l.maxRQDesc/dataSegSize {
+				want.invalid = true
+			} else {
+				g := srqSize(maxSRQ, int(in.MaxWR), int(in.MaxSGE))
+				want = srqSizing{kernelMaxWR: uint32(g.wqes - 1), grantedMaxWR: uint32(g.maxPost), maxSGE: uint32(g.maxSGE), stride: uint32(g.stride)}
+			}
 			var c *vcall
 			for _, x := range calls {
 				if x.kase == name && x.want.Method == "SRQ_CREATE" {
@@ -297,17 +228,17 @@ func TestOracleLibmlx5QueueSizing(t *testing.T) {
 	for _, q := range []struct {
 		file, create, query string
 		ops                 string
-		ud                  bool
+		typ                 QPType
 		swr, ssge, inl, rwr uint32
 		rsge                uint32
 		wantSendWR, wantInl uint32
 	}{
 		{"testdata/datapath_setup.jsonl", "datapath_setup/create_qp_dp_rc", "datapath_setup/query_qp_dp_rc_cap",
 			"RDMA_WRITE|RDMA_WRITE_WITH_IMM|SEND|SEND_WITH_IMM|RDMA_READ|ATOMIC_CMP_AND_SWP|ATOMIC_FETCH_AND_ADD|LOCAL_INV|SEND_WITH_INV",
-			false, 64, 4, 256, 16, 4, 64, 316},
+			QPTypeRC, 64, 4, 256, 16, 4, 64, 316},
 		{"testdata/datapath_setup.jsonl", "datapath_setup/create_qp_dp_ud", "datapath_setup/query_qp_dp_ud_cap",
-			"SEND|SEND_WITH_IMM", true, 64, 2, 64, 16, 2, 85, 124},
-		{"testdata/create_cmds.jsonl", "create_qp_rc_sig_pipelining", "", "RDMA_WRITE|SEND|RDMA_READ", false, 64, 1, 512, 16, 1, 113, 0},
+			"SEND|SEND_WITH_IMM", QPTypeUD, 64, 2, 64, 16, 2, 85, 124},
+		{"testdata/create_cmds.jsonl", "create_qp_rc_sig_pipelining", "", "RDMA_WRITE|SEND|RDMA_READ", QPTypeRC, 64, 1, 512, 16, 1, 113, 0},
 	} {
 		c := oracle.Load(t, q.file, q.create)
 		var drv mlx5abi.Mlx5IbCreateQp
@@ -317,7 +248,7 @@ func TestOracleLibmlx5QueueSizing(t *testing.T) {
 				copy(unsafe.Slice((*byte)(unsafe.Pointer(&drv)), unsafe.Sizeof(drv)), a.Bytes(t))
 			}
 		}
-		want := libmlx5QPSizing(l, sendOverhead(q.ops, q.ud), q.swr, q.ssge, q.inl, q.rwr, q.rsge)
+		want := driverQPSizing(l, q.typ, opsOf(t, q.typ, q.ops), q.swr, q.ssge, q.inl, q.rwr, q.rsge)
 		if drv.SqWqeCount != want.sqWQEs || drv.RqWqeCount != want.rqWQEs || drv.RqWqeShift != want.rqShift ||
 			want.maxSendWR != q.wantSendWR || (q.query != "" && want.maxInline != q.wantInl) {
 			t.Errorf("%s: driver data sq %d rq %d shift %d, libmlx5 granted %d/%d; rules %+v", q.create,
