@@ -170,3 +170,55 @@ type Mlx5IbCreateQpResp struct {
 type Mlx5IbAllocPdResp struct {
 	Pdn uint32
 }
+
+// enum in <rdma/mlx5-abi.h>: struct mlx5_ib_create_srq.flags.
+const MLX5_SRQ_FLAG_SIGNATURE = 1 << 0
+
+// Mlx5IbCreateSrq is struct mlx5_ib_create_srq, the driver data of SRQ
+// creation.
+type Mlx5IbCreateSrq struct {
+	BufAddr   uint64
+	DbAddr    uint64
+	Flags     uint32
+	Reserved0 uint32
+	Uidx      uint32
+	Reserved1 uint32
+}
+
+// Mlx5IbCreateSrqResp is struct mlx5_ib_create_srq_resp.
+type Mlx5IbCreateSrqResp struct {
+	Srqn     uint32
+	Reserved uint32
+}
+
+// Mlx5IbCreateAhResp is struct mlx5_ib_create_ah_resp: the destination
+// MAC the kernel resolved for a RoCE address handle.
+type Mlx5IbCreateAhResp struct {
+	ResponseLength uint32
+	Dmac           [6]byte
+	Reserved       [6]byte
+}
+
+// Mlx5IbBurstInfo is struct mlx5_ib_burst_info.
+type Mlx5IbBurstInfo struct {
+	MaxBurstSz   uint32
+	TypicalPktSz uint16
+	Reserved     uint16
+}
+
+// Mlx5IbModifyQp is struct mlx5_ib_modify_qp, the driver data of a QP
+// modify.
+type Mlx5IbModifyQp struct {
+	CompMask   uint32
+	BurstInfo  Mlx5IbBurstInfo
+	EceOptions uint32
+}
+
+// Mlx5IbModifyQpResp is struct mlx5_ib_modify_qp_resp: the DCT number a
+// DCT gets when it enters RTR, and the ECE options the device answered.
+type Mlx5IbModifyQpResp struct {
+	ResponseLength uint32
+	Dctn           uint32
+	EceOptions     uint32
+	Reserved       uint32
+}

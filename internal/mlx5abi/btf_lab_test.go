@@ -91,6 +91,7 @@ var uapiConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC},
+	{Name: "MLX5_SRQ_FLAG_SIGNATURE", Value: MLX5_SRQ_FLAG_SIGNATURE},
 	{Name: "MLX5_QP_FLAG_SIGNATURE", Value: MLX5_QP_FLAG_SIGNATURE},
 	{Name: "MLX5_QP_FLAG_SCATTER_CQE", Value: MLX5_QP_FLAG_SCATTER_CQE},
 	{Name: "MLX5_QP_FLAG_TUNNEL_OFFLOADS", Value: MLX5_QP_FLAG_TUNNEL_OFFLOADS},
@@ -197,6 +198,39 @@ var uapiLayouts = []btfcheck.Layout{
 	}},
 	{Struct: "mlx5_ib_alloc_pd_resp", Size: unsafe.Sizeof(Mlx5IbAllocPdResp{}), Fields: []btfcheck.Field{
 		{Name: "pdn", Offset: unsafe.Offsetof(Mlx5IbAllocPdResp{}.Pdn)},
+	}},
+	{Struct: "mlx5_ib_create_srq", Size: unsafe.Sizeof(Mlx5IbCreateSrq{}), Fields: []btfcheck.Field{
+		{Name: "buf_addr", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.BufAddr)},
+		{Name: "db_addr", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.DbAddr)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Flags)},
+		{Name: "reserved0", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Reserved0)},
+		{Name: "uidx", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Uidx)},
+		{Name: "reserved1", Offset: unsafe.Offsetof(Mlx5IbCreateSrq{}.Reserved1)},
+	}},
+	{Struct: "mlx5_ib_create_srq_resp", Size: unsafe.Sizeof(Mlx5IbCreateSrqResp{}), Fields: []btfcheck.Field{
+		{Name: "srqn", Offset: unsafe.Offsetof(Mlx5IbCreateSrqResp{}.Srqn)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbCreateSrqResp{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_create_ah_resp", Size: unsafe.Sizeof(Mlx5IbCreateAhResp{}), Fields: []btfcheck.Field{
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.ResponseLength)},
+		{Name: "dmac", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.Dmac)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbCreateAhResp{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_burst_info", Size: unsafe.Sizeof(Mlx5IbBurstInfo{}), Fields: []btfcheck.Field{
+		{Name: "max_burst_sz", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.MaxBurstSz)},
+		{Name: "typical_pkt_sz", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.TypicalPktSz)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbBurstInfo{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_modify_qp", Size: unsafe.Sizeof(Mlx5IbModifyQp{}), Fields: []btfcheck.Field{
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.CompMask)},
+		{Name: "burst_info", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.BurstInfo)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbModifyQp{}.EceOptions)},
+	}},
+	{Struct: "mlx5_ib_modify_qp_resp", Size: unsafe.Sizeof(Mlx5IbModifyQpResp{}), Fields: []btfcheck.Field{
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.ResponseLength)},
+		{Name: "dctn", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.Dctn)},
+		{Name: "ece_options", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.EceOptions)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbModifyQpResp{}.Reserved)},
 	}},
 }
 
