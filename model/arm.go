@@ -24,23 +24,31 @@ import (
 // The CQ doorbell in a UAR page (MLX5_CQ_DOORBELL) and the arm commands
 // (MLX5_CQ_DB_REQ_NOT_SOL, MLX5_CQ_DB_REQ_NOT, cq.h).
 const (
-	cqDoorbell     = 0x20
-	cqDBReqNotSol  = 1 << 24
-	cqArmCIMask    = 0xffffff
-	armNone        = 0
-	armNext        = 1
-	armSolicited   = 2
-	cqcStSolArmed  = 0x6 // MLX5_CQC_ST_SOLICITED_NOTIFICATION_REQUEST_ARMED
-	cqcStArmed     = 0x9 // MLX5_CQC_ST_NOTIFICATION_REQUEST_ARMED
-	cqcStFired     = 0xa // MLX5_CQC_ST_FIRED
-	cqArmSNMask    = 3
-	cqArmSNShift   = 28
-	cqDoorbellSize = 8
+	cqDoorbell    = 0x20
+	cqDBReqNotSol = 1 << 24
+	cqArmCIMask   = 0xffffff
+	armNone       = 0
+	armNext       = 1
+	armSolicited  = 2
+	cqcStSolArmed = 0x6 // MLX5_CQC_ST_SOLICITED_NOTIFICATION_REQUEST_ARMED
+	cqcStArmed    = 0x9 // MLX5_CQC_ST_NOTIFICATION_REQUEST_ARMED
+	cqcStFired    = 0xa // MLX5_CQC_ST_FIRED
+	cqArmSNMask   = 3
+	cqArmSNShift  = 28
 )
 
 // cqDoorbell handles an 8-byte write to a UAR page's CQ doorbell by
 // context uid: the CQ it names must be the context's and use that page
-// (cqc.uar_page), else it is a fault and nothing happens.
+// (cqc.uar_page), else it is a fault and nothing happens. Every CQ of the
+// context shares one such doorbell per page, and the model's page is
+// memory: a second arm before the poller's next scan overwrites the
+// first, where hardware would have seen both. So a ring also applies the
+// arm word each other CQ of the context on the page has in its doorbell
+// record (the driver writes it there before ringing) when it differs from
+// the last one applied to that CQ. What that cannot recover is an
+// overwritten arm whose word is what the record already held: the first
+// arm of a CQ with word 0 (sequence number 0, next completion, consumer
+// index 0). See docs/MODEL.md "Assumptions".
 func (h *hca) cqDoorbell(uid uint16, page uint32, val [8]byte) {
 	word := binary.BigEndian.Uint32(val[0:])
 	cqn := binary.BigEndian.Uint32(val[4:]) & 0xffffff
@@ -53,6 +61,25 @@ func (h *hca) cqDoorbell(uid uint16, page uint32, val [8]byte) {
 		h.fault(uid, "CQ doorbell %x for CQ %#x on UAR page %#x, but the CQ's uar_page is %#x", val, cqn, page, p)
 		return
 	}
+	h.applyArm(cq, cqn, word)
+	for n, o := range h.cqs {
+		if o == cq || o.uid != uid || o.dbr == nil || uint32(prm.Cqc.UarPage.Get(o.cqc)) != page {
+			continue
+		}
+		if w := dbrWord(o.dbr, 1); w != o.lastArm && (o.armSeen || w != 0) {
+			h.applyArm(o, n, w)
+		}
+	}
+}
+
+// applyArm applies an arm word the driver rang, unless it is the one last
+// applied to the CQ (the same arm seen twice: in the doorbell and in the
+// record).
+func (h *hca) applyArm(cq *cqObj, cqn, word uint32) {
+	if cq.armSeen && word == cq.lastArm {
+		return
+	}
+	cq.armSeen, cq.lastArm = true, word
 	h.armCQ(cq, cqn, word)
 }
 

@@ -171,15 +171,10 @@ func (h *hca) errCQE(q *qpObj, cqn uint32, op, syndrome, sop uint8, counter uint
 }
 
 // respCQE is a responder completion of receive WQE counter of q for a
-// message of byteCnt bytes from QP remote.
-func (h *hca) respCQE(q *qpObj, op uint8, counter uint16, byteCnt, immInval, remote uint32) {
-	h.respCQESol(q, op, counter, byteCnt, immInval, remote, 0, false)
-}
-
-// respCQESol is respCQE with the flags of flags_rqpn above the QPN (a UD
-// receive's GRH and network header type) and the solicited event bit of
-// the message.
-func (h *hca) respCQESol(q *qpObj, op uint8, counter uint16, byteCnt, immInval, remote, flags uint32, solicited bool) {
+// message of byteCnt bytes from QP remote, with the flags of flags_rqpn
+// above the QPN (a UD receive's GRH and network header type) and the
+// solicited event bit of the message.
+func (h *hca) respCQE(q *qpObj, op uint8, counter uint16, byteCnt, immInval, remote, flags uint32, solicited bool) {
 	var c cqe
 	c.put32(cqeFlagsRQPN, flags|remote&0xffffff)
 	c.put32(cqeSrqnUidx, uint32(prm.Qpc.UserIndex.Get(q.qpc)))

@@ -135,6 +135,9 @@ type cqObj struct {
 	armSN  uint8
 	solPI  uint32
 	hasSol bool
+	// lastArm is the last arm word applied (armSeen: there was one).
+	lastArm uint32
+	armSeen bool
 }
 
 type umemObj struct {

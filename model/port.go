@@ -33,17 +33,16 @@ const portNetdevMTU = 1500
 // capability flags (include/rdma/ib_verbs.h, ib_mad.h,
 // <rdma/ib_user_ioctl_verbs.h>), enum ib_uverbs_gid_type.
 const (
-	ibPortActive           = 4
-	ibMTU256               = 1
-	ibMTU1024              = 3
-	ibMTU4096              = 5
-	linkLayerEthernet      = 2
-	ibPortCMSup            = 1 << 16 // IB_PORT_CM_SUP
-	uverbsPCFIPBasedGIDs   = 1 << 26 // IB_UVERBS_PCF_IP_BASED_GIDS (make_port_cap_flags for ip_gids)
-	gidTypeRoCEv1          = 1       // IB_UVERBS_GID_TYPE_ROCE_V1
-	gidTypeRoCEv2          = 2       // IB_UVERBS_GID_TYPE_ROCE_V2
-	ibGRHBytes             = 40      // struct ib_grh: what a UD receive buffer starts with
-	ibv4MappedPrefixLength = 12
+	ibPortActive         = 4
+	ibMTU256             = 1
+	ibMTU1024            = 3
+	ibMTU4096            = 5
+	linkLayerEthernet    = 2
+	ibPortCMSup          = 1 << 16 // IB_PORT_CM_SUP
+	uverbsPCFIPBasedGIDs = 1 << 26 // IB_UVERBS_PCF_IP_BASED_GIDS (make_port_cap_flags for ip_gids)
+	gidTypeRoCEv1        = 1       // IB_UVERBS_GID_TYPE_ROCE_V1
+	gidTypeRoCEv2        = 2       // IB_UVERBS_GID_TYPE_ROCE_V2
+	ibGRHBytes           = 40      // struct ib_grh: what a UD receive buffer starts with
 )
 
 // iboeMTU is iboe_get_mtu (include/rdma/ib_addr.h): the largest IB MTU

@@ -464,7 +464,7 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 			return h.respFail(q, r, rw, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why}, 0)
 		}
 	}
-	h.respCQESol(r, op, rw.counter, uint32(len(msg)), imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
+	h.respCQE(r, op, rw.counter, uint32(len(msg)), imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 	h.consume(r, rw)
 	return result{sigs: sigs}
 }
@@ -541,7 +541,7 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 		}
 	}
 	if rw != nil {
-		h.respCQESol(r, cqeRespWRImm, rw.counter, uint32(len(msg)), w.imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
+		h.respCQE(r, cqeRespWRImm, rw.counter, uint32(len(msg)), w.imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 		h.consume(r, rw)
 	}
 	return result{sigs: sigs}

@@ -116,7 +116,7 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	if w.opcode == opSendImm {
 		op, imm = cqeRespSendIm, w.imm
 	}
-	h.respCQESol(r, op, rw.counter, uint32(total), imm, q.qpn, cqeGRH|uint32(l3)<<24, w.fmCeSe&ctrlSolicited != 0)
+	h.respCQE(r, op, rw.counter, uint32(total), imm, q.qpn, cqeGRH|uint32(l3)<<24, w.fmCeSe&ctrlSolicited != 0)
 	h.consume(r, rw)
 	return done
 }

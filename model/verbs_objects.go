@@ -22,17 +22,15 @@ import (
 // Limits and flags of the core (include/rdma/ib_verbs.h,
 // <rdma/ib_user_ioctl_verbs.h>).
 const (
-	uverbsCQFlagsTimestamp      = 1 << 0 // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
-	uverbsCQFlagsIgnoreOverrun  = 1 << 1 // IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
-	mlx5CQESizeSmall            = 64
-	mlx5CQESizeLarge            = 128
-	mlx5CreateCQFlagsKnown      = mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD | mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS
-	createCQFlagsOffset         = 22 // offsetof(struct mlx5_ib_create_cq, flags)
-	bufAlign                    = 64 // the page-offset quantum of a 4 KiB page (mlx5_umem_find_best_quantized_pgoff, scale 64)
-	dbrSize                     = 8  // a doorbell record the device reads: two big-endian words
-	sizeofMlx5IbCreateCq        = 32
-	sizeofCreateCQRespCqn       = 4 // create_cq copies the cqn alone (ib_copy_to_udata of a __u32)
-	sizeofMlx5IbAllocUcontextRs = 72
+	uverbsCQFlagsTimestamp     = 1 << 0 // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	uverbsCQFlagsIgnoreOverrun = 1 << 1 // IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN
+	mlx5CQESizeSmall           = 64
+	mlx5CQESizeLarge           = 128
+	mlx5CreateCQFlagsKnown     = mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD | mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS
+	createCQFlagsOffset        = 22 // offsetof(struct mlx5_ib_create_cq, flags)
+	bufAlign                   = 64 // the page-offset quantum of a 4 KiB page (mlx5_umem_find_best_quantized_pgoff, scale 64)
+	dbrSize                    = 8  // a doorbell record the device reads: two big-endian words
+	sizeofCreateCQRespCqn      = 4  // create_cq copies the cqn alone (ib_copy_to_udata of a __u32)
 )
 
 // vcq is the kernel's verbs CQ (struct mlx5_ib_cq with its ib_ucq_object).

@@ -185,9 +185,26 @@ func (c *vcqT) setWord(i int, v uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.dbr[4*i])), binary.NativeEndian.Uint32(b[:]))
 }
 
-// arm is mlx5_arm_cq: the arm word in the doorbell record, then the word
-// and the CQN to the CQ doorbell of the NC page.
+// arm is mlx5_arm_cq (armRaw), then a wait until the model has taken the
+// doorbell.
 func (c *vcqT) arm(solicited bool) {
+	c.r.t.Helper()
+	c.armRaw(solicited)
+	deadline := time.Now().Add(5 * time.Second)
+	for atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.r.ncPage[0x20]))) != 0 {
+		if time.Now().After(deadline) {
+			c.r.t.Fatal("the CQ doorbell was not taken")
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+	// The arm is applied under the lock the doorbell goroutine took it
+	// with: a call that takes the lock waits for that.
+	_ = c.r.d.Objects()
+}
+
+// armRaw is mlx5_arm_cq: the arm word in the doorbell record, then the
+// word and the CQN to the CQ doorbell of the NC page.
+func (c *vcqT) armRaw(solicited bool) {
 	cmd := uint32(0)
 	if solicited {
 		cmd = 1 << 24
@@ -230,16 +247,15 @@ type vqpT struct {
 }
 
 type vqpOpts struct {
-	typ        uint8  // seam.QPType*
-	sqWQEBBs   uint32 // 0: 64
-	rqWQEs     uint32 // 0: 16; with srq, none
-	rqShift    uint32 // 0: 6 (four data segments)
-	uidx       uint32
-	srq        seam.Handle // seam.NoHandle (0 here means none too)
-	flags      uint32      // extra MLX5_QP_FLAG_*
-	sigAll     bool
-	noRQ       bool
-	maxRecvSGE uint32
+	typ      uint8  // seam.QPType*
+	sqWQEBBs uint32 // 0: 64
+	rqWQEs   uint32 // 0: 16; with srq, none
+	rqShift  uint32 // 0: 6 (four data segments)
+	uidx     uint32
+	srq      seam.Handle // seam.NoHandle (0 here means none too)
+	flags    uint32      // extra MLX5_QP_FLAG_*
+	sigAll   bool
+	noRQ     bool
 }
 
 func (r *vrig) qpCmd(scq, rcq *vcqT, o vqpOpts) (seam.QPCreate, mlx5abi.Mlx5IbCreateQp, []byte, []byte) {
