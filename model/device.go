@@ -70,6 +70,8 @@ type Device struct {
 	// context, as libmlx5 does) and the completion channels.
 	async *evQueue[seam.AsyncEvent]
 	comps map[*compChannel]bool
+	// mmapIdx are the context's mmap entries in use (UAR_OBJ_ALLOC).
+	mmapIdx map[uint32]bool
 }
 
 var _ seam.Device = (*Device)(nil)
@@ -101,6 +103,7 @@ type uobj struct {
 	destroy []byte
 	umemID  uint32
 	uar     seam.UAR
+	mmapIdx uint32 // a UAR's mmap entry (mmapOffset)
 	pdn     uint32 // verbs PD
 	mkey    uint32 // verbs MR: its mkey index
 	// The verbs objects of seam.Verbs.
@@ -151,7 +154,7 @@ func (h *hca) open(opt Options) (*Device, error) {
 	h.uids[uid] = true
 	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
 		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{},
-		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}}
+		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
 	h.ctxs[uid] = d
 	return d, nil
 }
@@ -532,10 +535,29 @@ func (d *Device) UARAlloc(typ uint32) (seam.UAR, error) {
 		return seam.UAR{}, &KernelError{Call: call, Errno: unix.ENOMEM, Rule: "ALLOC_UAR: no UAR page left"}
 	}
 	d.h.uars[page] = d.uid
-	u := seam.UAR{PageID: page, MMapOffset: uint64(page) << 12, MMapLength: pageSize}
-	u.Handle = d.newHandle(&uobj{kind: kindUAR})
+	idx := uint32(0)
+	for d.mmapIdx[idx] {
+		idx++
+	}
+	d.mmapIdx[idx] = true
+	u := seam.UAR{PageID: page, MMapOffset: mmapOffset(idx), MMapLength: pageSize}
+	u.Handle = d.newHandle(&uobj{kind: kindUAR, mmapIdx: idx})
 	d.handles[u.Handle].uar = u
 	return u, nil
+}
+
+// mlx5IBMmapOffsetStart is MLX5_IB_MMAP_OFFSET_START (mlx5_ib.h): the
+// "command" of the mmap offsets of UAR_OBJ_ALLOC's entries.
+const mlx5IBMmapOffsetStart = 9
+
+// mmapOffset is the mmap offset the kernel answers for the idx-th mmap
+// entry of a context (mlx5_rdma_user_mmap_entry_insert takes the lowest
+// free page offset from MLX5_IB_MMAP_OFFSET_START << 16 of the context's
+// mmap_xa; mlx5_entry_to_mmap_offset encodes it: the index's high byte
+// at bit 16, the command at bit 8 (MLX5_IB_MMAP_CMD_SHIFT), its low byte
+// at bit 0, all in pages).
+func mmapOffset(idx uint32) uint64 {
+	return (uint64(idx>>8)<<16 | mlx5IBMmapOffsetStart<<8 | uint64(idx&0xff)) << 12
 }
 
 // UARFree is MLX5_IB_METHOD_UAR_OBJ_DESTROY (DEALLOC_UAR).
@@ -551,6 +573,7 @@ func (d *Device) UARFree(h seam.Handle) error {
 		return err
 	}
 	delete(d.h.uars, o.uar.PageID)
+	delete(d.mmapIdx, o.mmapIdx)
 	delete(d.handles, h)
 	return nil
 }
@@ -696,6 +719,7 @@ func (d *Device) release(o *uobj) bool {
 		delete(d.h.umems, o.umemID)
 	case kindUAR:
 		delete(d.h.uars, o.uar.PageID)
+		delete(d.mmapIdx, o.mmapIdx)
 	case kindPD:
 		if pd, ok := d.h.pds[o.pdn]; ok && pd.refs > 0 {
 			return false

@@ -608,3 +608,39 @@ func TestVerbsLeak(t *testing.T) {
 		t.Logf("%s: %d cycles in %v", name, cycles, time.Since(start))
 	}
 }
+
+// TestUARMmapOffsets: UAR_OBJ_ALLOC's mmap offsets are the kernel's
+// encoding of the context's lowest free mmap entry
+// (mlx5_entry_to_mmap_offset).
+func TestUARMmapOffsets(t *testing.T) {
+	d := newDev(t, "cx6dx")
+	var us []seam.UAR
+	for range 3 {
+		u, err := d.UARAlloc(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us = append(us, u)
+	}
+	for i, want := range []uint64{0x900000, 0x901000, 0x902000} {
+		if us[i].MMapOffset != want {
+			t.Errorf("UAR %d: offset %#x, want %#x", i, us[i].MMapOffset, want)
+		}
+	}
+	if err := d.UARFree(us[0].Handle); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := d.UARAlloc(1)
+	if u.MMapOffset != 0x900000 {
+		t.Errorf("after a free: offset %#x, want the lowest free 0x900000", u.MMapOffset)
+	}
+	if got := mmapOffset(0x1ab); got != (1<<16|9<<8|0xab)<<12 {
+		t.Errorf("entry 0x1ab: %#x", got)
+	}
+	// Another context numbers its own entries.
+	e, _ := d.Open()
+	defer e.Close()
+	if u, _ := e.UARAlloc(0); u.MMapOffset != 0x900000 {
+		t.Errorf("another context: %#x", u.MMapOffset)
+	}
+}
