@@ -995,3 +995,56 @@ func TestCQArmSharedDoorbell(t *testing.T) {
 		t.Errorf("completion events %#x", got)
 	}
 }
+
+// TestVerbsSQDraining: with the drain held (Options.ManualDrain) the
+// query says SQD with sq_draining, SQD to RTS is refused until the drain
+// ends (the firmware takes SQD_RTS from SQD only), then SQ_DRAINED comes
+// and the QP resumes.
+func TestVerbsSQDraining(t *testing.T) {
+	r := newVRigOpts(t, "cx7", Options{ManualDrain: true})
+	d := r.d
+	cq := r.cq(63, nil)
+	a := r.qp(cq, cq, vqpOpts{typ: seam.QPTypeRC, uidx: 1})
+	b := r.qp(cq, cq, vqpOpts{typ: seam.QPTypeRC, uidx: 2})
+	a.connect(b, 0)
+	b.connect(a, 0)
+	// drain_sigerr through DEVX RTS2RTS on the verbs handle.
+	in := transitionIn(prm.MLX5_CMD_OP_RTS2RTS_QP, a.qpn)
+	prm.Qpc.DrainSigerr.At(transitions[prm.MLX5_CMD_OP_RTS2RTS_QP].qpc).Set(in, 1)
+	if err := d.ObjModify(a.h, in, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InjectSigErr(a.qpn); err != nil {
+		t.Fatal(err)
+	}
+	at, err := d.QueryQP(a.h, maskState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at.State != QPStateSQD || !at.SQDraining {
+		t.Errorf("draining: state %d, sq_draining %v", at.State, at.SQDraining)
+	}
+	rts := seam.QPAttr{State: QPStateRTS}
+	if err := d.ModifyQP(a.h, &rts, maskState, nil, nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SQD to RTS while draining: %v, want EINVAL", err)
+	}
+	noAsync(t, d, 20*time.Millisecond)
+	if err := d.FinishDrain(a.qpn); err != nil {
+		t.Fatal(err)
+	}
+	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventSQDrained, Element: 0x9001}) {
+		t.Errorf("event %+v, want SQ_DRAINED", e)
+	}
+	if at, _ := d.QueryQP(a.h, maskState); at.State != QPStateSQD || at.SQDraining {
+		t.Errorf("drained: state %d, sq_draining %v", at.State, at.SQDraining)
+	}
+	// With cur_state, as the driver says it after the event, no query
+	// needed; the kernel's own state is SQD already here.
+	rts.CurState = QPStateSQD
+	if err := d.ModifyQP(a.h, &rts, maskState|maskCurState, nil, nil); err != nil {
+		t.Fatalf("SQD to RTS: %v", err)
+	}
+	if s, _ := d.QPState(a.qpn); s != StateRTS {
+		t.Errorf("state %#x", s)
+	}
+}
