@@ -82,12 +82,12 @@ func (d *Device) CreateCQ(c seam.CQCreate, drvIn, drvOut []byte) (seam.Handle, u
 	if err := d.enter(call); err != nil {
 		return 0, 0, err
 	}
-	if c.Flags&^(uverbsCQFlagsTimestamp|uverbsCQFlagsIgnoreOverrun) != 0 {
-		return 0, 0, kerr(call, unix.EINVAL, "uverbs_get_flags32: unknown CQ flags")
-	}
-	ch, err := d.channelOf(call, c.Channel)
+	ch, err := d.channelOf(call, c.Channel) // an attribute: looked up first
 	if err != nil {
 		return 0, 0, err
+	}
+	if c.Flags&^(uverbsCQFlagsTimestamp|uverbsCQFlagsIgnoreOverrun) != 0 {
+		return 0, 0, kerr(call, unix.EINVAL, "uverbs_get_flags32: unknown CQ flags")
 	}
 	if c.CompVector >= d.h.prof.compVectors {
 		return 0, 0, kerr(call, unix.EINVAL, fmt.Sprintf("comp_vector %d: the device has %d completion vectors", c.CompVector, d.h.prof.compVectors))

@@ -98,6 +98,26 @@ func (d *Device) CreateQP(q seam.QPCreate, drvIn, drvOut []byte) (seam.Handle, s
 }
 
 func (d *Device) createQP(call string, q seam.QPCreate, drvIn, drvOut []byte) (*vqp, error) {
+	// The attributes' objects are looked up before the handler runs
+	// (uverbs_process_attr): an unknown handle is ENOENT, one of another
+	// type EINVAL.
+	pd, err := d.lookupKind(call, q.PD, kindPD)
+	if err != nil {
+		return nil, err
+	}
+	var so, ro, sr *uobj
+	for _, l := range []struct {
+		h seam.Handle
+		o **uobj
+		k uobjKind
+	}{{q.SendCQ, &so, kindCQ}, {q.RecvCQ, &ro, kindCQ}, {q.SRQ, &sr, kindSRQ}} {
+		if l.h == seam.NoHandle {
+			continue
+		}
+		if *l.o, err = d.lookupKind(call, l.h, l.k); err != nil {
+			return nil, err
+		}
+	}
 	// The uverbs handler.
 	switch q.Type {
 	case seam.QPTypeRC, seam.QPTypeUC, seam.QPTypeUD, seam.QPTypeDriver:
@@ -106,20 +126,8 @@ func (d *Device) createQP(call string, q seam.QPCreate, drvIn, drvOut []byte) (*
 	default:
 		return nil, kerr(call, unix.EINVAL, fmt.Sprintf("QP type %d", q.Type))
 	}
-	pd, err := d.lookupKind(call, q.PD, kindPD)
-	if err != nil {
-		return nil, err
-	}
-	if q.SendCQ == seam.NoHandle || q.RecvCQ == seam.NoHandle {
+	if so == nil || ro == nil {
 		return nil, kerr(call, unix.ENOENT, "uverbs_attr_get_obj: RC, UC, UD and driver QPs need SEND_CQ_HANDLE and RECV_CQ_HANDLE")
-	}
-	so, err := d.lookupKind(call, q.SendCQ, kindCQ)
-	if err != nil {
-		return nil, err
-	}
-	ro, err := d.lookupKind(call, q.RecvCQ, kindCQ)
-	if err != nil {
-		return nil, err
 	}
 	flags := q.Flags
 	if flags&^(uverbsQPCreateBlockMcastLoopback|uverbsQPCreateScatterFCS|uverbsQPCreateCVLANStripping|
@@ -136,12 +144,8 @@ func (d *Device) createQP(call string, q seam.QPCreate, drvIn, drvOut []byte) (*
 		}
 	}
 	var srq *vsrq
-	if q.SRQ != seam.NoHandle {
-		so, err := d.lookupKind(call, q.SRQ, kindSRQ)
-		if err != nil {
-			return nil, err
-		}
-		srq = so.srq
+	if sr != nil {
+		srq = sr.srq
 	}
 	scq, rcq := so.cq, ro.cq
 
