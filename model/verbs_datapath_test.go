@@ -585,6 +585,8 @@ func TestVerbsUD(t *testing.T) {
 	// Lost, and the sender completes all the same: a wrong Q_Key, a QP
 	// that is not there, a destination off the port, a message over the
 	// MTU, no receive WQE.
+	rc := r.qp(cq, cq, vqpOpts{typ: seam.QPTypeRC, uidx: 9})
+	rc.connect(rc, 0)
 	off := av
 	off.RGID[15] = 9
 	wrongMAC := av
@@ -598,7 +600,7 @@ func TestVerbsUD(t *testing.T) {
 	}{
 		{"wrong Q_Key", b.qpn, 0x22, 8, av},
 		{"no QP", 0xfffff0, qkey, 8, av},
-		{"an RC QP", cq.cqn, qkey, 8, av},
+		{"an RC QP", rc.qpn, qkey, 8, av},
 		{"another GID", b.qpn, qkey, 8, off},
 		{"another MAC", b.qpn, qkey, 8, wrongMAC},
 		{"over the MTU", b.qpn, qkey, 1025, av},
