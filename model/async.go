@@ -67,7 +67,7 @@ func (d *Device) ObjQueryAsync(h seam.Handle, in []byte, outLen int, wrID uint64
 	if outLen < 0 || outLen > 0xffff {
 		return kerr(call, unix.EINVAL, "uverbs_get_const: out_len is a u16")
 	}
-	if id := objIDOf(in); id == 0 || o.kind != kindDevxObj || o.objID != id {
+	if !validObjID(o, in) {
 		return kerr(call, unix.EINVAL, "devx_is_valid_obj_id: the command names another object than the handle")
 	}
 	f, ok := fd.(*asyncFD)

@@ -77,6 +77,14 @@ func (c *cqe) put32(off int, v uint32) { binary.BigEndian.PutUint32(c[off:], v) 
 // record) is a fault, the CQ's status becomes CQ_OVERFLOW, it raises one
 // CQ_ERROR event (syndrome CQ_OVERRUN) and takes no more CQEs.
 func (h *hca) postCQE(cqn uint32, c *cqe) {
+	op := c[cqeOpOwn] >> 4
+	h.postCQESol(cqn, c, op == cqeReqErr || op == cqeRespErr)
+}
+
+// postCQESol is postCQE for a CQE that is solicited (a receive of a
+// message with the solicited event bit, or an error) or not: a CQ armed
+// for solicited completions fires only for those (see arm.go).
+func (h *hca) postCQESol(cqn uint32, c *cqe, solicited bool) {
 	cq, ok := h.cqs[cqn]
 	if !ok || cq.overrun {
 		return
@@ -106,6 +114,10 @@ func (h *hca) postCQE(cqn uint32, c *cqe) {
 	store32(slot[60:64], c[60:64])
 	cq.pi++
 	prm.Cqc.ProducerCounter.Set(cq.cqc, uint64(cq.pi&0xffffff))
+	if solicited {
+		cq.solPI, cq.hasSol = cq.pi, true
+	}
+	h.cqWritten(cq, cqn, solicited)
 }
 
 // load32 reads a big-endian 32-bit word the driver writes, atomically when
@@ -159,17 +171,19 @@ func (h *hca) errCQE(q *qpObj, cqn uint32, op, syndrome, sop uint8, counter uint
 }
 
 // respCQE is a responder completion of receive WQE counter of q for a
-// message of byteCnt bytes from QP remote.
-func (h *hca) respCQE(q *qpObj, op uint8, counter uint16, byteCnt, immInval, remote uint32) {
+// message of byteCnt bytes from QP remote, with the flags of flags_rqpn
+// above the QPN (a UD receive's GRH and network header type) and the
+// solicited event bit of the message.
+func (h *hca) respCQE(q *qpObj, op uint8, counter uint16, byteCnt, immInval, remote, flags uint32, solicited bool) {
 	var c cqe
-	c.put32(cqeFlagsRQPN, remote&0xffffff)
+	c.put32(cqeFlagsRQPN, flags|remote&0xffffff)
 	c.put32(cqeSrqnUidx, uint32(prm.Qpc.UserIndex.Get(q.qpc)))
 	c.put32(cqeImmInval, immInval)
 	c.put32(cqeByteCnt, byteCnt)
 	c.put32(cqeSopDropQPN, q.qpn)
 	binary.BigEndian.PutUint16(c[cqeWQECounter:], counter)
 	c[cqeOpOwn] = op << 4
-	h.postCQE(q.recvCQ(), &c)
+	h.postCQESol(q.recvCQ(), &c, solicited)
 }
 
 // sigErrCQE is a signature error CQE (struct mlx5_sig_err_cqe) for the

@@ -65,6 +65,13 @@ type Device struct {
 	// goroutine, which reads it without the lock.
 	drains        []*qpObj
 	pendingDrains atomic.Int32
+
+	// The verbs event files: the async event file (opened with the
+	// context, as libmlx5 does) and the completion channels.
+	async *evQueue[seam.AsyncEvent]
+	comps map[*compChannel]bool
+	// mmapIdx are the context's mmap entries in use (UAR_OBJ_ALLOC).
+	mmapIdx map[uint32]bool
 }
 
 var _ seam.Device = (*Device)(nil)
@@ -77,9 +84,14 @@ const (
 	kindUAR
 	kindPD
 	kindMR
+	kindCQ
+	kindQP
+	kindSRQ
+	kindAH
 )
 
-var uobjKindNames = [...]string{kindDevxObj: "a DEVX object", kindUMem: "a UMEM", kindUAR: "a UAR", kindPD: "a PD", kindMR: "an MR"}
+var uobjKindNames = [...]string{kindDevxObj: "a DEVX object", kindUMem: "a UMEM", kindUAR: "a UAR", kindPD: "a PD", kindMR: "an MR",
+	kindCQ: "a CQ", kindQP: "a QP", kindSRQ: "an SRQ", kindAH: "an AH"}
 
 // uobj is one handle of the context, like a uverbs uobject.
 type uobj struct {
@@ -91,8 +103,14 @@ type uobj struct {
 	destroy []byte
 	umemID  uint32
 	uar     seam.UAR
+	mmapIdx uint32 // a UAR's mmap entry (mmapOffset)
 	pdn     uint32 // verbs PD
 	mkey    uint32 // verbs MR: its mkey index
+	// The verbs objects of seam.Verbs.
+	cq  *vcq
+	qp  *vqp
+	srq *vsrq
+	ah  *vah
 	// subs are the event subscriptions on a DEVX object.
 	subs []*subscription
 }
@@ -135,7 +153,8 @@ func (h *hca) open(opt Options) (*Device, error) {
 	}
 	h.uids[uid] = true
 	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
-		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{}}
+		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{},
+		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
 	h.ctxs[uid] = d
 	return d, nil
 }
@@ -148,13 +167,14 @@ func (d *Device) UID() uint16 { return d.uid }
 func (d *Device) Profile() string { return d.h.prof.name }
 
 // Objects counts what is live: the firmware objects of every context on
-// the HCA (PDs, mkeys, PSVs, CQs, QPs, UMEMs, UAR pages), plus this
-// context's handles, asynchronous command FDs, event channels and UAR
+// the HCA (PDs, mkeys, PSVs, CQs, QPs and DCTs, SRQs, UMEMs, UAR pages),
+// plus this context's handles (verbs CQs, QPs, SRQs and AHs among them),
+// asynchronous command FDs, event channels, completion channels and UAR
 // mappings. It is 0 once everything created has been destroyed.
 func (d *Device) Objects() int {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.chans) + len(d.maps)
+	return d.h.objects() + len(d.handles) + len(d.fds) + len(d.chans) + len(d.comps) + len(d.maps)
 }
 
 // QPState returns the state (StateRST ...) of QP qpn, for tests of the
@@ -374,10 +394,25 @@ func (d *Device) objCmd(call string, h seam.Handle, in []byte, outLen int, allow
 	if !allowed(in) {
 		return kerr(call, unix.EINVAL, rule+": "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not allowed")
 	}
-	if id := objIDOf(in); id == 0 || o.kind != kindDevxObj || o.objID != id {
+	if !validObjID(o, in) {
 		return kerr(call, unix.EINVAL, "devx_is_valid_obj_id: the command names another object than the handle")
 	}
 	return nil
+}
+
+// validObjID is devx_is_valid_obj_id: the object the command names
+// (devx_get_obj_id) is the handle's, a DEVX object or a verbs CQ, QP or
+// SRQ (get_enc_obj_id of the command that created it in the firmware).
+func validObjID(o *uobj, in []byte) bool {
+	id := objIDOf(in)
+	if id == 0 || o.objID != id {
+		return false
+	}
+	switch o.kind {
+	case kindDevxObj, kindCQ, kindQP, kindSRQ:
+		return true
+	}
+	return false
 }
 
 // ObjQuery is MLX5_IB_METHOD_DEVX_OBJ_QUERY.
@@ -500,10 +535,29 @@ func (d *Device) UARAlloc(typ uint32) (seam.UAR, error) {
 		return seam.UAR{}, &KernelError{Call: call, Errno: unix.ENOMEM, Rule: "ALLOC_UAR: no UAR page left"}
 	}
 	d.h.uars[page] = d.uid
-	u := seam.UAR{PageID: page, MMapOffset: uint64(page) << 12, MMapLength: pageSize}
-	u.Handle = d.newHandle(&uobj{kind: kindUAR})
+	idx := uint32(0)
+	for d.mmapIdx[idx] {
+		idx++
+	}
+	d.mmapIdx[idx] = true
+	u := seam.UAR{PageID: page, MMapOffset: mmapOffset(idx), MMapLength: pageSize}
+	u.Handle = d.newHandle(&uobj{kind: kindUAR, mmapIdx: idx})
 	d.handles[u.Handle].uar = u
 	return u, nil
+}
+
+// mlx5IBMmapOffsetStart is MLX5_IB_MMAP_OFFSET_START (mlx5_ib.h): the
+// "command" of the mmap offsets of UAR_OBJ_ALLOC's entries.
+const mlx5IBMmapOffsetStart = 9
+
+// mmapOffset is the mmap offset the kernel answers for the idx-th mmap
+// entry of a context (mlx5_rdma_user_mmap_entry_insert takes the lowest
+// free page offset from MLX5_IB_MMAP_OFFSET_START << 16 of the context's
+// mmap_xa; mlx5_entry_to_mmap_offset encodes it: the index's high byte
+// at bit 16, the command at bit 8 (MLX5_IB_MMAP_CMD_SHIFT), its low byte
+// at bit 0, all in pages).
+func mmapOffset(idx uint32) uint64 {
+	return (uint64(idx>>8)<<16 | mlx5IBMmapOffsetStart<<8 | uint64(idx&0xff)) << 12
 }
 
 // UARFree is MLX5_IB_METHOD_UAR_OBJ_DESTROY (DEALLOC_UAR).
@@ -519,6 +573,7 @@ func (d *Device) UARFree(h seam.Handle) error {
 		return err
 	}
 	delete(d.h.uars, o.uar.PageID)
+	delete(d.mmapIdx, o.mmapIdx)
 	delete(d.handles, h)
 	return nil
 }
@@ -637,6 +692,11 @@ func (d *Device) close() *poller {
 		c.destroy()
 		delete(d.chans, c)
 	}
+	for c := range d.comps {
+		c.q.destroy()
+		delete(d.comps, c)
+	}
+	d.async.destroy()
 	d.drains = nil
 	d.pendingDrains.Store(0)
 	delete(d.h.uids, d.uid)
@@ -659,6 +719,7 @@ func (d *Device) release(o *uobj) bool {
 		delete(d.h.umems, o.umemID)
 	case kindUAR:
 		delete(d.h.uars, o.uar.PageID)
+		delete(d.mmapIdx, o.mmapIdx)
 	case kindPD:
 		if pd, ok := d.h.pds[o.pdn]; ok && pd.refs > 0 {
 			return false
@@ -666,6 +727,14 @@ func (d *Device) release(o *uobj) bool {
 		delete(d.h.pds, o.pdn)
 	case kindMR:
 		d.h.dropVerbsMkey(o.mkey)
+	case kindCQ:
+		return d.destroyCQ(o.cq) == nil
+	case kindQP:
+		d.destroyQP(o.qp)
+	case kindSRQ:
+		return d.destroySRQ(o.srq) == nil
+	case kindAH:
+		d.destroyAH(o.ah)
 	}
 	return true
 }
@@ -682,6 +751,11 @@ func (h *hca) purge(uid uint16) {
 	}
 	dropUID(h.mkeys, uid)
 	dropUID(h.psvs, uid)
+	for n, s := range h.srqs {
+		if s.uid == uid {
+			h.releaseSRQ(n, s)
+		}
+	}
 	dropUID(h.cqs, uid)
 	dropUID(h.pds, uid)
 	dropUID(h.umems, uid)

@@ -15,7 +15,7 @@ import (
 // its UAR page: the first 8 bytes of the last WQE's control segment
 // (opmod_idx_opcode, qpn_ds), at the start of one of the page's 256-byte
 // BlueFlame halves (the driver alternates them), or the whole WQE there
-// (BlueFlame). The model's UAR pages are plain memory, so a goroutine per
+// (BlueFlame); and of CQ arms from the 8-byte write at 0x20 (arm.go). The model's UAR pages are plain memory, so a goroutine per
 // context watches them: it takes each new value with a compare-and-swap
 // to zero, so that a write that lands meanwhile is not lost.
 
@@ -53,7 +53,8 @@ type uarPage struct {
 // ring is one doorbell value taken from a page.
 type ring struct {
 	page uint32
-	val  [8]byte // the bytes as written: opmod_idx_opcode, qpn_ds (big-endian)
+	val  [8]byte // the bytes as written: opmod_idx_opcode, qpn_ds (big-endian); for a CQ, the arm word and the CQN
+	cq   bool    // a CQ arm (offset 0x20), not a send doorbell
 }
 
 // watch adds a mapped page to the context's poller, starting it. Called
@@ -144,23 +145,29 @@ func (pl *poller) scan(rings []ring) []ring {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	for _, p := range pl.pages {
+		rings = take(rings, p, cqDoorbell, true)
 		for off := bfFirst; off <= bfLast; off += bfStep {
-			w := (*uint64)(unsafe.Pointer(&p.mem[off]))
-			for {
-				v := atomic.LoadUint64(w)
-				if v == 0 {
-					break
-				}
-				if atomic.CompareAndSwapUint64(w, v, 0) {
-					r := ring{page: p.id}
-					binary.NativeEndian.PutUint64(r.val[:], v)
-					rings = append(rings, r)
-					break
-				}
-			}
+			rings = take(rings, p, off, false)
 		}
 	}
 	return rings
+}
+
+// take takes the 8-byte value at off of a page, if one was written,
+// leaving 0 in its place.
+func take(rings []ring, p uarPage, off int, cq bool) []ring {
+	w := (*uint64)(unsafe.Pointer(&p.mem[off]))
+	for {
+		v := atomic.LoadUint64(w)
+		if v == 0 {
+			return rings
+		}
+		if atomic.CompareAndSwapUint64(w, v, 0) {
+			r := ring{page: p.id, cq: cq}
+			binary.NativeEndian.PutUint64(r.val[:], v)
+			return append(rings, r)
+		}
+	}
 }
 
 // doorbells runs what the doorbells ask for.
@@ -171,6 +178,10 @@ func (d *Device) doorbells(rings []ring) {
 		return
 	}
 	for _, r := range rings {
+		if r.cq {
+			d.h.cqDoorbell(d.uid, r.page, r.val)
+			continue
+		}
 		d.h.doorbell(d.uid, r.page, r.val)
 	}
 }

@@ -44,6 +44,11 @@ const (
 	queueTypeRQ  = 0x1
 	queueTypeSQ  = 0x2
 	queueTypeDCT = 0x6
+	// queueTypeSRQ is the type the model writes in an SRQ event's EQE:
+	// device.h names none for SRQs, srq_event_notifier reads only the
+	// number, and 0 is what devx.c files a subscription on an SRQ or RMP
+	// under (get_legacy_obj_type).
+	queueTypeSRQ = 0x0
 )
 
 // cqErrorCQOverrun is MLX5_CQ_ERROR_SYNDROME_CQ_OVERRUN (mlx5_ifc.h), the
@@ -66,6 +71,7 @@ const (
 	cqErrSyndrome = 0x0b // mlx5_eqe_cq_err.syndrome
 	qpSrqType     = 0x14 // mlx5_eqe_qp_srq.type: MLX5_EVENT_QUEUE_TYPE_*
 	qpSrqN        = 0x18 // mlx5_eqe_qp_srq.qp_srq_n (24 bits)
+	compCQN       = 0x18 // mlx5_eqe_comp.cqn (24 bits)
 )
 
 // legacyObjEvents are the events devx.c lets a context subscribe to on an
@@ -300,8 +306,9 @@ func (h *hca) dropSub(s *subscription) {
 
 // dispatch hands an EQE to its subscribers as devx_event_notifier does:
 // the object type is get_event_obj_type's (0 for CQ_ERROR, the EQE's
-// qp_srq.type for SQ_DRAINED), the number devx_get_obj_id_from_event's.
-// Only the events the model raises are decoded.
+// qp_srq.type for the QP and SRQ events), the number
+// devx_get_obj_id_from_event's. Only the events the model raises are
+// decoded. Completion events are not devx_event_notifier's: see compEvent.
 func (h *hca) dispatch(eqe *[seam.EQESize]byte) {
 	typ := eqe[eqeType]
 	var objType uint8
@@ -309,15 +316,64 @@ func (h *hca) dispatch(eqe *[seam.EQESize]byte) {
 	switch typ {
 	case evCQError:
 		id = binary.BigEndian.Uint32(eqe[eqeData+cqErrCQN:]) & 0xffffff
-	case evSQDrained:
+	case evSQDrained, evCommEst, evSRQLastWQE, evWQCatasError, evWQInvalReqError, evWQAccessError, evSRQRQLimit:
 		objType = eqe[eqeData+qpSrqType]
 		id = binary.BigEndian.Uint32(eqe[eqeData+qpSrqN:]) & 0xffffff
 	default:
 		return
 	}
-	for _, s := range h.subs[subKey{uint32(typ) | uint32(objType)<<16, id}] {
+	h.deliverSubs(subKey{uint32(typ) | uint32(objType)<<16, id}, eqe)
+}
+
+func (h *hca) deliverSubs(k subKey, eqe *[seam.EQESize]byte) {
+	for _, s := range h.subs[k] {
 		s.ch.deliver(s.cookie, eqe)
 	}
+}
+
+// raise is the firmware writing an EQE: mlx5_core's notifier chain hands
+// it to DEVX (dispatch) and to mlx5_ib's handler of the kernel object it
+// names, which raises the verbs event on the object's async event file
+// (rsc_event_notifier and mlx5_ib_qp_event for QPs, srq_event_notifier
+// and mlx5_ib_srq_event for SRQs, mlx5_ib_cq_event for CQs).
+func (h *hca) raise(eqe *[seam.EQESize]byte) {
+	h.dispatch(eqe)
+	typ := eqe[eqeType]
+	switch typ {
+	case evCQError:
+		cq, ok := h.cqs[binary.BigEndian.Uint32(eqe[eqeData+cqErrCQN:])&0xffffff]
+		if ok && cq.ib != nil {
+			cq.ib.d.asyncEvent(ibEventCQErr, cq.ib.user, cq.ib)
+		}
+		return
+	case evSRQRQLimit:
+		srq, ok := h.srqs[binary.BigEndian.Uint32(eqe[eqeData+qpSrqN:])&0xffffff]
+		if ok && srq.ib != nil {
+			srq.ib.d.asyncEvent(ibEventSRQLimitReached, srq.ib.user, srq.ib)
+		}
+		return
+	}
+	ev, ok := qpEvents[typ]
+	if !ok || eqe[eqeData+qpSrqType] != queueTypeQP {
+		return
+	}
+	q, ok := h.qps[binary.BigEndian.Uint32(eqe[eqeData+qpSrqN:])&0xffffff]
+	if ok && q.ib != nil {
+		q.ib.d.asyncEvent(ev, q.ib.user, q.ib)
+	}
+}
+
+// qpEvents is mlx5_ib_qp_event's mapping of firmware events to verbs
+// events (the QP events qp_allowed_event_types lets through).
+var qpEvents = map[uint8]uint32{
+	evPathMig:         ibEventPathMig,
+	evCommEst:         ibEventCommEst,
+	evSQDrained:       ibEventSQDrained,
+	evSRQLastWQE:      ibEventQPLastWQEReached,
+	evWQCatasError:    ibEventQPFatal,
+	evPathMigFailed:   ibEventPathMigErr,
+	evWQInvalReqError: ibEventQPReqErr,
+	evWQAccessError:   ibEventQPAccessErr,
 }
 
 // cqError raises MLX5_EVENT_TYPE_CQ_ERROR for CQ cqn (struct
@@ -327,15 +383,41 @@ func (h *hca) cqError(cqn uint32, syndrome uint8) {
 	e[eqeType] = evCQError
 	binary.BigEndian.PutUint32(e[eqeData+cqErrCQN:], cqn&0xffffff)
 	e[eqeData+cqErrSyndrome] = syndrome
-	h.dispatch(&e)
+	h.raise(&e)
 }
 
-// sqDrained raises MLX5_EVENT_TYPE_SQ_DRAINED for QP q (struct
-// mlx5_eqe_qp_srq: the queue type QP and the QP number).
-func (h *hca) sqDrained(q *qpObj) {
+// qpEvent raises a QP event of type typ (struct mlx5_eqe_qp_srq: the
+// queue type QP and the QP number).
+func (h *hca) qpEvent(typ uint8, q *qpObj) {
+	h.raise(qpSrqEQE(typ, queueTypeQP, q.qpn))
+}
+
+// sqDrained raises MLX5_EVENT_TYPE_SQ_DRAINED for QP q.
+func (h *hca) sqDrained(q *qpObj) { h.qpEvent(evSQDrained, q) }
+
+// qpSrqEQE is an EQE of a QP or SRQ event (struct mlx5_eqe_qp_srq).
+func qpSrqEQE(typ, queueType uint8, n uint32) *[seam.EQESize]byte {
 	var e [seam.EQESize]byte
-	e[eqeType] = evSQDrained
-	e[eqeData+qpSrqType] = queueTypeQP
-	binary.BigEndian.PutUint32(e[eqeData+qpSrqN:], q.qpn&0xffffff)
-	h.dispatch(&e)
+	e[eqeType] = typ
+	e[eqeData+qpSrqType] = queueType
+	binary.BigEndian.PutUint32(e[eqeData+qpSrqN:], n&0xffffff)
+	return &e
+}
+
+// compEvent is a completion event of CQ cq, cqn: mlx5_ib_cq_comp hands a
+// verbs CQ's to ib_uverbs_comp_handler, which queues the CQ's user handle
+// on its completion channel (none: dropped); devx_cq_comp hands a DEVX
+// CQ's completion EQE (MLX5_EVENT_TYPE_COMP, struct mlx5_eqe_comp: the
+// CQN) to the subscribers of COMP on it.
+func (h *hca) compEvent(cq *cqObj, cqn uint32) {
+	if cq.ib != nil {
+		if ch := cq.ib.ch; ch != nil {
+			ch.q.push(cq.ib.user, cq.ib)
+		}
+		return
+	}
+	var e [seam.EQESize]byte
+	e[eqeType] = evComp
+	binary.BigEndian.PutUint32(e[eqeData+compCQN:], cqn&0xffffff)
+	h.deliverSubs(subKey{evComp, cqn}, &e)
 }

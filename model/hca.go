@@ -27,6 +27,7 @@ type hca struct {
 	psvs  map[uint32]*psvObj
 	cqs   map[uint32]*cqObj
 	qps   map[uint32]*qpObj
+	srqs  map[uint32]*srqObj
 	umems map[uint32]*umemObj
 	uars  map[uint32]uint16 // UAR page -> uid
 
@@ -121,6 +122,22 @@ type cqObj struct {
 	bufOff         uint64
 	pi             uint32 // CQEs written
 	overrun        bool   // the CQ overran: nothing more is written
+
+	// ib is the kernel's verbs CQ when mlx5_ib created it (nil for DEVX
+	// CQs): where its events go.
+	ib *vcq
+	// The arm state (see arm.go): the request of the last arm doorbell
+	// that has not fired (armNone, armNext, armSolicited), its consumer
+	// index, the sequence number the next arm must carry, and the
+	// producer counter after the last CQE a solicited arm fires for.
+	armed  uint8
+	armCI  uint32
+	armSN  uint8
+	solPI  uint32
+	hasSol bool
+	// lastArm is the last arm word applied (armSeen: there was one).
+	lastArm uint32
+	armSeen bool
 }
 
 type umemObj struct {
@@ -140,6 +157,7 @@ func newHCA(p *profile) *hca {
 		psvs:  map[uint32]*psvObj{},
 		cqs:   map[uint32]*cqObj{},
 		qps:   map[uint32]*qpObj{},
+		srqs:  map[uint32]*srqObj{},
 		umems: map[uint32]*umemObj{},
 		uars:  map[uint32]uint16{},
 		next:  map[string]uint32{},
@@ -148,7 +166,7 @@ func newHCA(p *profile) *hca {
 
 // objects counts the firmware objects of every table.
 func (h *hca) objects() int {
-	return len(h.pds) + len(h.mkeys) + len(h.psvs) + len(h.cqs) + len(h.qps) + len(h.umems) + len(h.uars)
+	return len(h.pds) + len(h.mkeys) + len(h.psvs) + len(h.cqs) + len(h.qps) + len(h.srqs) + len(h.umems) + len(h.uars)
 }
 
 // alloc finds a free number in [base, limit) for table name, starting at
@@ -206,6 +224,13 @@ func limit(base uint32, log uint64) uint32 {
 // kernel already wrote the uid into it), out the output mailbox, which exec
 // overwrites whole. It returns the status and syndrome it wrote.
 func (h *hca) exec(uid uint16, in, out []byte) (prm.Status, uint32) {
+	return h.execCall(&fwCall{uid: uid, in: in, out: out})
+}
+
+// execCall is exec of a prepared call (the kernel's own commands pass the
+// memory of the user buffers it pinned in c.mem).
+func (h *hca) execCall(c *fwCall) (prm.Status, uint32) {
+	in, out := c.in, c.out
 	clear(out)
 	op := uint16(prm.MboxIn.Opcode.Get(in))
 	cmd, ok := commands[op]
@@ -222,7 +247,7 @@ func (h *hca) exec(uid uint16, in, out []byte) (prm.Status, uint32) {
 	case !cmd.opMods && prm.MboxIn.OpMod.Get(in) != 0:
 		e = badParam(SyndromeBadOpMod)
 	default:
-		e = cmd.run(h, &fwCall{uid: uid, in: in, out: out})
+		e = cmd.run(h, c)
 	}
 	if e == nil {
 		return prm.MLX5_CMD_STAT_OK, 0
@@ -237,6 +262,16 @@ func (h *hca) exec(uid uint16, in, out []byte) (prm.Status, uint32) {
 type fwCall struct {
 	uid     uint16
 	in, out []byte
+	// mem is the memory behind the physical addresses (pas, dbr_addr) of
+	// a command mlx5_ib sends for a verbs object: the user buffers it
+	// pinned. DEVX commands name UMEMs instead and have none.
+	mem *pinned
+}
+
+// pinned is the user memory of a verbs object's queue, as ib_umem_get
+// pinned it (see usermem.go): the ring and the doorbell record.
+type pinned struct {
+	buf, dbr []byte
 }
 
 func (c *fwCall) get(f prm.Field) uint64 { return f.Get(c.in) }

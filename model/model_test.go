@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
@@ -875,10 +876,48 @@ func FuzzCommands(f *testing.F) {
 			d.Subscribe(ch, h, types, 1)
 		}
 		d.Subscribe(ch, 2, types, 2)
+		// DEVX commands on verbs objects' handles (devx_is_valid_obj_id
+		// takes CQs, QPs and SRQs).
+		for _, vh := range verbsObjects(t, d) {
+			d.ObjQuery(vh, in, out)
+			d.ObjModify(vh, in, out)
+			d.ObjQueryAsync(vh, in, len(out), 3, fd)
+			d.Subscribe(ch, vh, types, 3)
+			d.ObjDestroy(vh)
+		}
 		d.Exec(in, out)
 		d.Close()
 		if n := d.Objects(); n != 0 || len(d.h.subs) != 0 {
 			t.Fatalf("%d objects and %d subscription keys after Close", n, len(d.h.subs))
 		}
 	})
+}
+
+// verbsObjects creates a verbs CQ, an RC QP on it and an SRQ on d, in
+// memory that stays mapped for the test, and returns their handles.
+func verbsObjects(t *testing.T, d *Device) []seam.Handle {
+	mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	pd, _, _ := d.AllocPD()
+	u, _ := d.UARAlloc(1)
+	cq, _, err := d.CreateCQ(seam.CQCreate{CQE: 15}, drv(&mlx5abi.Mlx5IbCreateCq{BufAddr: addr(mem), DbAddr: addr(mem[4096:]),
+		CqeSize: 64, Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(u.PageID)}), make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, _, err := d.CreateQP(seam.QPCreate{Type: seam.QPTypeRC, PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: seam.NoHandle, Cap: seam.QPCap{MaxRecvWR: 4}},
+		drv(&mlx5abi.Mlx5IbCreateQp{BufAddr: addr(mem[8192:]), DbAddr: addr(mem[4096+64:]), SqWqeCount: 16, RqWqeCount: 4,
+			RqWqeShift: 6, Flags: mlx5abi.MLX5_QP_FLAG_UAR_PAGE_INDEX, BfregIndex: u.PageID}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq, _, err := d.CreateSRQ(seam.SRQCreate{PD: pd, MaxWR: 7, MaxSGE: 1}, drv(&mlx5abi.Mlx5IbCreateSrq{BufAddr: addr(mem[32768:]),
+		DbAddr: addr(mem[4096+128:])}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []seam.Handle{cq, qp, srq}
 }

@@ -233,6 +233,15 @@ func createCQ(h *hca, c *fwCall) *fwErr {
 // write CQEs, see docs/MODEL.md); any other id must be a UMEM of the
 // caller that holds what is asked of it.
 func (h *hca) bindCQ(c *fwCall, cq *cqObj) *fwErr {
+	if c.mem != nil {
+		// A verbs CQ: the ring and the doorbell record mlx5_ib pinned
+		// (create_cq_user), the ring exactly 1 << log_cq_size CQEs.
+		if uint64(len(c.mem.buf)) < cqBytes(cq.cqc) || len(c.mem.dbr) < 8 {
+			return badParam(SyndromeBadValue)
+		}
+		cq.buf, cq.dbr = c.mem.buf[:cqBytes(cq.cqc)], c.mem.dbr
+		return nil
+	}
 	if id := uint32(c.get(prm.CreateCqIn.CqUmemId)); id != 0 {
 		off := c.get(prm.CreateCqIn.CqUmemOffset)
 		mem, e := h.umemRange(id, c.uid, off, cqBytes(cq.cqc))

@@ -35,6 +35,8 @@ type profile struct {
 	firstCompEQN uint32
 
 	pages map[uint16][]byte // capability type -> 256-byte page, built once
+	// uctxResp is the GET_CONTEXT driver data (driverContext), built once.
+	uctxResp []byte
 }
 
 // common holds the cmd_hca_cap values all three profiles share.
@@ -171,6 +173,7 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.LogMaxDciErroredStreams, 2},
 			{prm.CmdHcaCap.SigerrDomainAndSigType, 1},
 			{prm.CmdHcaCap.HcaCap2, 1},
+			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
 		}),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
@@ -195,6 +198,7 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.SigerrDomainAndSigType, 1},
 			{prm.CmdHcaCap.DciNoRdmaWrOptimizedPerformance, 1},
 			{prm.CmdHcaCap.HcaCap2, 1},
+			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
 		}),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
@@ -218,6 +222,7 @@ func init() {
 		if p.general2 != nil {
 			p.pages[prm.MLX5_CAP_GENERAL_2] = page(p.general2)
 		}
+		p.uctxResp = p.driverContext()
 	}
 }
 
@@ -235,6 +240,9 @@ func page(vals []capValue) []byte {
 
 // general returns the profile's value of a cmd_hca_cap field.
 func (p *profile) cap(f prm.Field) uint64 { return f.Get(p.pages[prm.MLX5_CAP_GENERAL]) }
+
+// roceCap returns the profile's value of a roce_cap field.
+func (p *profile) roceCap(f prm.Field) uint64 { return f.Get(p.pages[prm.MLX5_CAP_ROCE]) }
 
 // Profiles returns the names New accepts, sorted.
 func Profiles() []string {

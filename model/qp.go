@@ -62,6 +62,20 @@ type qpObj struct {
 	sqCI, rqCI uint16
 	// rnr is set while a send waits for the responder's receive WQE.
 	rnr *rnrWait
+
+	// srq is the SRQ whose WQEs the responder takes (rq_type SRQ), nil
+	// for a QP with its own receive queue.
+	srq *srqObj
+	// ece is the ECE options the QP negotiated (create, then modify).
+	ece uint32
+	// dct marks a DCT (CREATE_DCT): it shares the QP numbers and is no
+	// QP to QP commands.
+	dct bool
+	// ib is the kernel's verbs QP when mlx5_ib created it: where its
+	// events go.
+	ib *vqp
+	// commEst is set once COMM_EST was raised in the current RTR.
+	commEst bool
 }
 
 // wqGeom is one work queue's place in the QP's buffer.
@@ -75,19 +89,26 @@ func (q *qpObj) state() uint8 { return uint8(prm.Qpc.State.Get(q.qpc)) }
 
 // transition is one QP state transition command.
 type transition struct {
-	from  []uint8 // states it leaves; nil for any state
-	to    uint8
-	qpn   prm.Field
-	qpc   prm.Field // zero Width when the command carries no QP context
-	ext   prm.Field // qpc_ext flag (INIT2INIT, RTS2RTS)
-	data  prm.Field // qpc_data_ext
-	minIn int
+	from   []uint8 // states it leaves; nil for any state
+	to     uint8
+	qpn    prm.Field
+	qpc    prm.Field // zero Width when the command carries no QP context
+	opt    prm.Field // opt_param_mask (zero Width: none)
+	ece    prm.Field // the input's ece (zero Width: none)
+	outECE prm.Field // the output's ece (zero Width: none)
+	ext    prm.Field // qpc_ext flag (INIT2INIT, RTS2RTS)
+	data   prm.Field // qpc_data_ext
+	minIn  int
+	minOut int
 }
 
-func tr(from []uint8, to uint8, l *prm.Layout) transition {
-	t := transition{from: from, to: to, minIn: int(l.Size)}
+func tr(from []uint8, to uint8, l, out *prm.Layout) transition {
+	t := transition{from: from, to: to, minIn: int(l.Size), minOut: int(out.Size)}
 	t.qpn, _ = l.Field("qpn")
 	t.qpc, _ = l.Field("qpc")
+	t.opt, _ = l.Field("opt_param_mask")
+	t.ece, _ = l.Field("ece")
+	t.outECE, _ = out.Field("ece")
 	if ext, ok := l.Field("qpc_ext"); ok {
 		t.ext = ext
 		t.data, _ = l.Field("qpc_data_ext")
@@ -100,15 +121,57 @@ func tr(from []uint8, to uint8, l *prm.Layout) transition {
 // 2ERR and 2RST leave any state. SQD_RTS leaves SQD only, not
 // SQ_DRAINING: see docs/MODEL.md, "QP states".
 var transitions = map[uint16]transition{
-	prm.MLX5_CMD_OP_RST2INIT_QP:  tr([]uint8{StateRST}, StateINIT, prm.Rst2initQpIn.Layout()),
-	prm.MLX5_CMD_OP_INIT2INIT_QP: tr([]uint8{StateINIT}, StateINIT, prm.Init2initQpIn.Layout()),
-	prm.MLX5_CMD_OP_INIT2RTR_QP:  tr([]uint8{StateINIT}, StateRTR, prm.Init2rtrQpIn.Layout()),
-	prm.MLX5_CMD_OP_RTR2RTS_QP:   tr([]uint8{StateRTR}, StateRTS, prm.Rtr2rtsQpIn.Layout()),
-	prm.MLX5_CMD_OP_RTS2RTS_QP:   tr([]uint8{StateRTS}, StateRTS, prm.Rts2rtsQpIn.Layout()),
-	prm.MLX5_CMD_OP_SQERR2RTS_QP: tr([]uint8{StateSQER}, StateRTS, prm.Sqerr2rtsQpIn.Layout()),
-	prm.MLX5_CMD_OP_SQD_RTS_QP:   tr([]uint8{StateSQD}, StateRTS, prm.Sqd2rtsQpIn.Layout()),
-	prm.MLX5_CMD_OP_2ERR_QP:      tr(nil, StateERR, prm.Qp2errIn.Layout()),
-	prm.MLX5_CMD_OP_2RST_QP:      tr(nil, StateRST, prm.Qp2rstIn.Layout()),
+	prm.MLX5_CMD_OP_RST2INIT_QP:  tr([]uint8{StateRST}, StateINIT, prm.Rst2initQpIn.Layout(), prm.Rst2initQpOut.Layout()),
+	prm.MLX5_CMD_OP_INIT2INIT_QP: tr([]uint8{StateINIT}, StateINIT, prm.Init2initQpIn.Layout(), prm.Init2initQpOut.Layout()),
+	prm.MLX5_CMD_OP_INIT2RTR_QP:  tr([]uint8{StateINIT}, StateRTR, prm.Init2rtrQpIn.Layout(), prm.Init2rtrQpOut.Layout()),
+	prm.MLX5_CMD_OP_RTR2RTS_QP:   tr([]uint8{StateRTR}, StateRTS, prm.Rtr2rtsQpIn.Layout(), prm.Rtr2rtsQpOut.Layout()),
+	prm.MLX5_CMD_OP_RTS2RTS_QP:   tr([]uint8{StateRTS}, StateRTS, prm.Rts2rtsQpIn.Layout(), prm.Rts2rtsQpOut.Layout()),
+	prm.MLX5_CMD_OP_SQERR2RTS_QP: tr([]uint8{StateSQER}, StateRTS, prm.Sqerr2rtsQpIn.Layout(), prm.Sqerr2rtsQpOut.Layout()),
+	prm.MLX5_CMD_OP_SQD_RTS_QP:   tr([]uint8{StateSQD}, StateRTS, prm.Sqd2rtsQpIn.Layout(), prm.Sqd2rtsQpOut.Layout()),
+	prm.MLX5_CMD_OP_2ERR_QP:      tr(nil, StateERR, prm.Qp2errIn.Layout(), prm.Qp2errOut.Layout()),
+	prm.MLX5_CMD_OP_2RST_QP:      tr(nil, StateRST, prm.Qp2rstIn.Layout(), prm.Qp2rstOut.Layout()),
+}
+
+// Optional parameters of a transition (enum mlx5_qp_optpar, qp.h) and the
+// QP context fields each governs. A transition applies the non-zero
+// fields of its QP context, and the fields of the optional parameters its
+// opt_param_mask names as they are, zero included (how mlx5_ib clears rre
+// on an RTR2RTS that drops remote read).
+var optParams = []struct {
+	bit    uint32
+	fields []prm.Field
+}{
+	{1 << 1, []prm.Field{prm.Qpc.Rre}},                                         // RRE
+	{1 << 2, []prm.Field{prm.Qpc.Rae, prm.Qpc.AtomicMode}},                     // RAE
+	{1 << 3, []prm.Field{prm.Qpc.Rwe}},                                         // RWE
+	{1 << 4, []prm.Field{prm.Ads.PkeyIndex.At(prm.Qpc.PrimaryAddressPath)}},    // PKEY_INDEX
+	{1 << 5, []prm.Field{prm.Qpc.QKey}},                                        // Q_KEY
+	{1 << 6, []prm.Field{prm.Qpc.MinRnrNak}},                                   // RNR_TIMEOUT
+	{1 << 7, []prm.Field{prm.Qpc.PrimaryAddressPath}},                          // PRIMARY_ADDR_PATH
+	{1 << 8, []prm.Field{prm.Qpc.LogSraMax}},                                   // SRA_MAX
+	{1 << 9, []prm.Field{prm.Qpc.LogRraMax}},                                   // RRA_MAX
+	{1 << 10, []prm.Field{prm.Qpc.PmState}},                                    // PM_STATE
+	{1 << 12, []prm.Field{prm.Qpc.RetryCount}},                                 // RETRY_COUNT
+	{1 << 13, []prm.Field{prm.Qpc.RnrRetry}},                                   // RNR_RETRY
+	{1 << 14, []prm.Field{prm.Ads.AckTimeout.At(prm.Qpc.PrimaryAddressPath)}},  // ACK_TIMEOUT
+	{1 << 16, []prm.Field{prm.Ads.VhcaPortNum.At(prm.Qpc.PrimaryAddressPath)}}, // PRI_PORT
+}
+
+// applyOptParams copies the fields of the optional parameters set in opt
+// from the command's QP context src into dst.
+func applyOptParams(dst, src []byte, opt uint32) {
+	for _, p := range optParams {
+		if opt&p.bit == 0 {
+			continue
+		}
+		for _, f := range p.fields {
+			if f.Width <= 64 {
+				f.Set(dst, f.Get(src))
+			} else {
+				copy(f.Bytes(dst), f.Bytes(src))
+			}
+		}
+	}
 }
 
 // createOnly are the qpc fields a QP gets at CREATE_QP and keeps: a
@@ -207,13 +270,38 @@ func createQP(h *hca, c *fwCall) *fwErr {
 			return e
 		}
 	}
+	var srq *srqObj
+	if prm.Qpc.RqType.Get(qpc) == srqRQ {
+		// An SRQ's receive queue: srqn 0 is the kernel's own SRQ (devr->s1,
+		// which a DCI names), which the model does not have.
+		if n := uint32(prm.Qpc.SrqnRmpnXrqn.Get(qpc)); n != 0 {
+			s, ok := h.srqs[n]
+			if !ok {
+				return noObject()
+			}
+			if e := checkOwner(s.uid, c.uid); e != nil {
+				return e
+			}
+			srq = s
+		}
+	}
 	// The kernel set wq_umem_valid and dbr_umem_valid (devx_set_umem_valid):
 	// the work queue (from offset 0: create_qp_in's wq_umem_offset is not
 	// in prm's tables) and its doorbell record live in UMEMs of this uid,
-	// which must hold them.
-	q := &qpObj{uid: c.uid, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs}
+	// which must hold them. A verbs QP's live in the memory mlx5_ib
+	// pinned.
+	q := &qpObj{uid: c.uid, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs, srq: srq}
 	q.rq, q.sq = wqGeometry(qpc)
-	if c.get(prm.CreateQpIn.WqUmemValid) != 0 && len(cqs) > 0 {
+	if c.mem != nil {
+		need := q.sq.off + q.sq.entries*q.sq.stride
+		if need > 0 && len(c.mem.buf) < need || len(c.mem.dbr) < 8 {
+			return badParam(SyndromeBadValue)
+		}
+		if need > 0 {
+			q.wq = c.mem.buf[:need:need]
+		}
+		q.dbr = c.mem.dbr
+	} else if c.get(prm.CreateQpIn.WqUmemValid) != 0 && len(cqs) > 0 {
 		id := uint32(c.get(prm.CreateQpIn.WqUmemId))
 		mem, e := h.umemRange(id, c.uid, 0, uint64(q.sq.off+q.sq.entries*q.sq.stride))
 		if e != nil {
@@ -251,8 +339,25 @@ func createQP(h *hca, c *fwCall) *fwErr {
 	for _, id := range umems {
 		h.umems[id].refs++
 	}
+	if srq != nil {
+		srq.refs++
+	}
 	prm.CreateQpOut.Qpn.Set(c.out, uint64(n))
+	if h.prof.cap(prm.CmdHcaCap.EceSupport) != 0 {
+		q.ece = negotiateECE(uint32(c.get(prm.CreateQpIn.Ece)))
+		prm.CreateQpOut.Ece.Set(c.out, uint64(q.ece))
+	}
 	return nil
+}
+
+// negotiateECE is the model's ECE answer: the device speaks ECE version 1
+// (bits 31:28) and none of its optional features, so any offer of version
+// 1 or later gets version 1 alone; no offer gets none.
+func negotiateECE(offer uint32) uint32 {
+	if offer == 0 {
+		return 0
+	}
+	return eceVersion1
 }
 
 // wqGeometry places a QP's queues in its buffer: the receive queue
@@ -272,7 +377,7 @@ func wqGeometry(qpc []byte) (rq, sq wqGeom) {
 
 func (h *hca) qp(n uint32, uid uint16) (*qpObj, *fwErr) {
 	q, ok := h.qps[n]
-	if !ok {
+	if !ok || q.dct {
 		return nil, noObject()
 	}
 	return q, checkOwner(q.uid, uid)
@@ -299,6 +404,9 @@ func destroyQP(h *hca, c *fwCall) *fwErr {
 
 func (h *hca) releaseQP(n uint32, q *qpObj) {
 	h.clearRNR(q)
+	if q.srq != nil {
+		q.srq.refs--
+	}
 	h.pds[q.pdn].refs--
 	for _, cq := range q.cqs {
 		h.cqs[cq].refs--
@@ -325,6 +433,9 @@ func modifyQP(h *hca, c *fwCall) *fwErr {
 			return e
 		}
 		merge(next, src, prm.Qpc.Layout(), createOnly)
+		if t.opt.Width != 0 {
+			applyOptParams(next, src, uint32(c.get(t.opt)))
+		}
 	}
 	ext := q.ext
 	if t.ext.Width != 0 && c.get(t.ext) != 0 {
@@ -344,6 +455,14 @@ func modifyQP(h *hca, c *fwCall) *fwErr {
 	from := q.state()
 	prm.Qpc.State.Set(next, uint64(t.to))
 	q.qpc, q.ext = next, ext
+	if t.ece.Width != 0 && h.prof.cap(prm.CmdHcaCap.EceSupport) != 0 {
+		if offer := uint32(c.get(t.ece)); offer != 0 {
+			q.ece = negotiateECE(offer)
+		}
+	}
+	if t.outECE.Width != 0 && len(c.out) >= t.minOut {
+		t.outECE.Set(c.out, uint64(q.ece))
+	}
 	h.transitioned(q, from)
 	return nil
 }

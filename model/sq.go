@@ -27,13 +27,14 @@ const (
 // Control segment bits (mlx5dv.h) and data segment constants (qp.h,
 // device.h).
 const (
-	ctrlCQUpdate = 2 << 2    // MLX5_WQE_CTRL_CQ_UPDATE
-	inlineSeg    = 1 << 31   // MLX5_INLINE_SEG
-	invalidLKey  = 0x100     // MLX5_INVALID_LKEY: ends a receive WQE's list
-	dataSegZero  = 1 << 31   // a data segment's byte_count of 0 means 2 GiB
-	ctrlSegSize  = 16        // struct mlx5_wqe_ctrl_seg
-	raddrSegSize = 16        // struct mlx5_wqe_raddr_seg
-	maxWQEBytes  = 64 * 0x10 // ds is 6 bits: at most 63 octwords
+	ctrlCQUpdate  = 2 << 2    // MLX5_WQE_CTRL_CQ_UPDATE
+	ctrlSolicited = 1 << 1    // MLX5_WQE_CTRL_SOLICITED
+	inlineSeg     = 1 << 31   // MLX5_INLINE_SEG
+	invalidLKey   = 0x100     // MLX5_INVALID_LKEY: ends a receive WQE's list
+	dataSegZero   = 1 << 31   // a data segment's byte_count of 0 means 2 GiB
+	ctrlSegSize   = 16        // struct mlx5_wqe_ctrl_seg
+	raddrSegSize  = 16        // struct mlx5_wqe_raddr_seg
+	maxWQEBytes   = 64 * 0x10 // ds is 6 bits: at most 63 octwords
 )
 
 // sendWQE is one send WQE as read from the ring.
@@ -99,6 +100,15 @@ type result struct {
 	byteCnt uint32     // the requester CQE's byte_cnt
 	sigs    []sigEvent // signature errors the requester's checks found
 	rnr     bool       // the responder had no receive WQE: retry later
+	// selfErr: the QP is its own responder and the responder side failed;
+	// it goes to ERR once the WQE has completed.
+	selfErr bool
+}
+
+// with returns r with the requester's signature errors.
+func (r result) with(sigs []sigEvent) result {
+	r.sigs = sigs
+	return r
 }
 
 // runSQ runs the WQEs the doorbell record's send counter says are posted,
@@ -158,6 +168,10 @@ func (h *hca) runSQ(q *qpObj) {
 		if w.fmCeSe&ctrlCQUpdate != 0 {
 			h.reqCQE(q, w, r.byteCnt)
 		}
+		if r.selfErr {
+			h.toErr(q)
+			return
+		}
 		if len(r.sigs) > 0 && prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
 			// Signature pipelining: the send queue stops after the WQE
 			// whose check failed, drains, and waits for SQD_RTS.
@@ -183,8 +197,21 @@ func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 	default:
 		return result{fail: unmodelled("opcode %#x is not modelled", w.opcode)}
 	}
-	if st := prm.Qpc.St.Get(q.qpc); st != stRC {
-		return result{fail: unmodelled("the model runs data WQEs on RC QPs only (st %#x)", st)}
+	switch st := prm.Qpc.St.Get(q.qpc); st {
+	case stRC:
+	case stUC:
+		// UC has no RDMA READ and no SEND with invalidate (the IB spec's
+		// opcodes for UC; rxe's rxe_opcode table).
+		if w.opcode == opRDMARead || w.opcode == opSendInval {
+			return result{fail: qpOpErr("opcode %#x on a UC QP", w.opcode)}
+		}
+	case stUD:
+		if w.opcode != opSend && w.opcode != opSendImm {
+			return result{fail: qpOpErr("opcode %#x on a UD QP", w.opcode)}
+		}
+		return h.udSend(q, w)
+	default:
+		return result{fail: unmodelled("the model runs data WQEs on RC, UC and UD QPs only (st %#x)", st)}
 	}
 	switch w.opcode {
 	case opRDMARead:
@@ -275,26 +302,71 @@ func (h *hca) scatter(pdn uint32, sges []sge, msg []byte) (sigs []sigEvent, long
 	return sigs, len(msg) > 0, nil
 }
 
-// responder finds the QP at the other end of RC QP q: the QP of this HCA
-// numbered qpc.remote_qpn, an RC QP that can receive (RTR, RTS, SQER, and
-// both halves of SQD: a drain stops the send queue only) and whose
-// remote_qpn is q. The address path is not read.
+// responder finds the QP at the other end of RC or UC QP q: the QP of
+// this HCA numbered qpc.remote_qpn, of q's service type, that can receive
+// (RTR, RTS, SQER, and both halves of SQD: a drain stops the send queue
+// only) and whose remote_qpn is q. The address path is not read.
 func (h *hca) responder(q *qpObj) (*qpObj, *wqeFail) {
 	n := uint32(prm.Qpc.RemoteQpn.Get(q.qpc))
+	st := prm.Qpc.St.Get(q.qpc)
 	r, ok := h.qps[n]
-	if !ok || prm.Qpc.St.Get(r.qpc) != stRC || uint32(prm.Qpc.RemoteQpn.Get(r.qpc)) != q.qpn {
-		return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("no RC QP %#x pointing back at the QP: no response, transport retries exhausted", n)}
+	if !ok || r.dct || prm.Qpc.St.Get(r.qpc) != st || uint32(prm.Qpc.RemoteQpn.Get(r.qpc)) != q.qpn {
+		return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("no QP %#x of the same type pointing back at the QP: no response, transport retries exhausted", n)}
 	}
-	switch r.state() {
-	case StateRTR, StateRTS, StateSQER, StateSQDraining, StateSQD:
-		return r, nil
+	if !receiving(r) {
+		return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("the responder QP %#x is in state %#x: no response, transport retries exhausted", n, r.state())}
 	}
-	return nil, &wqeFail{syndrome: SyndromeTransportRetry, why: fmt.Sprintf("the responder QP %#x is in state %#x: no response, transport retries exhausted", n, r.state())}
+	return r, nil
 }
 
-// recvWQE reads the responder's next receive WQE; ok is false when the
-// receive queue is empty (by the doorbell record's receive counter).
-func (h *hca) recvWQE(r *qpObj) (sges []sge, ok bool) {
+// receiving reports whether QP r takes messages: RTR and every later
+// state but ERR (IB's responder is ready from RTR on; SQER and SQD stop
+// the send queue only).
+func receiving(r *qpObj) bool {
+	switch r.state() {
+	case StateRTR, StateRTS, StateSQER, StateSQDraining, StateSQD:
+		return true
+	}
+	return false
+}
+
+// unreliable reports whether q is a UC QP: no acknowledgements, so what
+// goes wrong at the responder (no responder, no receive WQE, a message
+// too long, a bad rkey, no remote write) loses the message and the
+// requester completes as if it had arrived (rxe_resp.c's class D and E
+// errors for UC).
+func unreliable(q *qpObj) bool { return prm.Qpc.St.Get(q.qpc) == stUC }
+
+// arrived is what the responder does when a message reaches it: the
+// first one in RTR raises COMM_EST (the IB spec's Communication
+// Established event; mlx5_ib_qp_event's IB_EVENT_COMM_EST), once per RTR.
+func (h *hca) arrived(r *qpObj) {
+	if r.state() == StateRTR && !r.commEst {
+		r.commEst = true
+		h.qpEvent(evCommEst, r)
+	}
+}
+
+// rwqe is a receive WQE the responder found: its data segments and the
+// counter its CQE carries (the RQ's WQE counter, or the SRQ WQE's index).
+type rwqe struct {
+	sges    []sge
+	counter uint16
+	srq     *srqObj // the SRQ it came from; nil for the QP's own RQ
+	srqn    uint32
+}
+
+// recvWQE reads the responder's next receive WQE, from its SRQ if it has
+// one; ok is false when there is none (by the doorbell record's receive
+// counter).
+func (h *hca) recvWQE(r *qpObj) (*rwqe, bool) {
+	if r.srq != nil {
+		sges, idx, ok := h.srqRecvWQE(r.srq)
+		if !ok {
+			return nil, false
+		}
+		return &rwqe{sges: sges, counter: idx, srq: r.srq, srqn: uint32(prm.Qpc.SrqnRmpnXrqn.Get(r.qpc))}, true
+	}
 	if r.wq == nil || r.dbr == nil || r.rq.entries == 0 {
 		return nil, false
 	}
@@ -307,33 +379,39 @@ func (h *hca) recvWQE(r *qpObj) (sges []sge, ok bool) {
 		return nil, false
 	}
 	o := r.rq.off + int(r.rqCI)&(r.rq.entries-1)*r.rq.stride
-	b := r.wq[o : o+r.rq.stride]
-	for ; len(b) >= 16; b = b[16:] {
-		key := binary.BigEndian.Uint32(b[4:])
-		if key == invalidLKey {
-			break
-		}
-		n := uint64(binary.BigEndian.Uint32(b))
-		if n == 0 {
-			n = dataSegZero
-		}
-		sges = append(sges, sge{n, key, binary.BigEndian.Uint64(b[8:])})
+	return &rwqe{sges: readSGEs(r.wq[o : o+r.rq.stride]), counter: r.rqCI}, true
+}
+
+// consume takes receive WQE w of r: the SRQ's head moves on, or the RQ's
+// consumer counter.
+func (h *hca) consume(r *qpObj, w *rwqe) {
+	if w.srq != nil {
+		h.takeSRQ(w.srq, w.srqn)
+		return
 	}
-	return sges, true
+	r.rqCI++
+	prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
 }
 
 // respFail is an error responder r detected in a request of q: r goes to
-// ERR (after completing the receive WQE it consumed, if any, with
-// respSyndrome) and q completes with fail. A QP that is its own responder
-// is flushed by its requester side, after the failed WQE's completion.
-func (h *hca) respFail(q, r *qpObj, consumed bool, respSyndrome uint8, fail *wqeFail) result {
-	if consumed {
-		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, r.rqCI)
-		r.rqCI++
-		prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+// ERR (after completing the receive WQE w it consumed, if any, with
+// respSyndrome; with event, raising that affiliated error, for errors no
+// receive WQE reports) and q completes with fail. A QP that is its own
+// responder is flushed by its requester side, after the failed WQE's
+// completion.
+func (h *hca) respFail(q, r *qpObj, w *rwqe, respSyndrome uint8, fail *wqeFail, event uint8) result {
+	if w != nil {
+		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, w.counter)
+		h.consume(r, w)
+	}
+	if event != 0 {
+		h.qpEvent(event, r)
 	}
 	if r != q {
 		h.toErr(r)
+	}
+	if fail == nil || unreliable(q) {
+		return result{selfErr: r == q}
 	}
 	return result{fail: fail}
 }
@@ -351,21 +429,30 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 	}
 	r, f := h.responder(q)
 	if f != nil {
+		if unreliable(q) {
+			return result{sigs: sigs}
+		}
 		return result{fail: f}
 	}
-	rs, ok := h.recvWQE(r)
+	h.arrived(r)
+	rw, ok := h.recvWQE(r)
 	if !ok {
+		if unreliable(q) {
+			return result{sigs: sigs}
+		}
 		return result{rnr: true, sigs: sigs}
 	}
-	rsigs, long, e := h.scatter(r.pdn, rs, msg)
+	rsigs, long, e := h.scatter(r.pdn, rw.sges, msg)
 	for _, s := range rsigs {
 		h.sigErrCQE(r, r.recvCQ(), s.key, s.err)
 	}
 	switch {
 	case e != nil:
-		return h.respFail(q, r, true, SyndromeLocalProt, &wqeFail{syndrome: SyndromeRemoteOp, why: "the responder's receive WQE: " + e.why})
+		return h.respFail(q, r, rw, SyndromeLocalProt, &wqeFail{syndrome: SyndromeRemoteOp, why: "the responder's receive WQE: " + e.why}, 0).with(sigs)
+	case long && unreliable(q):
+		return result{sigs: sigs} // class D: dropped, the WQE stays
 	case long:
-		return h.respFail(q, r, true, SyndromeLocalLength, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the message is longer than the responder's receive WQE"})
+		return h.respFail(q, r, rw, SyndromeLocalLength, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the message is longer than the responder's receive WQE"}, 0)
 	}
 	op, imm := uint8(cqeRespSend), uint32(0)
 	switch w.opcode {
@@ -374,12 +461,11 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 	case opSendInval:
 		op, imm = cqeRespSendIn, w.imm
 		if why := h.invalidate(r, w.imm); why != "" {
-			return h.respFail(q, r, true, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why})
+			return h.respFail(q, r, rw, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why}, 0)
 		}
 	}
-	h.respCQE(r, op, r.rqCI, uint32(len(msg)), imm, q.qpn)
-	r.rqCI++
-	prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+	h.respCQE(r, op, rw.counter, uint32(len(msg)), imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
+	h.consume(r, rw)
 	return result{sigs: sigs}
 }
 
@@ -413,13 +499,25 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 	}
 	r, f := h.responder(q)
 	if f != nil {
+		if unreliable(q) {
+			return result{sigs: sigs}
+		}
 		return result{fail: f}
 	}
+	h.arrived(r)
 	if prm.Qpc.Rwe.Get(r.qpc) == 0 {
-		return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA WRITE (qpc.rwe)"})
+		if unreliable(q) {
+			return result{sigs: sigs} // rxe's check_op_valid for UC: dropped
+		}
+		return h.respFail(q, r, nil, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA WRITE (qpc.rwe)"}, evWQInvalReqError)
 	}
+	var rw *rwqe
 	if w.opcode == opRDMAWriteImm {
-		if _, ok := h.recvWQE(r); !ok {
+		var ok bool
+		if rw, ok = h.recvWQE(r); !ok {
+			if unreliable(q) {
+				return result{sigs: sigs}
+			}
 			return result{rnr: true, sigs: sigs}
 		}
 	}
@@ -433,16 +531,18 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 			ev, e = h.write(rkey, r.pdn, raddr, msg, accRemoteWrite)
 		}
 		if e != nil {
-			return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+			if unreliable(q) {
+				return result{sigs: sigs} // class E: dropped
+			}
+			return h.respFail(q, r, nil, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why}, evWQAccessError)
 		}
 		if ev != nil {
 			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
 		}
 	}
-	if w.opcode == opRDMAWriteImm {
-		h.respCQE(r, cqeRespWRImm, r.rqCI, uint32(len(msg)), w.imm, q.qpn)
-		r.rqCI++
-		prm.Qpc.HwRqCounter.Set(r.qpc, uint64(r.rqCI))
+	if rw != nil {
+		h.respCQE(r, cqeRespWRImm, rw.counter, uint32(len(msg)), w.imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
+		h.consume(r, rw)
 	}
 	return result{sigs: sigs}
 }
@@ -479,8 +579,9 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	if f != nil {
 		return result{fail: f}
 	}
+	h.arrived(r)
 	if prm.Qpc.Rre.Get(r.qpc) == 0 {
-		return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA READ (qpc.rre)"})
+		return h.respFail(q, r, nil, 0, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: "the responder QP does not allow RDMA READ (qpc.rre)"}, evWQInvalReqError)
 	}
 	var msg []byte
 	if total > 0 {
@@ -490,7 +591,7 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 			msg, ev, e = h.read(rkey, r.pdn, raddr, m, accRemoteRead)
 		}
 		if e != nil {
-			return h.respFail(q, r, false, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why})
+			return h.respFail(q, r, nil, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why}, evWQAccessError)
 		}
 		if ev != nil {
 			h.sigErrCQE(r, r.recvCQ(), ev.key, ev.err)
@@ -506,8 +607,27 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 // toErr moves q to ERR as the data path does on an error: its posted
 // receive and send WQEs complete with flush errors.
 func (h *hca) toErr(q *qpObj) {
+	from := q.state()
 	prm.Qpc.State.Set(q.qpc, StateERR)
 	h.flush(q)
+	h.enteredErr(q, from)
+}
+
+// enteredErr raises SRQ_LAST_WQE for a QP that takes its receive WQEs
+// from an SRQ and has just entered ERR: it will take no more (the IB
+// spec's Last WQE Reached, mlx5_ib_qp_event's IB_EVENT_QP_LAST_WQE_REACHED).
+func (h *hca) enteredErr(q *qpObj, from uint8) {
+	if from != StateERR && q.srq != nil {
+		h.qpEvent(evSRQLastWQE, q)
+	}
+}
+
+// toRST moves q to RST as a 2RST_QP does (the kernel's destroy of a QP
+// it does not believe in RESET).
+func (h *hca) toRST(q *qpObj) {
+	from := q.state()
+	prm.Qpc.State.Set(q.qpc, StateRST)
+	h.transitioned(q, from)
 }
 
 // flush completes every posted WQE of a QP in ERR with WR_FLUSH_ERR:
@@ -562,8 +682,11 @@ func (h *hca) transitioned(q *qpObj, from uint8) {
 		if q.wq != nil && q.dbr != nil && q.sq.entries > 0 {
 			h.runSQ(q)
 		}
+	case StateRTR:
+		q.commEst = false
 	case StateERR:
 		h.flush(q)
+		h.enteredErr(q, from)
 	case StateRST:
 		h.clearRNR(q)
 		q.sqCI, q.rqCI = 0, 0

@@ -91,6 +91,7 @@ var uapiConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_alloc_ucontext_resp_mask", Name: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG", Value: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC},
+	{Name: "MLX5_SRQ_FLAG_SIGNATURE", Value: MLX5_SRQ_FLAG_SIGNATURE},
 	{Name: "MLX5_QP_FLAG_SIGNATURE", Value: MLX5_QP_FLAG_SIGNATURE},
 	{Name: "MLX5_QP_FLAG_SCATTER_CQE", Value: MLX5_QP_FLAG_SCATTER_CQE},
 	{Name: "MLX5_QP_FLAG_TUNNEL_OFFLOADS", Value: MLX5_QP_FLAG_TUNNEL_OFFLOADS},

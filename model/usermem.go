@@ -1,0 +1,81 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// User memory: the addresses in mlx5's driver data (queue buffers,
+// doorbell records). The kernel pins them with ib_umem_get and gives the
+// device their DMA addresses; the model, which is the device and shares
+// the process, views them in place, without copying: a []byte over
+// [addr, addr+n), made with unsafe.Slice from an unsafe.Add of the
+// address to a nil pointer (no uintptr-to-pointer conversion, so go vet's
+// unsafeptr check has nothing to say, and checkptr accepts it because the
+// memory is not the Go heap's).
+//
+// That is sound only under the seam's contract: the memory is outside the
+// Go heap (mmap'd), so the garbage collector neither moves nor frees it,
+// and the caller keeps it mapped while the object lives, as ib_umem_get
+// keeps it pinned. What the model can check it checks, as pin_user_pages
+// would: the range must be mapped, readable, and writable where the
+// device writes (a CQ's ring); the mapping is read from /proc/self/maps.
+// That the memory is not the Go heap it cannot check (under -race,
+// checkptr catches it).
+
+// userMem returns n bytes at addr, as ib_umem_get(addr, n, access) pins
+// them: EINVAL for an empty or wrapping range (ib_umem_get), EFAULT when
+// a page of it is not mapped, not readable, or not writable with write
+// (pin_user_pages with FOLL_WRITE).
+func userMem(addr, n uint64, write bool) ([]byte, unix.Errno) {
+	if n == 0 || addr+n < addr || addr+n > 1<<63 {
+		return nil, unix.EINVAL
+	}
+	if !mapped(addr&^(pageSize-1), (addr+n+pageSize-1)&^(pageSize-1), write) {
+		return nil, unix.EFAULT
+	}
+	p := unsafe.Add(unsafe.Pointer(nil), uintptr(addr))
+	return unsafe.Slice((*byte)(p), int(n)), 0
+}
+
+// mapped reports whether [start, end) is covered by mappings of this
+// process that are readable (and writable with write).
+func mapped(start, end uint64, write bool) bool {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<16)
+	for s.Scan() && start < end {
+		// "start-end perms offset dev inode path", addresses in hex.
+		fields := bytes.Fields(s.Bytes())
+		if len(fields) < 2 {
+			continue
+		}
+		lo, hi, ok := bytes.Cut(fields[0], []byte("-"))
+		if !ok {
+			continue
+		}
+		a, err1 := strconv.ParseUint(string(lo), 16, 64)
+		b, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 != nil || err2 != nil || b <= start {
+			continue
+		}
+		if a > start {
+			return false // a hole
+		}
+		perms := fields[1]
+		if len(perms) < 2 || perms[0] != 'r' || (write && perms[1] != 'w') {
+			return false
+		}
+		start = b // maps are sorted: the next line may continue the range
+	}
+	return start >= end
+}
