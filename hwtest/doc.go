@@ -10,9 +10,10 @@
 //
 //   - TestHWDEVX: every DEVX call (flows.DEVX).
 //   - TestHWBasic: SEND, RDMA WRITE and READ, an access error
-//     (flows.Basic).
+//     (flows.Basic), on verbs QPs (which need no privilege) and on DEVX
+//     QPs.
 //   - TestHWT10DIF: T10-DIF insert, strip, check and a bad guard, compared
-//     with sig's software engine (flows.T10DIF).
+//     with sig's software engine (flows.T10DIF), on verbs and DEVX QPs.
 //   - TestHWCRC64XP10: settles CRC64_XP10's parameters; its log line goes
 //     into docs/SIG.md (flows.CRC64XP10).
 //

@@ -12,7 +12,7 @@ import (
 // result is logged; paste it into docs/SIG.md and make it sig's default.
 func TestHWCRC64XP10(t *testing.T) {
 	c := OpenDEVX(t)
-	for _, r := range flows.CRC64XP10(t, c) {
+	for _, r := range flows.CRC64XP10(t, c, flows.VerbsObjects) {
 		switch len(r.Matches) {
 		case 0:
 			t.Errorf("CRC64_XP10 is none of sig.Candidates: %v", r)
@@ -25,7 +25,9 @@ func TestHWCRC64XP10(t *testing.T) {
 }
 
 // TestHWT10DIF compares the device's T10-DIF insert, strip and check with
-// sig's software engine (flows.T10DIF).
+// sig's software engine (flows.T10DIF), on verbs QPs and on DEVX ones.
+// Signature mkeys are DEVX objects, so both need DEVX.
 func TestHWT10DIF(t *testing.T) {
-	flows.T10DIF(t, OpenDEVX(t))
+	t.Run("verbs", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.VerbsObjects) })
+	t.Run("devx", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.DEVXObjects) })
 }

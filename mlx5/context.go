@@ -141,6 +141,28 @@ func (c *Context) forget(x child) {
 	delete(c.children, x)
 }
 
+// Devices lists the machine's mlx5 RDMA devices by name (e.g. "mlx5_0"),
+// sorted: the devices that have a uverbs character device and whose
+// kernel driver is mlx5_ib. A machine without any gives an empty list and
+// no error.
+func Devices() ([]string, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: list devices: %w", err)
+	}
+	var names []string
+	for _, d := range devs {
+		id, err := uverbs.DriverIDOf(d.Name)
+		if err != nil {
+			return nil, fmt.Errorf("mlx5: list devices: driver of %s: %w", d.Name, err)
+		}
+		if id == uverbs.RDMA_DRIVER_MLX5 {
+			names = append(names, d.Name)
+		}
+	}
+	return names, nil
+}
+
 // Open opens the named mlx5 device (e.g. "mlx5_0") with a DEVX context.
 // If the kernel refuses DEVX (EPERM, EOPNOTSUPP), the context is opened
 // without it and DEVX calls return ErrNoDEVX. opt may be nil.

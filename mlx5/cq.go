@@ -187,6 +187,10 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 		return err
 	}
 	cq.handle, cq.cqn, cq.made = h, resp.Cqn, true
+	// The kernel reports a verbs CQ's errors (IB_EVENT_CQ_ERR) on the
+	// context's async event file only: read it from now on, so that Poll
+	// can report them.
+	c.startEvents()
 	cq.db, err = doorbell.NewCQ(dbr.mem[:doorbell.RecordSize], nc.Page, cq.cqn)
 	return err
 }

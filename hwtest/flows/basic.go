@@ -11,8 +11,8 @@ import (
 // immediate data into a posted receive, RDMA WRITE, RDMA READ, and an RDMA
 // WRITE with a wrong rkey, which fails with a remote access error and
 // flushes the next work request.
-func Basic(t *testing.T, c *mlx5.Context) {
-	l := NewLoopback(t, c)
+func Basic(t *testing.T, c *mlx5.Context, objs Objects) {
+	l := NewLoopback(t, c, objs)
 	const n = 4096
 	src, srcMR := buffer(t, l.PD, n, mlx5.AccessLocalWrite)
 	for i := range src {

@@ -46,8 +46,8 @@ const (
 // that compute every block's signature. It checks the data arrived
 // unchanged and that mlx5dv_mkey_check reports no error, and returns one
 // result per seed.
-func CRC64XP10(t *testing.T, c *mlx5.Context) []CRC64Result {
-	l := NewLoopback(t, c)
+func CRC64XP10(t *testing.T, c *mlx5.Context, objs Objects) []CRC64Result {
+	l := NewLoopback(t, c, objs)
 	const dataLen = crc64Blocks * crc64BlockSize
 	src, srcMR := buffer(t, l.PD, dataLen, mlx5.AccessLocalWrite)
 	for i := range src {

@@ -7,6 +7,25 @@ import (
 	"github.com/mlx5go/mlx5go/mlx5"
 )
 
+// Objects says how a flow makes its CQs and QPs.
+type Objects int
+
+const (
+	// VerbsObjects are made through the kernel's verbs with mlx5's driver
+	// data, as libmlx5 makes them: mlx5's default.
+	VerbsObjects Objects = iota
+	// DEVXObjects are DEVX objects on UMEMs (CQOptions.DEVX,
+	// QPOptions.DEVX).
+	DEVXObjects
+)
+
+func (o Objects) String() string {
+	if o == DEVXObjects {
+		return "devx"
+	}
+	return "verbs"
+}
+
 // Loopback is two RC QPs of one context connected to each other, with the
 // PD and the CQ they share: the smallest data path a flow can run.
 type Loopback struct {
@@ -15,15 +34,16 @@ type Loopback struct {
 	A, B *mlx5.QP
 }
 
-// NewLoopback creates the pair on port 1 and connects it; t's cleanup
-// closes it.
-func NewLoopback(t testing.TB, c *mlx5.Context) *Loopback {
+// NewLoopback creates the pair on port 1, its CQ and QPs made as objs
+// says, and connects it; t's cleanup closes it.
+func NewLoopback(t testing.TB, c *mlx5.Context, objs Objects) *Loopback {
 	t.Helper()
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatalf("alloc pd: %v", err)
 	}
-	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 64})
+	devx := objs == DEVXObjects
+	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 64, DEVX: devx})
 	if err != nil {
 		pd.Close()
 		t.Fatalf("create cq: %v", err)
@@ -31,7 +51,7 @@ func NewLoopback(t testing.TB, c *mlx5.Context) *Loopback {
 	l := &Loopback{PD: pd, CQ: cq}
 	t.Cleanup(func() { closeAll(t, l.A, l.B, l.CQ, l.PD) })
 	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 16, MaxRecvSGE: 2,
-		MkeyConfigure: true, MaxMkeyEntries: 4}
+		MkeyConfigure: true, MaxMkeyEntries: 4, DEVX: devx}
 	for _, qp := range []**mlx5.QP{&l.A, &l.B} {
 		if *qp, err = c.CreateQP(opt); err != nil {
 			t.Fatalf("create qp: %v", err)

@@ -9,8 +9,11 @@ import (
 	"github.com/mlx5go/mlx5go/sig"
 )
 
-// onEveryProfile runs flow on a context of the software ConnectX of every
-// profile, then checks that the flow left no object behind.
+// onEveryProfile runs flow twice on a context of the software ConnectX of
+// every profile, then checks that the flow left no object behind: the
+// second run ends with as many objects in the model as the first (what
+// remains are the context's own UAR pages, which it keeps for its QPs and
+// CQs as libmlx5 does), and closing the context leaves none.
 func onEveryProfile(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
 	for _, p := range model.Profiles() {
 		t.Run(p, func(t *testing.T) {
@@ -21,17 +24,35 @@ func onEveryProfile(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
 			c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
 			defer c.Close()
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
+			shared := dev.Objects()
+			t.Run("again", func(t *testing.T) { flow(t, c) })
+			if n := dev.Objects(); n != shared {
+				t.Errorf("%d objects in the model after the flow ran again, %d after it ran once", n, shared)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if n := dev.Objects(); n != 0 {
-				t.Errorf("%d objects left in the model after the flow closed everything", n)
+				t.Errorf("%d objects left in the model after the context closed", n)
 			}
 		})
 	}
 }
 
-// The flows hwtest runs on a ConnectX, run on the software ConnectX.
+// The flows hwtest runs on a ConnectX, run on the software ConnectX, on
+// verbs CQs and QPs and on DEVX ones.
 func TestDEVXOnModel(t *testing.T)   { onEveryProfile(t, flows.DEVX) }
-func TestBasicOnModel(t *testing.T)  { onEveryProfile(t, flows.Basic) }
-func TestT10DIFOnModel(t *testing.T) { onEveryProfile(t, flows.T10DIF) }
+func TestBasicOnModel(t *testing.T)  { onEachKind(t, flows.Basic) }
+func TestT10DIFOnModel(t *testing.T) { onEachKind(t, flows.T10DIF) }
+
+// onEachKind runs flow with each kind of objects on every profile.
+func onEachKind(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
+	for _, objs := range []flows.Objects{flows.VerbsObjects, flows.DEVXObjects} {
+		t.Run(objs.String(), func(t *testing.T) {
+			onEveryProfile(t, func(t *testing.T, c *mlx5.Context) { flow(t, c, objs) })
+		})
+	}
+}
 
 // The CRC64_XP10 flow on the model: the model computes sig's default
 // CRC64_XP10 parameters with the seed as initial value, so the flow must
@@ -39,8 +60,8 @@ func TestT10DIFOnModel(t *testing.T) { onEveryProfile(t, flows.T10DIF) }
 // variant for seed 0) through the whole data path: signature mkey, UMR,
 // RDMA WRITE, inserted signatures, CQ.
 func TestCRC64XP10OnModel(t *testing.T) {
-	onEveryProfile(t, func(t *testing.T, c *mlx5.Context) {
-		results := flows.CRC64XP10(t, c)
+	onEachKind(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+		results := flows.CRC64XP10(t, c, objs)
 		if len(results) != 2 {
 			t.Fatalf("%d results, want one per seed", len(results))
 		}

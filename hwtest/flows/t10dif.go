@@ -39,8 +39,8 @@ func t10Attr() *sig.BlockAttr {
 //  3. The same with block 2's guard corrupted: the data still arrives, and
 //     Mkey.Check must report what the engine's check reports (bad guard,
 //     actual and expected values, the block's wire offset).
-func T10DIF(t *testing.T, c *mlx5.Context) {
-	l := NewLoopback(t, c)
+func T10DIF(t *testing.T, c *mlx5.Context, objs Objects) {
+	l := NewLoopback(t, c, objs)
 	attr := t10Attr()
 	eng, err := sig.NewEngine(attr)
 	if err != nil {
