@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/wqe"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -85,7 +85,6 @@ func (c *Caps) limits() deviceLimits {
 // Context is an open mlx5 device context.
 type Context struct {
 	dev  seam.Device
-	uctx *uverbs.Context // nil on the model
 	devx bool
 	// verbs: the device answered GET_CONTEXT with mlx5's driver data, so
 	// CQs, QPs and SRQs are made through its verbs by default.
@@ -175,18 +174,16 @@ func Open(name string, opt *Options) (*Context, error) {
 		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
 	}
 	devx := !opt.NoDEVX
-	uctx, resp, err := openUcontext(name, &req)
+	uctx, _, err := openUcontext(name, &req)
 	if devx && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)) {
 		req.Flags &^= mlx5abi.MLX5_IB_ALLOC_UCTX_DEVX
 		devx = false
-		uctx, resp, err = openUcontext(name, &req)
+		uctx, _, err = openUcontext(name, &req)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
 	}
-	c := &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: devx, verbs: true}
-	c.Caps = capsOf(&resp)
-	return c, nil
+	return NewContext(&kernelDevice{ctx: uctx, devx: devx}), nil
 }
 
 // ucontextRequest is the GET_CONTEXT driver data Open sends, as libmlx5
@@ -230,11 +227,13 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 	return nil, resp, err
 }
 
-// NewContext makes a Context on another seam.Device: the software device
-// model. Its capabilities are the device's GET_CONTEXT answer
-// (seam.Verbs.DriverContext); caps stand in for a device that gives none.
-func NewContext(dev seam.Device, caps Caps) *Context {
-	c := &Context{dev: dev, devx: true, Caps: caps}
+// NewContext makes a Context on a seam.Device: Open's kernel context, or
+// the software device model (package mlx5test opens one for tests). Its
+// capabilities are the device's GET_CONTEXT answer
+// (seam.Verbs.DriverContext); a device without one makes no verbs objects,
+// only DEVX ones.
+func NewContext(dev seam.Device) *Context {
+	c := &Context{dev: dev, devx: dev.DEVX()}
 	var r mlx5abi.Mlx5IbAllocUcontextResp
 	if b := dev.DriverContext(); len(b) > 0 {
 		copy(bytesOf(&r), b)
@@ -242,10 +241,6 @@ func NewContext(dev seam.Device, caps Caps) *Context {
 	}
 	return c
 }
-
-// Verbs returns the uverbs context under a kernel-backed Context (nil on
-// the model), for the generic verbs objects.
-func (c *Context) Verbs() *uverbs.Context { return c.uctx }
 
 // DEVX reports whether the context has DEVX.
 func (c *Context) DEVX() bool { return c.devx }

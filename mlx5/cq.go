@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/prm"

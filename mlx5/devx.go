@@ -9,9 +9,7 @@ import (
 	"sync"
 	"weak"
 
-	"github.com/mlx5go/mlx5go/internal/mlx5abi"
-
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,9 +56,6 @@ type DevxObj struct {
 	closed bool
 }
 
-// Handle is the kernel's handle of the object.
-func (o *DevxObj) Handle() seam.Handle { return o.handle }
-
 // CreateObj runs a create command (mlx5dv_devx_obj_create). The kernel
 // records the matching destroy command and runs it on Close or when the
 // context closes.
@@ -106,7 +101,7 @@ func (o *DevxObj) Query(in, out []byte) error {
 	if o.isClosed() {
 		return opErr("devx obj query", "", ErrClosed)
 	}
-	return o.c.QueryObj(o.handle, in, out)
+	return o.c.queryObj("devx obj query", o.handle, in, out)
 }
 
 // Modify runs a modify command on the object (mlx5dv_devx_obj_modify).
@@ -114,14 +109,13 @@ func (o *DevxObj) Modify(in, out []byte) error {
 	if o.isClosed() {
 		return opErr("devx obj modify", "", ErrClosed)
 	}
-	return o.c.ModifyObj(o.handle, in, out)
+	return o.c.modifyObj("devx obj modify", o.handle, in, out)
 }
 
-// QueryObj runs a query command on the object with handle h: a DevxObj's,
-// or a verbs QP's, CQ's or SRQ's (mlx5dv_devx_qp_query and friends). The
-// kernel checks that the command names that object.
-func (c *Context) QueryObj(h seam.Handle, in, out []byte) error {
-	const op = "devx obj query"
+// queryObj runs a query command on the object with handle h: a DevxObj's,
+// or a verbs QP's, CQ's or SRQ's. The kernel checks that the command
+// names that object.
+func (c *Context) queryObj(op string, h seam.Handle, in, out []byte) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
@@ -131,10 +125,9 @@ func (c *Context) QueryObj(h seam.Handle, in, out []byte) error {
 	return checkOutput(op, in, out, c.dev.ObjQuery(h, in, out))
 }
 
-// ModifyObj runs a modify command on the object with handle h, as
-// QueryObj.
-func (c *Context) ModifyObj(h seam.Handle, in, out []byte) error {
-	const op = "devx obj modify"
+// modifyObj runs a modify command on the object with handle h, as
+// queryObj.
+func (c *Context) modifyObj(op string, h seam.Handle, in, out []byte) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
@@ -346,7 +339,9 @@ func (u *UMem) Close() error {
 // UAR is a mapped UAR page (mlx5dv_devx_uar).
 type UAR struct {
 	c *Context
-	seam.UAR
+	u seam.UAR
+	// PageID is the UAR page's index, as PRM commands name it (uar_page).
+	PageID uint32
 	// Page is the mapped page: doorbells and BlueFlame writes go here.
 	// Keep the UAR reachable while the page is in use: an unreachable UAR
 	// is unmapped and freed by a cleanup.
@@ -364,9 +359,9 @@ type UARType uint32
 const (
 	// UARBlueFlame is a write-combining page with BlueFlame registers,
 	// for send queue doorbells.
-	UARBlueFlame UARType = mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
+	UARBlueFlame UARType = 0 // MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF
 	// UARNonCached is a non-cached page, for CQ doorbells.
-	UARNonCached UARType = mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC
+	UARNonCached UARType = 1 // MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC
 )
 
 // AllocUAR allocates and maps a UAR page (mlx5dv_devx_alloc_uar). Close
@@ -383,7 +378,7 @@ func (c *Context) AllocUAR(typ UARType) (*UAR, error) {
 		return nil, opErr("uar alloc", "", err)
 	}
 	u.child = true
-	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.UAR.Handle, u.Page, c, weakUAR{weak.Make(u)}})
+	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.u.Handle, u.Page, c, weakUAR{weak.Make(u)}})
 	return u, nil
 }
 
@@ -416,7 +411,7 @@ func (c *Context) allocUAR(typ UARType) (*UAR, error) {
 		c.dev.UARFree(u.Handle)
 		return nil, opErr(op, "", err)
 	}
-	return &UAR{c: c, UAR: u, Page: page}, nil
+	return &UAR{c: c, u: u, PageID: u.PageID, Page: page}, nil
 }
 
 // uarRelease is what the cleanup of an unreachable UAR needs.
@@ -451,7 +446,7 @@ func (u *UAR) Close() error {
 	err := u.c.dev.UnmapUAR(u.Page)
 	u.Page = nil
 	if !u.c.closedNow() {
-		if ferr := u.c.dev.UARFree(u.Handle); ferr != nil && err == nil {
+		if ferr := u.c.dev.UARFree(u.u.Handle); ferr != nil && err == nil {
 			err = ferr
 		}
 	}
@@ -473,4 +468,76 @@ func (c *Context) QueryEQN(vector uint32) (uint32, error) {
 		return 0, fmt.Errorf("mlx5: %s: %w", op, err)
 	}
 	return eqn, nil
+}
+
+// DEVX commands on verbs objects (mlx5dv_devx_qp_query and its kin): the
+// kernel runs a QUERY or MODIFY command that names the object's number on
+// it, for what the verbs do not reach. A DEVX QP or CQ takes them too.
+
+// devxHandle is the kernel handle DEVX commands on the object go to.
+func devxHandle(obj *DevxObj, h seam.Handle) seam.Handle {
+	if obj != nil {
+		return obj.handle
+	}
+	return h
+}
+
+// DevxQuery runs a query command on the QP (mlx5dv_devx_qp_query), e.g.
+// QUERY_QP.
+func (qp *QP) DevxQuery(in, out []byte) error {
+	const op = "devx qp query"
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
+	return qp.c.queryObj(op, devxHandle(qp.obj, qp.handle), in, out)
+}
+
+// DevxModify runs a modify command on the QP (mlx5dv_devx_qp_modify).
+// The QP's state as mlx5go knows it does not follow: use Modify for
+// transitions.
+func (qp *QP) DevxModify(in, out []byte) error {
+	const op = "devx qp modify"
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
+	return qp.c.modifyObj(op, devxHandle(qp.obj, qp.handle), in, out)
+}
+
+// DevxQuery runs a query command on the CQ (mlx5dv_devx_cq_query), e.g.
+// QUERY_CQ.
+func (cq *CQ) DevxQuery(in, out []byte) error {
+	const op = "devx cq query"
+	if cq.g.closed() {
+		return opErr(op, cq.name, ErrClosed)
+	}
+	return cq.c.queryObj(op, devxHandle(cq.obj, cq.handle), in, out)
+}
+
+// DevxModify runs a modify command on the CQ (mlx5dv_devx_cq_modify), e.g.
+// MODIFY_CQ for moderation.
+func (cq *CQ) DevxModify(in, out []byte) error {
+	const op = "devx cq modify"
+	if cq.g.closed() {
+		return opErr(op, cq.name, ErrClosed)
+	}
+	return cq.c.modifyObj(op, devxHandle(cq.obj, cq.handle), in, out)
+}
+
+// DevxQuery runs a query command on the SRQ (mlx5dv_devx_srq_query), e.g.
+// QUERY_SRQ.
+func (s *SRQ) DevxQuery(in, out []byte) error {
+	const op = "devx srq query"
+	if s.g.closed() {
+		return opErr(op, s.name, ErrClosed)
+	}
+	return s.c.queryObj(op, s.handle, in, out)
+}
+
+// DevxModify runs a modify command on the SRQ (mlx5dv_devx_srq_modify).
+func (s *SRQ) DevxModify(in, out []byte) error {
+	const op = "devx srq modify"
+	if s.g.closed() {
+		return opErr(op, s.name, ErrClosed)
+	}
+	return s.c.modifyObj(op, s.handle, in, out)
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +42,7 @@ func newRecorded(t *testing.T) *recorded {
 		}
 		return r.errno
 	})
-	r.Context = &Context{dev: &kernelDevice{ctx: uctx}, uctx: uctx, devx: true}
+	r.Context = NewContext(&kernelDevice{ctx: uctx, devx: true})
 	t.Cleanup(func() { r.Close() })
 	return r
 }
@@ -101,8 +101,8 @@ func TestOracleDevxObjLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	oracle.Compare(t, create.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_CREATE"), got(r.last))
-	if obj.Handle() != 779 {
-		t.Errorf("handle %d, want the kernel's 779", obj.Handle())
+	if obj.handle != 779 {
+		t.Errorf("handle %d, want the kernel's 779", obj.handle)
 	}
 
 	query := devxCase(t, "obj_query/query_mkey")
@@ -149,7 +149,8 @@ func TestOracleDevxQPQuery(t *testing.T) {
 	r := newRecorded(t)
 	c := devxCase(t, "qp_query/query_qp")
 	in, outLen := inputOf(t, c)
-	if err := r.QueryObj(seam.Handle(6), in, make([]byte, outLen)); err != nil {
+	qp := &QP{c: r.Context, handle: seam.Handle(6), name: "QP 0x1"} // the verbs QP libmlx5 queried
+	if err := qp.DevxQuery(in, make([]byte, outLen)); err != nil {
 		t.Fatal(err)
 	}
 	oracle.Compare(t, c.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_QUERY"), got(r.last))
@@ -293,5 +294,13 @@ func TestCreateCQRespSize(t *testing.T) {
 		if a.Name == "UHW_IN" && a.Len != uint16(unsafe.Sizeof(mlx5abi.Mlx5IbCreateCq{})) {
 			t.Errorf("struct mlx5_ib_create_cq: %d bytes, libmlx5 %d", unsafe.Sizeof(mlx5abi.Mlx5IbCreateCq{}), a.Len)
 		}
+	}
+}
+
+// The UAR types are the uapi's (internal/mlx5abi's, checked against BTF).
+func TestUARTypesAreTheUAPIs(t *testing.T) {
+	if UARBlueFlame != mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF || UARNonCached != mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC {
+		t.Errorf("UARBlueFlame %d, UARNonCached %d; the uapi's %d, %d", UARBlueFlame, UARNonCached,
+			mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"golang.org/x/sys/unix"
 )
 

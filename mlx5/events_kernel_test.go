@@ -15,7 +15,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -115,7 +115,7 @@ func TestOracleDevxEventChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	oracle.Compare(t, create.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_CREATE"), got(r.last))
-	objMap := map[int64]seam.Handle{recordedHandles(t, "events/obj_create")["HANDLE"]: obj.Handle()}
+	objMap := map[int64]seam.Handle{recordedHandles(t, "events/obj_create")["HANDLE"]: obj.handle}
 
 	fd, _ := seqpacket(t)
 	alloc := oracle.Load(t, eventsVectors, "events/create_event_channel")
@@ -148,7 +148,7 @@ func TestOracleDevxEventChannel(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: libmlx5 subscribed fd %d, not the channel's", kase, h["FD_HANDLE"])
 		}
-		if err := r.dev.Subscribe(ch, obj.Handle(), input.Types, cookie); err != nil {
+		if err := r.dev.Subscribe(ch, obj.handle, input.Types, cookie); err != nil {
 			t.Fatal(err)
 		}
 		want := c.Find(t, "MLX5_DEVX", "DEVX_SUBSCRIBE_EVENT")

@@ -10,7 +10,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
 	"github.com/mlx5go/mlx5go/internal/pollfd"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +18,8 @@ import (
 // kernelDevice is seam.Device over the kernel: DEVX methods of the mlx5_ib
 // driver on a uverbs context.
 type kernelDevice struct {
-	ctx *uverbs.Context
+	ctx  *uverbs.Context
+	devx bool // opened with a DEVX uid
 
 	mu  sync.Mutex
 	pds map[seam.Handle]*uverbs.PD
@@ -290,3 +291,6 @@ func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []ui
 	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
 	return k.ctx.Invoke("devx subscribe event", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
 }
+
+// DEVX reports whether the context was opened with a DEVX uid.
+func (k *kernelDevice) DEVX() bool { return k.devx }

@@ -8,7 +8,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mlx5go/mlx5go/internal/labenv"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

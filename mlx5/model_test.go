@@ -22,7 +22,7 @@ func onModel(t testing.TB, profile string) (*mlx5.Context, *model.Device) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+	c := mlx5.NewContext(dev)
 	t.Cleanup(func() { c.Close() })
 	return c, dev
 }
@@ -335,7 +335,7 @@ func TestModelUARAndEQN(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u.PageID == 0 || len(u.Page) != 4096 {
-		t.Fatalf("UAR %+v, page of %d bytes", u.UAR, len(u.Page))
+		t.Fatalf("UAR page %d, page of %d bytes", u.PageID, len(u.Page))
 	}
 	u.Page[0x800] = 1 // a doorbell write lands in the mapping
 	if _, err := c.QueryEQN(1 << 20); !errors.Is(err, unix.ENOENT) {
@@ -360,7 +360,7 @@ func TestModelContextClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mlx5.NewContext(dev, mlx5.Caps{})
+	c := mlx5.NewContext(dev)
 	o := createAll(t, c)
 	u, err := c.AllocUAR(mlx5.UARBlueFlame)
 	if err != nil {

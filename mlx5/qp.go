@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/mlx5go/mlx5go/doorbell"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )

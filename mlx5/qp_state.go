@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 )
 
 // QPState is a QP's state (enum ibv_qp_state).
@@ -219,7 +219,7 @@ func (qp *QP) drainSigErr() error {
 	prm.Init2initQpIn.Qpn.Set(in, uint64(qp.qpn))
 	prm.Init2initQpIn.OptParamMask.Set(in, mlx5QPCOptMaskDrainSigErr)
 	prm.Qpc.DrainSigerr.At(prm.Init2initQpIn.Qpc).Set(in, 1)
-	if err := qp.c.ModifyObj(qp.handle, in, make([]byte, prm.Init2initQpOut.Layout().Size)); err != nil {
+	if err := qp.c.modifyObj("modify", qp.handle, in, make([]byte, prm.Init2initQpOut.Layout().Size)); err != nil {
 		return fmt.Errorf("INIT2INIT drain_sigerr: %w", err)
 	}
 	return nil

@@ -3,7 +3,7 @@ package mlx5
 import (
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/wqe"
 )
 

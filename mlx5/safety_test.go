@@ -37,7 +37,7 @@ func newRig(t testing.TB, profile string, opt model.Options, cqEntries int) *rig
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+	c := mlx5.NewContext(dev)
 	t.Cleanup(func() { c.Close() })
 	r := &rig{c: c, dev: dev}
 	if r.pd, err = c.AllocPD(); err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/btfcheck"
 	"github.com/mlx5go/mlx5go/internal/labenv"
-	"github.com/mlx5go/mlx5go/seam"
+	"github.com/mlx5go/mlx5go/internal/seam"
 )
 
 // modelConsts are the kernel enumerators the model's own constants

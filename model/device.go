@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 
@@ -162,6 +162,9 @@ func (h *hca) open(opt Options) (*Device, error) {
 // UID returns the DEVX uid the kernel gave the context; it writes it into
 // every command the context sends.
 func (d *Device) UID() uint16 { return d.uid }
+
+// DEVX reports whether the context has a DEVX uid: always, here.
+func (d *Device) DEVX() bool { return d.uid != 0 }
 
 // Profile returns the profile's name.
 func (d *Device) Profile() string { return d.h.prof.name }

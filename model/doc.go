@@ -30,5 +30,5 @@
 // which profile values are guesses.
 //
 //	dev, _ := model.New("cx6dx")
-//	ctx := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+//	ctx := mlx5.NewContext(dev)
 package model

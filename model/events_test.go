@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 

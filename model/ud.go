@@ -3,8 +3,8 @@ package model
 import (
 	"encoding/binary"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 )
 
 // UD sends. A UD SEND or SEND_IMM carries, after the control segment, a

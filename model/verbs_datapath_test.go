@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )

@@ -5,8 +5,8 @@ import (
 	"math/bits"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/seam"
 	"golang.org/x/sys/unix"
 )
 

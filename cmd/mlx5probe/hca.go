@@ -73,7 +73,7 @@ func probeModel(profile string) (deviceReport, error) {
 	if err != nil {
 		return deviceReport{}, err
 	}
-	c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+	c := mlx5.NewContext(dev)
 	defer c.Close()
 	drv := lookup(driverNames, uverbs.RDMA_DRIVER_MLX5, "unknown")
 	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}

@@ -21,7 +21,7 @@ func onEveryProfile(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := mlx5.NewContext(dev, mlx5.Caps{SQD2RTS: true})
+			c := mlx5.NewContext(dev)
 			defer c.Close()
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
 			shared := dev.Objects()

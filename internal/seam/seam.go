@@ -62,10 +62,14 @@ const (
 	EQESize         = 64
 )
 
-// Device is an mlx5 device context with DEVX. Kernel failures are errors
-// wrapping the errno; firmware failures come back in the output mailbox's
-// status and syndrome, which the caller decodes.
+// Device is an mlx5 device context. Kernel failures are errors wrapping
+// the errno; firmware failures come back in the output mailbox's status
+// and syndrome, which the caller decodes.
 type Device interface {
+	// DEVX reports whether the context has a DEVX uid (GET_CONTEXT with
+	// MLX5_IB_ALLOC_UCTX_DEVX succeeded). Without one the kernel refuses
+	// the DEVX methods below; the verbs half and UARAlloc still work.
+	DEVX() bool
 	// GeneralCmd runs a firmware command that creates no object
 	// (mlx5dv_devx_general_cmd).
 	GeneralCmd(in, out []byte) error
