@@ -44,7 +44,7 @@ func (c *Context) ncPage() (*UAR, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.ncUAR == nil {
-		u, err := c.allocUAR(UARNonCached)
+		u, err := c.newUAR(UARNonCached)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func (c *Context) getBFReg() (bfReg, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.bfFree) == 0 {
-		u, err := c.allocUAR(UARBlueFlame)
+		u, err := c.newUAR(UARBlueFlame)
 		if err != nil {
 			return bfReg{}, err
 		}
