@@ -32,7 +32,8 @@ const grhFlowLabelMask = 0xfffff
 // CreateAH makes an address handle for path (ibv_create_ah), as libmlx5's
 // mlx5_create_ah does. On InfiniBand the address vector is built here
 // (the destination LID, path bits and, with GRH, the GID) and the kernel
-// is not asked. On RoCE a GRH is required; the kernel makes the AH and
+// is not asked: the port's link layer is the one the context learned when
+// it opened. On RoCE a GRH is required; the kernel makes the AH and
 // resolves the destination MAC, and for a RoCE v2 source GID the address
 // vector carries the UDP source port: the flow label folded into 14 bits,
 // or a random port of 0xc000 to 0xffff without a flow label. path.MAC is
@@ -49,12 +50,12 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	if path.Port < 1 || int(path.Port) > max(c.Caps.NumPorts, 1) {
 		return nil, invalid(op, "", "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
 	}
-	pa, err := c.dev.QueryPort(path.Port)
+	linkLayer, flags, err := c.port(path.Port)
 	if err != nil {
 		return nil, opErr(op, "", err)
 	}
-	eth := pa.LinkLayer == linkLayerEthernet
-	if !path.GRH && (eth || pa.Flags&portGRHRequired != 0) {
+	eth := linkLayer == linkLayerEthernet
+	if !path.GRH && (eth || flags&portGRHRequired != 0) {
 		return nil, invalid(op, "", "port %d needs a GRH (RoCE, or GRH required)", path.Port)
 	}
 	a := path.ah()
