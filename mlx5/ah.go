@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/wqe"
@@ -32,7 +34,8 @@ const grhFlowLabelMask = 0xfffff
 // CreateAH makes an address handle for path (ibv_create_ah), as libmlx5's
 // mlx5_create_ah does. On InfiniBand the address vector is built here
 // (the destination LID, path bits and, with GRH, the GID) and the kernel
-// is not asked. On RoCE a GRH is required; the kernel makes the AH and
+// is not asked: the port's link layer is the one the context learned when
+// it opened. On RoCE a GRH is required; the kernel makes the AH and
 // resolves the destination MAC, and for a RoCE v2 source GID the address
 // vector carries the UDP source port: the flow label folded into 14 bits,
 // or a random port of 0xc000 to 0xffff without a flow label. path.MAC is
@@ -49,12 +52,12 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	if path.Port < 1 || int(path.Port) > max(c.Caps.NumPorts, 1) {
 		return nil, invalid(op, "", "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
 	}
-	pa, err := c.dev.QueryPort(path.Port)
+	linkLayer, flags, err := c.port(path.Port)
 	if err != nil {
 		return nil, opErr(op, "", err)
 	}
-	eth := pa.LinkLayer == linkLayerEthernet
-	if !path.GRH && (eth || pa.Flags&portGRHRequired != 0) {
+	eth := linkLayer == linkLayerEthernet
+	if !path.GRH && (eth || flags&portGRHRequired != 0) {
 		return nil, invalid(op, "", "port %d needs a GRH (RoCE, or GRH required)", path.Port)
 	}
 	a := path.ah()
@@ -68,21 +71,12 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	if c.uhw&mlx5abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
 		return nil, unsupported(op, "", "the kernel does not make RoCE AHs (no MLX5_USER_CMDS_SUPP_UHW_CREATE_AH)")
 	}
-	gids, err := c.dev.QueryGIDTable()
+	gidType, err := c.gidType(path.Port, path.SGIDIndex)
 	if err != nil {
 		return nil, opErr(op, "", err)
 	}
-	found := false
-	for _, g := range gids {
-		if g.Port == uint32(path.Port) && g.Index == uint32(path.SGIDIndex) {
-			found = true
-			if g.Type == gidTypeRoCEv2 {
-				ah.av.RLID = udpSourcePort(path.FlowLabel)
-			}
-		}
-	}
-	if !found {
-		return nil, invalid(op, "", "port %d has no GID %d", path.Port, path.SGIDIndex)
+	if gidType == gidTypeRoCEv2 {
+		ah.av.RLID = udpSourcePort(path.FlowLabel)
 	}
 	// On RoCE the GRH bit is reserved (every packet has one) and the SL
 	// takes bits 3:1.
@@ -103,6 +97,32 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 		return nil, err
 	}
 	return ah, nil
+}
+
+// gidTyper is a device that reads the type of one GID table entry
+// (QUERY_GID_ENTRY); the kernel device is one.
+type gidTyper interface {
+	GIDType(port uint8, index uint32) (uint32, error)
+}
+
+// gidType is the type of the source GID of a RoCE AH, which libmlx5's
+// mlx5_create_ah reads with ibv_query_gid_type: that entry alone (a
+// netdev elsewhere in the table cannot fail it). A device that cannot
+// read one entry is asked for the table.
+func (c *Context) gidType(port, index uint8) (uint32, error) {
+	if d, ok := c.dev.(gidTyper); ok {
+		return d.GIDType(port, uint32(index))
+	}
+	gids, err := c.dev.QueryGIDTable()
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range gids {
+		if g.Port == uint32(port) && g.Index == uint32(index) {
+			return g.Type, nil
+		}
+	}
+	return 0, &reasonError{msg: fmt.Sprintf("port %d has no GID %d", port, index), errs: []error{ErrInvalid, unix.EINVAL}}
 }
 
 // portGRHRequired is IB_UVERBS_QPF_GRH_REQUIRED, a port flag.

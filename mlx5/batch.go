@@ -123,6 +123,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d of the batch is nil", b.n))
 		return b
 	}
+	if len(qp.sq.slots) == 0 && qp.typ != QPTypeDCT {
+		b.fail(op, invalid(postOpNames[op], qp.name, "the QP has no send queue (MaxSendWR 0)"))
+		return b
+	}
 	if wr.Opcode == 0 || wr.Opcode >= numOpcodes {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): opcode %d", b.n, wr.WrID, uint8(wr.Opcode)))
 		return b
@@ -199,6 +203,9 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		return b
 	case !qp.mkeyConf:
 		b.fail(op, invalid(postOpNames[op], qp.name, "the QP was created without MkeyConfigure"))
+		return b
+	case len(qp.sq.slots) == 0:
+		b.fail(op, invalid(postOpNames[op], qp.name, "the QP has no send queue (MaxSendWR 0)"))
 		return b
 	case m.dead.Load():
 		b.fail(op, opErr(postOpNames[op], qp.name, fmt.Errorf("work request %d (wr_id %#x): %s: %w", b.n, wr.WrID, m.name, ErrClosed)))

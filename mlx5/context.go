@@ -92,6 +92,8 @@ type Context struct {
 	// uhw is the kernel's cmds_supp_uhw: MLX5_USER_CMDS_SUPP_UHW_*.
 	uhw  uint8
 	Caps Caps
+	// ports are the ports' link layers and flags, learned at open.
+	ports [maxCachedPorts]portInfo
 
 	mu sync.Mutex
 	// closing: Close has begun; no new object is made. closed: the
@@ -237,9 +239,46 @@ func NewContext(dev seam.Device) *Context {
 	var r mlx5abi.Mlx5IbAllocUcontextResp
 	if b := dev.DriverContext(); len(b) > 0 {
 		copy(bytesOf(&r), b)
-		c.Caps, c.verbs, c.uhw = capsOf(&r), true, r.CmdsSuppUhw
+		c.openVerbs(&r)
 	}
 	return c
+}
+
+// openVerbs sets up a context whose device answered GET_CONTEXT with
+// mlx5's driver data, as libmlx5's mlx5_init_context does: the caps and
+// the commands that take driver data, then each port's link layer and
+// flags (mlx5_query_port into cached_link_layer and cached_port_flags; a
+// port whose query fails is asked again when an AH needs it), then the
+// non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that fails,
+// the first CQ tries again).
+func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
+	c.Caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
+	for p := 1; p <= min(c.Caps.NumPorts, len(c.ports)); p++ {
+		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
+			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags}
+		}
+	}
+	c.ncPage()
+}
+
+// portInfo is what a context learned of a port when it opened; a zero
+// link layer is unknown.
+type portInfo struct{ linkLayer, flags uint8 }
+
+// maxCachedPorts is MLX5_MAX_PORTS_NUM: the ports libmlx5 learns at open.
+const maxCachedPorts = 2
+
+// port returns a port's link layer and flags: those learned at open, or
+// the kernel's answer now (mlx5_create_ah).
+func (c *Context) port(p uint8) (linkLayer, flags uint8, err error) {
+	if p >= 1 && int(p) <= len(c.ports) && c.ports[p-1].linkLayer != 0 {
+		return c.ports[p-1].linkLayer, c.ports[p-1].flags, nil
+	}
+	pa, err := c.dev.QueryPort(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	return pa.LinkLayer, pa.Flags, nil
 }
 
 // DEVX reports whether the context has DEVX.

@@ -31,7 +31,8 @@ func TestModelDataPathLifecycle(t *testing.T) {
 	for _, bad := range []mlx5.QPOptions{
 		{SendCQ: cq, RecvCQ: cq, MaxSendWR: 1},
 		{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 0},
-		{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxSendSGE: 31},
+		{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxSendSGE: 53}, // a 1024-byte WQE holds 52 after the default operations' 192
+		{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxSendSGE: 31, DEVX: true},
 		{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1 << 15, MkeyConfigure: true},
 	} {
 		if _, err := c.CreateQP(bad); err == nil {

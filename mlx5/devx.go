@@ -393,10 +393,23 @@ func (w weakUAR) Close() error {
 	return nil
 }
 
-// allocUAR is AllocUAR for a page another object owns.
+// allocUAR is AllocUAR for a page another object owns (a DEVX CQ's or
+// QP's).
 func (c *Context) allocUAR(typ UARType) (*UAR, error) {
+	if err := c.check("uar alloc"); err != nil {
+		return nil, err
+	}
+	return c.newUAR(typ)
+}
+
+// newUAR allocates and maps a UAR page. It needs no DEVX: UAR_OBJ_ALLOC
+// is mlx5_ib's own method, with which libmlx5 takes the pages of its verbs
+// QPs and CQs on any context (mlx5_alloc_dyn_uar, from
+// mlx5_set_singleton_nc_uar and mlx5_get_qp_uar), so the verbs objects'
+// pages (verbs.go) come from here.
+func (c *Context) newUAR(typ UARType) (*UAR, error) {
 	const op = "uar alloc"
-	if err := c.check(op); err != nil {
+	if err := c.checkOpen(op); err != nil {
 		return nil, err
 	}
 	if typ != UARBlueFlame && typ != UARNonCached {

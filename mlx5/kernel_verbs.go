@@ -164,6 +164,17 @@ func (k *kernelDevice) QueryGIDTable() ([]seam.GIDEntry, error) {
 	return out, nil
 }
 
+// GIDType is the type of port's GID table entry index
+// (UVERBS_METHOD_QUERY_GID_ENTRY, as libibverbs' ibv_query_gid_type reads
+// it for libmlx5's mlx5_create_ah): one entry, without its netdev.
+func (k *kernelDevice) GIDType(port uint8, index uint32) (uint32, error) {
+	e, err := k.ctx.QueryGIDEntry(uint32(port), index)
+	if err != nil {
+		return 0, verbsErr("query gid entry", err)
+	}
+	return uint32(e.Type), nil
+}
+
 // NextAsyncEvent reads the context's async event file. The element is
 // what the kernel reported: the user handle the object was created with,
 // or the port number.

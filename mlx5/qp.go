@@ -24,11 +24,15 @@ type QPOptions struct {
 	// DCT must); it then has no receive queue of its own.
 	SRQ *SRQ
 	// MaxSendWR is the number of send work requests of the largest kind
-	// the send queue must hold at once; MaxSendSGE bounds their SGEs (0
-	// means 1), MaxInlineData their inline bytes (SendWR.Inline). The QP
-	// grants what libmlx5 would (QP.Caps): the ring is sized for the
-	// largest WQE of the operations SendOps names (0: every operation of
-	// the QP type, as libmlx5 sizes a QP without send_ops_flags).
+	// the send queue must hold at once (0 makes a verbs QP without a send
+	// queue: it only receives); MaxSendSGE bounds their SGEs (0 means 1),
+	// MaxInlineData their inline bytes (SendWR.Inline). The QP grants what
+	// libmlx5 would (QP.Caps), and takes what libmlx5 takes: as many SGEs
+	// and inline bytes as fit the device's largest send WQE, and receive
+	// SGEs its largest receive WQE (a DEVX QP: 30 SGEs, the device's
+	// max_sge). The ring is sized for the largest WQE of the operations
+	// SendOps names (0: every operation of the QP type, as libmlx5 sizes a
+	// QP without send_ops_flags).
 	MaxSendWR, MaxSendSGE, MaxInlineData int
 	SendOps                              OpcodeSet
 	// MaxRecvWR and MaxRecvSGE size the receive queue; MaxRecvWR 0 makes
@@ -341,10 +345,10 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("PD, CQ or SRQ of another context")
 	case o.Type > QPTypeDCT:
 		return bad("QP type %v", o.Type)
-	case o.Type != QPTypeDCT && (o.MaxSendWR <= 0 || o.MaxSendWR > 1<<15):
-		return bad("MaxSendWR %d (1 to 32768)", o.MaxSendWR)
-	case o.MaxSendSGE < 0 || o.MaxSendSGE > 30 || o.MaxRecvSGE < 0 || o.MaxRecvSGE > 30:
-		return bad("at most 30 SGEs per work request")
+	case o.Type != QPTypeDCT && (o.MaxSendWR < 0 || o.MaxSendWR > 1<<15):
+		return bad("MaxSendWR %d (0 to 32768)", o.MaxSendWR)
+	case o.MaxSendSGE < 0 || o.MaxRecvSGE < 0:
+		return bad("MaxSendSGE %d, MaxRecvSGE %d", o.MaxSendSGE, o.MaxRecvSGE)
 	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
 		return bad("MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
 	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:
@@ -378,6 +382,10 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		switch {
 		case o.Type != QPTypeRC:
 			return bad("a DEVX QP is an RC QP here, not %v", o.Type)
+		case o.MaxSendWR == 0:
+			return bad("a DEVX QP has a send queue (MaxSendWR 1 to 32768)")
+		case o.MaxSendSGE > 30 || o.MaxRecvSGE > 30:
+			return bad("at most 30 SGEs per work request on a DEVX QP")
 		case o.SRQ != nil:
 			return bad("a DEVX QP has its own receive queue")
 		}
@@ -620,6 +628,9 @@ func ipv4Mapped(g [16]byte) bool {
 func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
 	switch q.Opcode {
 	case wqe.CQEReq, wqe.CQEReqErr:
+		if len(qp.sq.slots) == 0 {
+			return false // no send queue: nothing it could complete
+		}
 		qp.sq.sync.observe()
 		// A copy: once the tail moves past it, the poster reuses the slot.
 		s := qp.sq.slots[int(q.WQECounter)&(len(qp.sq.slots)-1)]

@@ -3,9 +3,12 @@ package mlx5
 import (
 	"fmt"
 	"math/bits"
+	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/prm"
+	"golang.org/x/sys/unix"
 )
 
 // QPState is a QP's state (enum ibv_qp_state).
@@ -133,7 +136,8 @@ func pathOf(a *seam.AHAttr, mtu uint8) AddressPath {
 // type with the attributes the IB specification asks for, checked by the
 // kernel for a verbs QP. After a move to RESET the QP's completions are
 // cleaned out of its CQs and its queues start over, as libmlx5 does; a
-// signature-pipelining QP moved to INIT gets drain_sigerr. A DEVX QP takes
+// signature-pipelining QP moved to INIT gets drain_sigerr; a DCT gets its
+// number (QPN) when it reaches RTR. A DEVX QP takes
 // the transitions its commands have (RESET, INIT, RTR, RTS, SQE to RTS,
 // ERR), not SQD.
 func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
@@ -151,10 +155,13 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 		return opErr(op, qp.name, ErrClosed)
 	}
 	var err error
-	if qp.verbs {
+	switch {
+	case qp.verbs && qp.typ == QPTypeDCT:
+		err = qp.modifyDCT(a, mask)
+	case qp.verbs:
 		sa := seamAttr(a)
 		err = qp.c.dev.ModifyQP(qp.handle, &sa, uint32(mask), nil, nil)
-	} else {
+	default:
 		err = qp.modifyDEVX(a, mask)
 	}
 	if err != nil {
@@ -204,6 +211,37 @@ func (qp *QP) cqs() []*CQ {
 		return []*CQ{qp.sendCQ}
 	}
 	return []*CQ{qp.sendCQ, qp.recvCQ}
+}
+
+// modifyDCT is libmlx5's modify_dct: a DCT always moves with the extended
+// MODIFY_QP, mlx5's driver data (struct mlx5_ib_modify_qp; no ECE options
+// to set) and its response. The kernel creates the DCT in the device when
+// it reaches RTR, and the response's dctn is then its number (the create
+// answered none): the QP takes it, and its CQs know it by it.
+func (qp *QP) modifyDCT(a *QPAttr, mask QPAttrMask) error {
+	var drv mlx5abi.Mlx5IbModifyQp
+	var resp mlx5abi.Mlx5IbModifyQpResp
+	sa := seamAttr(a)
+	if err := qp.c.dev.ModifyQP(qp.handle, &sa, uint32(mask), bytesOf(&drv), bytesOf(&resp)); err != nil {
+		return err
+	}
+	if mask&QPAttrState == 0 || a.State != QPStateRTR {
+		return nil
+	}
+	if n := unsafe.Offsetof(resp.Dctn) + unsafe.Sizeof(resp.Dctn); uintptr(resp.ResponseLength) < n {
+		return fmt.Errorf("the kernel's response to the DCT's RTR (%d bytes) has no DCT number (%d): %w", resp.ResponseLength, n, unix.EINVAL)
+	}
+	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
+	defer unlock()
+	for _, cq := range qp.cqs() {
+		cq.detachLocked(qp)
+	}
+	qp.qpn, qp.name = resp.Dctn, qpName(resp.Dctn)
+	qp.initErrors()
+	for _, cq := range qp.cqs() {
+		cq.attachLocked(qp)
+	}
+	return nil
 }
 
 // mlx5QPCOptMaskDrainSigErr is MLX5_QPC_OPT_MASK_INIT2INIT_DRAIN_SIGERR

@@ -23,8 +23,14 @@ const eceVersion1 = 0x10000000
 func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	c := qp.c
 	var drv mlx5abi.Mlx5IbCreateQp
+	// The caps as asked, but the inline bytes granted (mlx5_calc_sq_size
+	// raises them), and 1 SGE for a send queue asked 0 (0 means 1 here).
+	sendSGE := o.MaxSendSGE
+	if o.MaxSendWR > 0 {
+		sendSGE = max(sendSGE, 1)
+	}
 	q := seam.QPCreate{PD: o.PD.handle, SendCQ: o.SendCQ.handle, RecvCQ: o.RecvCQ.handle, SRQ: seam.NoHandle,
-		Cap: seam.QPCap{MaxSendWR: uint32(o.MaxSendWR), MaxRecvWR: uint32(o.MaxRecvWR), MaxSendSGE: uint32(max(o.MaxSendSGE, 1)),
+		Cap: seam.QPCap{MaxSendWR: uint32(o.MaxSendWR), MaxRecvWR: uint32(o.MaxRecvWR), MaxSendSGE: uint32(sendSGE),
 			MaxRecvSGE: uint32(o.MaxRecvSGE), MaxInlineData: uint32(sq.maxInline)}}
 	if o.SRQ != nil {
 		q.SRQ = o.SRQ.handle

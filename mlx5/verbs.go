@@ -44,7 +44,7 @@ func (c *Context) ncPage() (*UAR, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.ncUAR == nil {
-		u, err := c.allocUAR(UARNonCached)
+		u, err := c.newUAR(UARNonCached)
 		if err != nil {
 			return nil, err
 		}
@@ -54,14 +54,16 @@ func (c *Context) ncPage() (*UAR, error) {
 }
 
 // getBFReg hands a QP a BlueFlame register of its own, as libmlx5's
-// mlx5_get_qp_uar does with dynamic UARs: a free one, else the registers
-// of a new BlueFlame UAR page.
+// mlx5_get_qp_uar does with dynamic UARs (its dedicated registers): the
+// free list is a queue, a QP takes the register at its head, else the
+// registers of a new BlueFlame UAR page join its tail
+// (mlx5_insert_dyn_uuars) and the first of them is taken.
 func (c *Context) getBFReg() (bfReg, error) {
 	v := &c.vr
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.bfFree) == 0 {
-		u, err := c.allocUAR(UARBlueFlame)
+		u, err := c.newUAR(UARBlueFlame)
 		if err != nil {
 			return bfReg{}, err
 		}
@@ -70,15 +72,17 @@ func (c *Context) getBFReg() (bfReg, error) {
 		if size == 0 {
 			size = 2 * defaultBFSize
 		}
-		for i := bfRegsPerUAR - 1; i >= 0; i-- { // the first is handed out first
+		for i := range bfRegsPerUAR {
 			v.bfFree = append(v.bfFree, bfReg{uar: u, off: doorbell.BlueFlameOffset + i*size})
 		}
 	}
-	r := v.bfFree[len(v.bfFree)-1]
-	v.bfFree = v.bfFree[:len(v.bfFree)-1]
+	r := v.bfFree[0]
+	v.bfFree = v.bfFree[1:]
 	return r, nil
 }
 
+// putBFReg gives a QP's register back to the tail of the free list
+// (mlx5_put_qp_uar).
 func (c *Context) putBFReg(r bfReg) {
 	v := &c.vr
 	v.mu.Lock()
@@ -140,15 +144,27 @@ func (c *Context) objectOf(h uint64) any {
 }
 
 // closeVerbs releases the shared UAR pages, after every object that used
-// them.
+// them, in libmlx5's order (clean_dyn_uars): it walks the free list of
+// BlueFlame registers and frees a page where it meets the page's first
+// register, then the non-cached page. A page whose first register a QP
+// still holds (its destroy failed) goes after the others.
 func (c *Context) closeVerbs() {
 	v := &c.vr
 	v.mu.Lock()
-	pages, nc := v.bfPages, v.ncUAR
+	pages, free, nc := v.bfPages, v.bfFree, v.ncUAR
 	v.bfPages, v.bfFree, v.ncUAR = nil, nil, nil
 	v.mu.Unlock()
+	done := map[*UAR]bool{}
+	for _, r := range free {
+		if r.off == doorbell.BlueFlameOffset && !done[r.uar] {
+			done[r.uar] = true
+			r.uar.Close()
+		}
+	}
 	for _, u := range pages {
-		u.Close()
+		if !done[u] {
+			u.Close()
+		}
 	}
 	if nc != nil {
 		nc.Close()
