@@ -26,10 +26,9 @@ const (
 	avRMAC      = 20
 	avTclass    = 26
 	avHopLimit  = 27
-	avGRHGIDFl  = 28 // bit 30: a GRH; bits 27:20 the source GID index; 19:0 the flow label
+	avGRHGIDFl  = 28 // bit 30: a GRH (InfiniBand; reserved on RoCE); bits 27:20 the source GID index; 19:0 the flow label
 	avRGID      = 32
 	avSize      = 48
-	avGRH       = 1 << 30
 	qkeyPrivBit = 1 << 31
 )
 
@@ -69,8 +68,12 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	var rgid [16]byte
 	copy(rgid[:], av[avRGID:])
 	sgid, ok := h.gid(uint8(gidFl >> 20))
-	if gidFl&avGRH == 0 || !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
-		return done // RoCE needs the GRH; anywhere but the port is off the model's network
+	// Every RoCE packet carries a GRH, so the address vector's GRH bit is
+	// reserved there: libmlx5's mlx5_create_ah leaves it clear on an
+	// Ethernet port, and the device builds the GRH from the GID fields
+	// all the same.
+	if !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
+		return done // anywhere but the port is off the model's network
 	}
 	r, ok := h.qps[binary.BigEndian.Uint32(av[avDQP:])&0xffffff]
 	if !ok || r.dct || prm.Qpc.St.Get(r.qpc) != stUD || !receiving(r) {
