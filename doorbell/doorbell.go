@@ -51,7 +51,7 @@ const (
 var (
 	ErrRecord    = errors.New("doorbell: record is not 8 bytes aligned to 4")
 	ErrRegister  = errors.New("doorbell: register is too short or not 8-byte aligned")
-	ErrBFSize    = errors.New("doorbell: BlueFlame size must be a non-zero multiple of 64")
+	ErrBFSize    = errors.New("doorbell: BlueFlame size must be a multiple of 64")
 	ErrShortCtrl = errors.New("doorbell: control segment shorter than 8 bytes")
 	ErrBFLength  = errors.New("doorbell: BlueFlame copy must be whole WQEBBs, at most the BlueFlame size")
 )
@@ -155,17 +155,19 @@ type SQ struct {
 // counter is at SendOffset) and of the BlueFlame register reg: both
 // halves, 2*bfSize bytes, for bfreg 0 of a UAR page
 // uar[BlueFlameOffset:BlueFlameOffset+2*bfSize]. bfSize is the BlueFlame
-// buffer size (mlx5dv_qp.bf.size; half of the context's bf_reg_size). The
-// first ring writes the first half.
+// buffer size (mlx5dv_qp.bf.size; half of the context's bf_reg_size), or 0
+// for a register without BlueFlame buffers: every ring is then the 8-byte
+// doorbell (UseBlueFlame is false), as libmlx5 does with a zero bf size.
+// The first ring writes the first half.
 func NewSQ(rec, reg []byte, bfSize int) (*SQ, error) {
 	_, w, err := recordWords(rec)
 	if err != nil {
 		return nil, err
 	}
-	if bfSize <= 0 || bfSize%WQEBB != 0 || bfSize > 1<<20 {
+	if bfSize < 0 || bfSize%WQEBB != 0 || bfSize > 1<<20 {
 		return nil, ErrBFSize
 	}
-	if len(reg) < 2*bfSize || !aligned(reg, 8) {
+	if len(reg) < max(2*bfSize, 8) || !aligned(reg, 8) {
 		return nil, ErrRegister
 	}
 	return &SQ{rec: w, reg: unsafe.Pointer(unsafe.SliceData(reg)), bfSize: uint32(bfSize)}, nil

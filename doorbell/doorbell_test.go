@@ -23,12 +23,12 @@ func TestNewErrors(t *testing.T) {
 		{"rq short record", second(NewRQ(rec[:7])), ErrRecord},
 		{"rq misaligned record", second(NewRQ(u64bytes(16)[1:9])), ErrRecord},
 		{"sq short record", second(NewSQ(rec[:4], reg, 256)), ErrRecord},
-		{"sq bf size 0", second(NewSQ(rec, reg, 0)), ErrBFSize},
 		{"sq bf size 100", second(NewSQ(rec, reg, 100)), ErrBFSize},
 		{"sq bf size negative", second(NewSQ(rec, reg, -64)), ErrBFSize},
 		{"sq short register", second(NewSQ(rec, reg[:511], 256)), ErrRegister},
 		{"sq misaligned register", second(NewSQ(rec, uar[BlueFlameOffset+4:], 256)), ErrRegister},
 		{"sq nil register", second(NewSQ(rec, nil, 256)), ErrRegister},
+		{"sq no BlueFlame, short register", second(NewSQ(rec, reg[:4], 0)), ErrRegister},
 		{"cq short uar", second(NewCQ(rec, uar[:CQDoorbellOffset+7], 1)), ErrRegister},
 		{"cq misaligned uar", second(NewCQ(rec, uar[4:], 1)), ErrRegister},
 		{"cq nil record", second(NewCQ(nil, uar, 1)), ErrRecord},
@@ -119,6 +119,29 @@ func TestRingHalves(t *testing.T) {
 	}
 	if q.BlueFlameSize() != 256 {
 		t.Fatal("BlueFlameSize")
+	}
+}
+
+// A register without BlueFlame buffers (bf size 0) rings the 8-byte
+// doorbell only, at its start.
+func TestNoBlueFlame(t *testing.T) {
+	rec := u64bytes(RecordSize)
+	reg := u64bytes(8)
+	q, err := NewSQ(rec, reg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.UseBlueFlame(1, 2) || q.BlueFlameSize() != 0 {
+		t.Error("BlueFlame without a BlueFlame buffer")
+	}
+	for i := range 2 {
+		ctrl := []byte{1, 2, 3, 4, 5, 6, 7, byte(i)}
+		if err := q.Ring(uint16(i+1), ctrl); err != nil {
+			t.Fatal(err)
+		}
+		if string(reg) != string(ctrl) || q.Half() != 0 {
+			t.Errorf("ring %d: register % x, half %d", i, reg, q.Half())
+		}
 	}
 }
 

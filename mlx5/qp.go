@@ -470,20 +470,17 @@ func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	qp.obj = obj
 	qp.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))
 
-	bf := c.Caps.BFRegSize / 2
-	if bf == 0 {
-		bf = defaultBFSize
-	}
-	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.Page[doorbell.BlueFlameOffset:], bf); err != nil {
+	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.Page[doorbell.BlueFlameOffset:], c.Caps.BFRegSize/2); err != nil {
 		return err
 	}
 	qp.dbRQ, err = doorbell.NewRQ(q.dbr)
 	return err
 }
 
-// defaultBFSize is the BlueFlame buffer size when the context did not say
-// (the model): half of libmlx5's usual 512-byte bf_reg_size.
-const defaultBFSize = 256
+// uarBFRegStride is the bytes between a UAR page's BlueFlame registers
+// when the context did not say (bf_reg_size 0, which no mlx5_ib answers):
+// the 512 of the page's layout. Such registers get no BlueFlame writes.
+const uarBFRegStride = 512
 
 // Values of the QP context (MLX5_QP_ST_RC, MLX5_QP_PM_MIGRATED,
 // MLX5_NON_ZERO_RQ / MLX5_ZERO_LEN_RQ in the kernel's qp.h).

@@ -75,12 +75,8 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 		drv.SqWqeCount, drv.RqWqeCount, drv.RqWqeShift = uint32(sq.wqeCnt), uint32(rq.wqeCnt), uint32(rq.wqeShift)
 		drv.Flags |= mlx5abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
 		drv.BfregIndex = qp.bf.uar.PageID
-		bf := c.Caps.BFRegSize / 2
-		if bf == 0 {
-			bf = defaultBFSize
-		}
 		rec := dbr.mem[:doorbell.RecordSize]
-		if qp.dbSQ, err = doorbell.NewSQ(rec, qp.bf.uar.Page[qp.bf.off:], bf); err != nil {
+		if qp.dbSQ, err = doorbell.NewSQ(rec, qp.bf.uar.Page[qp.bf.off:], c.Caps.BFRegSize/2); err != nil {
 			return err
 		}
 		if qp.dbRQ, err = doorbell.NewRQ(rec); err != nil {

@@ -70,7 +70,7 @@ func (c *Context) getBFReg() (bfReg, error) {
 		v.bfPages = append(v.bfPages, u)
 		size := c.Caps.BFRegSize
 		if size == 0 {
-			size = 2 * defaultBFSize
+			size = uarBFRegStride
 		}
 		for i := range bfRegsPerUAR {
 			v.bfFree = append(v.bfFree, bfReg{uar: u, off: doorbell.BlueFlameOffset + i*size})
