@@ -19,6 +19,11 @@ import (
 type Options struct {
 	// NoDEVX opens without asking for DEVX.
 	NoDEVX bool
+	// RequireDEVX fails Open if the kernel will not give the context DEVX
+	// (mlx5dv_open_device with MLX5DV_CONTEXT_FLAGS_DEVX). By default a
+	// context the kernel refuses with DEVX is opened without it, as
+	// ibv_open_device does.
+	RequireDEVX bool
 	// TotalBFRegs and LowLatencyBFRegs size the BlueFlame registers the
 	// kernel gives the context; 0 takes libmlx5's defaults (16 and 4).
 	TotalBFRegs, LowLatencyBFRegs uint32
@@ -164,12 +169,17 @@ func Devices() ([]string, error) {
 	return names, nil
 }
 
-// Open opens the named mlx5 device (e.g. "mlx5_0") with a DEVX context.
-// If the kernel refuses DEVX (EPERM, EOPNOTSUPP), the context is opened
-// without it and DEVX calls return ErrNoDEVX. opt may be nil.
+// Open opens the named mlx5 device (e.g. "mlx5_0"), asking the kernel
+// for DEVX as libmlx5's ibv_open_device does: if GET_CONTEXT fails with
+// DEVX (a device without it, a kernel that refuses it), the context is
+// asked for again without, unless opt.RequireDEVX; DEVX calls on it then
+// return ErrNoDEVX and everything else works. opt may be nil.
 func Open(name string, opt *Options) (*Context, error) {
 	if opt == nil {
 		opt = &Options{}
+	}
+	if opt.NoDEVX && opt.RequireDEVX {
+		return nil, invalid("open", name, "NoDEVX and RequireDEVX")
 	}
 	req, err := ucontextRequest(opt)
 	if err != nil {
@@ -177,7 +187,7 @@ func Open(name string, opt *Options) (*Context, error) {
 	}
 	devx := !opt.NoDEVX
 	uctx, _, err := openUcontext(name, &req)
-	if devx && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)) {
+	if err != nil && devx && !opt.RequireDEVX {
 		req.Flags &^= mlx5abi.MLX5_IB_ALLOC_UCTX_DEVX
 		devx = false
 		uctx, _, err = openUcontext(name, &req)
