@@ -40,7 +40,7 @@ func (d *Device) AllocPD() (seam.Handle, uint32, error) {
 	if !ok {
 		return 0, 0, kerr(call, unix.ENOMEM, "ALLOC_PD: log_max_pd PDs exist")
 	}
-	d.h.pds[n] = &pdObj{uid: d.uid}
+	d.h.pds[n] = &pdObj{uid: d.uid, ctx: d.id}
 	return d.newHandle(&uobj{kind: kindPD, pdn: n}), n, nil
 }
 
@@ -114,7 +114,7 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	prm.Mkc.Pd.Set(mkc, uint64(o.pdn))
 	prm.Mkc.StartAddr.Set(mkc, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
 	prm.Mkc.Len.Set(mkc, uint64(len(mem)))
-	d.h.mkeys[n] = &mkeyObj{uid: d.uid, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true}
+	d.h.mkeys[n] = &mkeyObj{uid: d.uid, ctx: d.id, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true}
 	d.h.pds[o.pdn].refs++
 	key := n<<8 | uint32(d.h.variant)
 	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
