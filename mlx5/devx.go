@@ -10,6 +10,7 @@ import (
 	"weak"
 
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/prm"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,16 +20,33 @@ import (
 // the output mailbox) is an error naming the opcode, status and syndrome.
 
 // GeneralCmd runs a firmware command that creates no object
-// (mlx5dv_devx_general_cmd), e.g. QUERY_HCA_CAP.
+// (mlx5dv_devx_general_cmd), e.g. QUERY_HCA_CAP. Without DEVX only the
+// commands the kernel runs for any context are sent (see
+// withoutDEVXGeneral); the others fail with ErrNoDEVX.
 func (c *Context) GeneralCmd(in, out []byte) error {
 	const op = "devx general cmd"
-	if err := c.check(op); err != nil {
+	if err := c.checkOpen(op); err != nil {
 		return err
+	}
+	if !c.devx && (len(in) < 16 || !withoutDEVXGeneral[uint16(prm.MboxIn.Opcode.Get(in))]) {
+		return opErr(op, "", ErrNoDEVX)
 	}
 	if err := checkMailboxes(op, in, out); err != nil {
 		return err
 	}
 	return checkOutput(op, in, out, c.dev.GeneralCmd(in, out))
+}
+
+// withoutDEVXGeneral are the general commands mlx5_ib runs for a context
+// without a DEVX uid, as the device's own whitelist uid (devx_get_uid and
+// devx_is_whitelist_cmd in drivers/infiniband/hw/mlx5/devx.c, Linux 6.1;
+// EOPNOTSUPP if the device has none). libmlx5 reads the device's caps so
+// on every context (mlx5_query_device_ctx's QUERY_HCA_CAP).
+var withoutDEVXGeneral = map[uint16]bool{
+	prm.MLX5_CMD_OP_QUERY_HCA_CAP:           true,
+	prm.MLX5_CMD_OP_QUERY_HCA_VPORT_CONTEXT: true,
+	prm.MLX5_CMD_OP_QUERY_ESW_VPORT_CONTEXT: true,
+	prm.MLX5_CMD_OP_QUERY_ESW_FUNCTIONS:     true,
 }
 
 // checkMailboxes applies what every PRM command needs: an input with the

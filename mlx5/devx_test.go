@@ -245,8 +245,16 @@ func TestDevxRejectsBadInput(t *testing.T) {
 		}
 	}
 	noDEVX := &Context{dev: r.dev, devx: false}
-	if err := noDEVX.GeneralCmd(make([]byte, 16), make([]byte, 16)); !errors.Is(err, ErrNoDEVX) {
-		t.Errorf("without DEVX: %v", err)
+	r.last = nil
+	if err := noDEVX.GeneralCmd(make([]byte, 16), make([]byte, 16)); !errors.Is(err, ErrNoDEVX) || r.last != nil {
+		t.Errorf("without DEVX: %v (sent: %v)", err, r.last != nil)
+	}
+	// QUERY_HCA_CAP is the kernel's to answer without DEVX (devx_get_uid's
+	// whitelist uid).
+	in := make([]byte, prm.QueryHcaCapIn.Layout().Size)
+	prm.QueryHcaCapIn.Opcode.Set(in, prm.MLX5_CMD_OP_QUERY_HCA_CAP)
+	if err := noDEVX.GeneralCmd(in, make([]byte, 4112)); err != nil || r.last == nil {
+		t.Errorf("QUERY_HCA_CAP without DEVX: %v (sent: %v)", err, r.last != nil)
 	}
 }
 

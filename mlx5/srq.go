@@ -20,8 +20,10 @@ type SRQOptions struct {
 	// MaxWR receive work requests of up to MaxSGE SGEs at once; the SRQ
 	// grants what libmlx5 would (SRQ.Caps).
 	MaxWR, MaxSGE int
-	// Limit arms the limit event at creation (EventSRQLimitReached when
-	// fewer receives than Limit remain); 0 for none.
+	// Limit is ibv_create_srq's srq_limit, passed to the kernel as
+	// libmlx5 passes it. mlx5_ib does not arm it (mlx5_ib_create_srq
+	// reads no limit; ibv_create_srq(3): "irrelevant for
+	// ibv_create_srq"): use Arm for EventSRQLimitReached.
 	Limit int
 }
 

@@ -38,7 +38,7 @@ const (
 )
 
 // cqDoorbell handles an 8-byte write to a UAR page's CQ doorbell by
-// context uid: the CQ it names must be the context's and use that page
+// context ctx: the CQ it names must be the context's and use that page
 // (cqc.uar_page), else it is a fault and nothing happens. Every CQ of the
 // context shares one such doorbell per page, and the model's page is
 // memory: a second arm before the poller's next scan overwrites the
@@ -49,21 +49,21 @@ const (
 // overwritten arm whose word is what the record already held: the first
 // arm of a CQ with word 0 (sequence number 0, next completion, consumer
 // index 0). See docs/MODEL.md "Assumptions".
-func (h *hca) cqDoorbell(uid uint16, page uint32, val [8]byte) {
+func (h *hca) cqDoorbell(ctx ctxID, page uint32, val [8]byte) {
 	word := binary.BigEndian.Uint32(val[0:])
 	cqn := binary.BigEndian.Uint32(val[4:]) & 0xffffff
 	cq, ok := h.cqs[cqn]
-	if !ok || cq.uid != uid {
-		h.fault(uid, "CQ doorbell %x on UAR page %#x names CQ %#x, which is not this context's", val, page, cqn)
+	if !ok || cq.ctx != ctx {
+		h.fault(ctx, "CQ doorbell %x on UAR page %#x names CQ %#x, which is not this context's", val, page, cqn)
 		return
 	}
 	if p := uint32(prm.Cqc.UarPage.Get(cq.cqc)); p != page {
-		h.fault(uid, "CQ doorbell %x for CQ %#x on UAR page %#x, but the CQ's uar_page is %#x", val, cqn, page, p)
+		h.fault(ctx, "CQ doorbell %x for CQ %#x on UAR page %#x, but the CQ's uar_page is %#x", val, cqn, page, p)
 		return
 	}
 	h.applyArm(cq, cqn, word)
 	for n, o := range h.cqs {
-		if o == cq || o.uid != uid || o.dbr == nil || uint32(prm.Cqc.UarPage.Get(o.cqc)) != page {
+		if o == cq || o.ctx != ctx || o.dbr == nil || uint32(prm.Cqc.UarPage.Get(o.cqc)) != page {
 			continue
 		}
 		if w := dbrWord(o.dbr, 1); w != o.lastArm && (o.armSeen || w != 0) {

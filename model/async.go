@@ -29,7 +29,9 @@ type asyncFD struct {
 	wake      chan struct{}
 }
 
-// NewAsyncCmdFD is MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC.
+// NewAsyncCmdFD is MLX5_IB_METHOD_DEVX_ASYNC_CMD_FD_ALLOC. Its handler
+// reads no uid: a context without DEVX gets one too (its queries are then
+// refused, devx_get_uid).
 func (d *Device) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
 	const call = "devx async cmd fd alloc"
 	d.h.mu.Lock()
@@ -61,6 +63,10 @@ func (d *Device) ObjQueryAsync(h seam.Handle, in []byte, outLen int, wrID uint64
 	if err != nil {
 		return err
 	}
+	uid, err := d.devxUID(call, in)
+	if err != nil {
+		return err
+	}
 	if !isQueryCmd(in) {
 		return kerr(call, unix.EINVAL, "devx_is_obj_query_cmd: "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not a query")
 	}
@@ -81,7 +87,7 @@ func (d *Device) ObjQueryAsync(h seam.Handle, in []byte, outLen int, wrID uint64
 	}
 	ev := make([]byte, 8+outLen)
 	binary.NativeEndian.PutUint64(ev, wrID)
-	d.h.exec(d.uid, d.cmdIn(in), ev[8:])
+	d.h.exec(uid, d.id, cmdAs(in, uid), ev[8:])
 	f.inUse += outLen
 	f.queue = append(f.queue, ev)
 	select {

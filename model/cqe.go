@@ -90,7 +90,7 @@ func (h *hca) postCQESol(cqn uint32, c *cqe, solicited bool) {
 		return
 	}
 	if cq.buf == nil {
-		h.fault(cq.uid, "CQ %#x: a CQE is due but the CQ has no UMEM buffer", cqn)
+		h.fault(cq.ctx, "CQ %#x: a CQE is due but the CQ has no UMEM buffer", cqn)
 		return
 	}
 	logSize := prm.Cqc.LogCqSize.Get(cq.cqc)
@@ -98,7 +98,7 @@ func (h *hca) postCQESol(cqn uint32, c *cqe, solicited bool) {
 	if cq.dbr != nil && prm.Cqc.Oi.Get(cq.cqc) == 0 {
 		ci := load32(cq.dbr[0:4]) & 0xffffff
 		if (cq.pi+1-ci)&0xffffff > size {
-			h.fault(cq.uid, "CQ %#x overran: producer counter %d, consumer counter %d, %d entries", cqn, cq.pi&0xffffff, ci, size)
+			h.fault(cq.ctx, "CQ %#x overran: producer counter %d, consumer counter %d, %d entries", cqn, cq.pi&0xffffff, ci, size)
 			cq.overrun = true
 			prm.Cqc.Status.Set(cq.cqc, cqStatusOverflow)
 			h.cqError(cqn, cqErrorCQOverrun)

@@ -35,17 +35,27 @@ type Options struct {
 	// its successor's. By default numbers come from a cursor that wraps
 	// only after 2^log_max_qp creations. Real firmware's order is not
 	// public. It is the HCA's: New and NewWithOptions set it, contexts
-	// from Open share it.
+	// from Open and OpenWithOptions share it.
 	ReuseQPN bool
+	// NoDEVX opens the context without DEVX, as mlx5_ib_alloc_ucontext
+	// does for a GET_CONTEXT request without MLX5_IB_ALLOC_UCTX_DEVX
+	// (libmlx5 sends one when the request with it failed): no CREATE_UCTX,
+	// uid 0. The DEVX methods that need a uid refuse (devx_get_uid and the
+	// devx_uid checks of devx.c); UAR_OBJ_ALLOC, QUERY_EQN, the async
+	// command FD and event channel allocations and every verbs call work,
+	// and the firmware objects the kernel creates for the context carry uid
+	// 0. See docs/MODEL.md, "Contexts without DEVX".
+	NoDEVX bool
 }
 
-// Device is one DEVX context on a software ConnectX: it implements
-// seam.Device. The kernel side (handles, DEVX rules, the uid) is the
-// context's own; the firmware side (objects, caps) is shared with every
-// context Open makes on the same HCA.
+// Device is one context on a software ConnectX, with DEVX or without
+// (Options.NoDEVX): it implements seam.Device. The kernel side (handles,
+// DEVX rules, the uid) is the context's own; the firmware side (objects,
+// caps) is shared with every context Open makes on the same HCA.
 type Device struct {
 	h   *hca
-	uid uint16
+	id  ctxID  // the context's identity on the HCA
+	uid uint16 // its DEVX uid; 0 without DEVX
 	opt Options
 
 	// Guarded by h.mu.
@@ -119,7 +129,8 @@ type uobj struct {
 // opens a DEVX context on it.
 func New(profile string) (*Device, error) { return NewWithOptions(profile, Options{}) }
 
-// NewWithOptions is New with options.
+// NewWithOptions is New with options: opt.ReuseQPN is the HCA's, the rest
+// the context's.
 func NewWithOptions(profile string, opt Options) (*Device, error) {
 	p, ok := profiles[profile]
 	if !ok {
@@ -132,38 +143,44 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 	return h.open(opt)
 }
 
-// Open opens another DEVX context on the same software ConnectX, with its
-// own uid, as a second process opening the device would.
-func (d *Device) Open() (*Device, error) {
+// Open opens another context on the same software ConnectX with this
+// context's options, as a second process opening the device would: with
+// its own uid, or without DEVX if this one has none.
+func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
+
+// OpenWithOptions opens another context on the same software ConnectX
+// with its own options (NoDEVX, StatusErrno, ManualDrain); ReuseQPN is the
+// HCA's, set when it was made, and opt's is ignored.
+func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	return d.h.open(d.opt)
+	return d.h.open(opt)
 }
 
-// open is mlx5_ib_devx_create: CREATE_UCTX gives the context its uid.
+// open is mlx5_ib_alloc_ucontext: with DEVX, mlx5_ib_devx_create's
+// CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
-	max := uint32(1) << h.prof.cap(prm.CmdHcaCap.LogMaxUctx)
-	if uint32(len(h.uids)) >= max-1 {
-		return nil, &KernelError{Call: "open", Errno: unix.ENOMEM, Rule: "CREATE_UCTX: log_max_uctx contexts are open"}
-	}
+	opt.ReuseQPN = h.reuseQPN
 	uid := uint16(0)
-	for uid == 0 || h.uids[uid] {
-		h.nextUID = h.nextUID%(max-1) + 1
-		uid = uint16(h.nextUID)
+	if !opt.NoDEVX {
+		var ok bool
+		if uid, ok = h.newUID(); !ok {
+			return nil, &KernelError{Call: "open", Errno: unix.ENOMEM, Rule: "mlx5_ib_devx_create: CREATE_UCTX: log_max_uctx uids are in use"}
+		}
 	}
-	h.uids[uid] = true
-	d := &Device{h: h, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
+	h.nextCtx++
+	d := &Device{h: h, id: h.nextCtx, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
 		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{},
 		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
-	h.ctxs[uid] = d
+	h.ctxs[d.id] = d
 	return d, nil
 }
 
-// UID returns the DEVX uid the kernel gave the context; it writes it into
-// every command the context sends.
+// UID returns the DEVX uid the kernel gave the context, which it writes
+// into every command the context sends; 0 for a context without DEVX.
 func (d *Device) UID() uint16 { return d.uid }
 
-// DEVX reports whether the context has a DEVX uid: always, here.
+// DEVX reports whether the context has a DEVX uid (Options.NoDEVX).
 func (d *Device) DEVX() bool { return d.uid != 0 }
 
 // Profile returns the profile's name.
@@ -203,7 +220,7 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	q, ok := d.h.qps[qpn]
-	if !ok || q.uid != d.uid {
+	if !ok || q.ctx != d.id {
 		return fmt.Errorf("model: no QP %#x on this context", qpn)
 	}
 	if q.state() != StateRTS {
@@ -222,7 +239,7 @@ func (d *Device) InjectSendError(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	q, ok := d.h.qps[qpn]
-	if !ok || q.uid != d.uid {
+	if !ok || q.ctx != d.id {
 		return fmt.Errorf("model: no QP %#x on this context", qpn)
 	}
 	if q.state() != StateRTS {
@@ -232,15 +249,18 @@ func (d *Device) InjectSendError(qpn uint32) error {
 	return nil
 }
 
-// Exec runs one firmware command directly, as uid, without the kernel's
-// DEVX rules: for tests of the firmware that DEVX cannot reach (SQD2RTS).
+// Exec runs one firmware command directly, as the context's uid, without
+// the kernel's DEVX rules: for tests of the firmware that DEVX cannot
+// reach (SQD2RTS). A context without DEVX runs it as uid 0, the kernel's:
+// the firmware cannot tell its objects from those of other contexts
+// without DEVX. Objects it creates are the context's (Close removes them).
 // It returns the status the command wrote into out.
 func (d *Device) Exec(in, out []byte) prm.Status {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	in = append([]byte(nil), in...)
 	prm.MboxIn.Uid.Set(in, uint64(d.uid))
-	st, _ := d.h.exec(d.uid, in, out)
+	st, _ := d.h.exec(d.uid, d.id, in, out)
 	return st
 }
 
@@ -268,11 +288,11 @@ func mailboxes(call string, in []byte, outLen int, object bool) error {
 	return nil
 }
 
-// run executes a command for the context and reports a failure as
-// Options asks.
-func (d *Device) run(call string, in, out []byte) error {
+// run executes a command for the context, as uid (the kernel already
+// wrote it into in), and reports a failure as Options asks.
+func (d *Device) run(call string, uid uint16, in, out []byte) error {
 	tmp := make([]byte, len(out))
-	st, syn := d.h.exec(d.uid, in, tmp)
+	st, syn := d.h.exec(uid, d.id, in, tmp)
 	if st == prm.MLX5_CMD_STAT_OK {
 		copy(out, tmp)
 		return nil
@@ -292,10 +312,34 @@ func (d *Device) failed(call string, in, out, tmp []byte, st prm.Status, syn uin
 	return &FirmwareError{Call: call, Cmd: ce}
 }
 
-func (d *Device) cmdIn(in []byte) []byte {
+// cmdAs is the kernel's copy of an input mailbox with uid written in.
+func cmdAs(in []byte, uid uint16) []byte {
 	c := append([]byte(nil), in...)
-	prm.MboxIn.Uid.Set(c, uint64(d.uid))
+	prm.MboxIn.Uid.Set(c, uint64(uid))
 	return c
+}
+
+// devxUID is devx_get_uid: the uid a DEVX command runs as. The whitelisted
+// general commands (devx_is_whitelist_cmd: QUERY_HCA_CAP,
+// QUERY_HCA_VPORT_CONTEXT, QUERY_ESW_VPORT_CONTEXT, QUERY_ESW_FUNCTIONS)
+// run as the context's uid or, without one, as the device's whitelist uid
+// (EOPNOTSUPP if the device has none); every other command needs the
+// context's uid (EINVAL without).
+func (d *Device) devxUID(call string, in []byte) (uint16, error) {
+	op := uint16(prm.MboxIn.Opcode.Get(in))
+	if whitelistCmds[op] {
+		switch {
+		case d.uid != 0:
+			return d.uid, nil
+		case d.h.whitelistUID != 0:
+			return d.h.whitelistUID, nil
+		}
+		return 0, kerr(call, unix.EOPNOTSUPP, "devx_get_uid: "+prm.OpcodeName(op)+" is whitelisted, but the context has no DEVX uid and the device no whitelist uid")
+	}
+	if d.uid == 0 {
+		return 0, kerr(call, unix.EINVAL, "devx_get_uid: the context has no DEVX uid and "+prm.OpcodeName(op)+" is not whitelisted")
+	}
+	return d.uid, nil
 }
 
 // GeneralCmd is MLX5_IB_METHOD_DEVX_OTHER.
@@ -309,10 +353,14 @@ func (d *Device) GeneralCmd(in, out []byte) error {
 	if err := mailboxes(call, in, len(out), false); err != nil {
 		return err
 	}
+	uid, err := d.devxUID(call, in)
+	if err != nil {
+		return err
+	}
 	if !isGeneralCmd(uint16(prm.MboxIn.Opcode.Get(in))) {
 		return kerr(call, unix.EINVAL, "devx_is_general_cmd: "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not a general command")
 	}
-	return d.run(call, d.cmdIn(in), out)
+	return d.run(call, uid, cmdAs(in, uid), out)
 }
 
 func (d *Device) newHandle(o *uobj) seam.Handle {
@@ -334,16 +382,20 @@ func (d *Device) ObjCreate(in, out []byte) (seam.Handle, error) {
 	if err := mailboxes(call, in, len(out), true); err != nil {
 		return 0, err
 	}
+	uid, err := d.devxUID(call, in)
+	if err != nil {
+		return 0, err
+	}
 	op := uint16(prm.MboxIn.Opcode.Get(in))
 	if !isCreateCmd(in) {
 		return 0, kerr(call, unix.EINVAL, "devx_is_obj_create_cmd: "+prm.OpcodeName(op)+" is not a create command")
 	}
-	c := d.cmdIn(in)
+	c := cmdAs(in, uid)
 	if op == prm.MLX5_CMD_OP_CREATE_MKEY && len(c) < int((prm.CreateMkeyIn.MemoryKeyMkeyEntry.Off+prm.CreateMkeyIn.MemoryKeyMkeyEntry.Width)/8) {
 		return 0, kerr(call, unix.EINVAL, "devx_handle_mkey_create: the input ends before the mkey context")
 	}
 	setUmemValid(c)
-	if err := d.run(call, c, out); err != nil {
+	if err := d.run(call, uid, c, out); err != nil {
 		return 0, err
 	}
 	cr, ok := createdObjs[op]
@@ -355,7 +407,7 @@ func (d *Device) ObjCreate(in, out []byte) (seam.Handle, error) {
 	id := uint32(cr.id.Get(out))
 	destroy := make([]byte, hdrLen)
 	prm.MboxIn.Opcode.Set(destroy, uint64(cr.destroyOp))
-	prm.MboxIn.Uid.Set(destroy, uint64(d.uid))
+	prm.MboxIn.Uid.Set(destroy, uint64(uid))
 	cr.destroyID.Set(destroy, uint64(id))
 	return d.newHandle(&uobj{kind: kindDevxObj, objID: encObjID(op, id), destroy: destroy}), nil
 }
@@ -382,25 +434,30 @@ func (d *Device) lookupKind(call string, h seam.Handle, k uobjKind) (*uobj, erro
 	return o, nil
 }
 
-// objCmd applies the rules of the query and modify methods.
-func (d *Device) objCmd(call string, h seam.Handle, in []byte, outLen int, allowed func([]byte) bool, rule string) error {
+// objCmd applies the rules of the query and modify methods and returns
+// the uid the command runs as.
+func (d *Device) objCmd(call string, h seam.Handle, in []byte, outLen int, allowed func([]byte) bool, rule string) (uint16, error) {
 	if err := d.enter(call); err != nil {
-		return err
+		return 0, err
 	}
 	if err := mailboxes(call, in, outLen, true); err != nil {
-		return err
+		return 0, err
 	}
 	o, err := d.lookup(call, h)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	uid, err := d.devxUID(call, in)
+	if err != nil {
+		return 0, err
 	}
 	if !allowed(in) {
-		return kerr(call, unix.EINVAL, rule+": "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not allowed")
+		return 0, kerr(call, unix.EINVAL, rule+": "+prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in)))+" is not allowed")
 	}
 	if !validObjID(o, in) {
-		return kerr(call, unix.EINVAL, "devx_is_valid_obj_id: the command names another object than the handle")
+		return 0, kerr(call, unix.EINVAL, "devx_is_valid_obj_id: the command names another object than the handle")
 	}
-	return nil
+	return uid, nil
 }
 
 // validObjID is devx_is_valid_obj_id: the object the command names
@@ -423,10 +480,11 @@ func (d *Device) ObjQuery(h seam.Handle, in, out []byte) error {
 	const call = "devx obj query"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.objCmd(call, h, in, len(out), isQueryCmd, "devx_is_obj_query_cmd"); err != nil {
+	uid, err := d.objCmd(call, h, in, len(out), isQueryCmd, "devx_is_obj_query_cmd")
+	if err != nil {
 		return err
 	}
-	return d.run(call, d.cmdIn(in), out)
+	return d.run(call, uid, cmdAs(in, uid), out)
 }
 
 // ObjModify is MLX5_IB_METHOD_DEVX_OBJ_MODIFY.
@@ -434,12 +492,13 @@ func (d *Device) ObjModify(h seam.Handle, in, out []byte) error {
 	const call = "devx obj modify"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.objCmd(call, h, in, len(out), isModifyCmd, "devx_is_obj_modify_cmd"); err != nil {
+	uid, err := d.objCmd(call, h, in, len(out), isModifyCmd, "devx_is_obj_modify_cmd")
+	if err != nil {
 		return err
 	}
-	c := d.cmdIn(in)
+	c := cmdAs(in, uid)
 	setUmemValid(c)
-	return d.run(call, c, out)
+	return d.run(call, uid, c, out)
 }
 
 // ObjDestroy is MLX5_IB_METHOD_DEVX_OBJ_DESTROY: the recorded destroy
@@ -456,7 +515,7 @@ func (d *Device) ObjDestroy(h seam.Handle) error {
 		return err
 	}
 	out := make([]byte, hdrLen)
-	if st, syn := d.h.exec(d.uid, o.destroy, out); st != prm.MLX5_CMD_STAT_OK {
+	if st, syn := d.h.exec(uint16(prm.MboxIn.Uid.Get(o.destroy)), d.id, o.destroy, out); st != prm.MLX5_CMD_STAT_OK {
 		// devx_obj_cleanup returns mlx5_cmd_exec's errno; there is no
 		// output mailbox to copy.
 		return d.failed(call, o.destroy, nil, nil, st, syn)
@@ -482,6 +541,9 @@ func (d *Device) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error)
 	if err := d.enter(call); err != nil {
 		return 0, 0, err
 	}
+	if d.uid == 0 {
+		return 0, 0, kerr(call, unix.EINVAL, "MLX5_IB_METHOD_DEVX_UMEM_REG: the context has no DEVX uid (c->devx_uid is 0)")
+	}
 	if access&^(accessLocalWrite|accessRemoteWrite|accessRemoteRead) != 0 {
 		return 0, 0, kerr(call, unix.EINVAL, "uverbs_get_flags32: access has flags other than LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ")
 	}
@@ -495,7 +557,7 @@ func (d *Device) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error)
 	if !ok {
 		return 0, 0, &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_LIM_ERR), Rule: "CREATE_UMEM: log_max_umem UMEMs are registered"}
 	}
-	d.h.umems[id] = &umemObj{uid: d.uid, mem: mem}
+	d.h.umems[id] = &umemObj{uid: d.uid, ctx: d.id, mem: mem}
 	return d.newHandle(&uobj{kind: kindUMem, umemID: id}), id, nil
 }
 
@@ -521,8 +583,10 @@ func (d *Device) UMemDereg(h seam.Handle) error {
 
 const pageSize = 4096
 
-// UARAlloc is MLX5_IB_METHOD_UAR_OBJ_ALLOC: a UAR page (ALLOC_UAR) and the
-// mmap offset that maps it.
+// UARAlloc is MLX5_IB_METHOD_UAR_OBJ_ALLOC: a UAR page (ALLOC_UAR with the
+// context's uid, 0 without DEVX: alloc_uar_entry) and the mmap offset that
+// maps it. It is mlx5_ib's method, not DEVX's: a context without DEVX
+// takes its UARs with it too (libmlx5's dynamic UARs).
 func (d *Device) UARAlloc(typ uint32) (seam.UAR, error) {
 	const call = "uar alloc"
 	d.h.mu.Lock()
@@ -537,7 +601,7 @@ func (d *Device) UARAlloc(typ uint32) (seam.UAR, error) {
 	if !ok {
 		return seam.UAR{}, &KernelError{Call: call, Errno: unix.ENOMEM, Rule: "ALLOC_UAR: no UAR page left"}
 	}
-	d.h.uars[page] = d.uid
+	d.h.uars[page] = uarObj{uid: d.uid, ctx: d.id}
 	idx := uint32(0)
 	for d.mmapIdx[idx] {
 		idx++
@@ -626,7 +690,8 @@ func (d *Device) UnmapUAR(page []byte) error {
 	return unix.Munmap(b)
 }
 
-// QueryEQN is MLX5_IB_METHOD_DEVX_QUERY_EQN (mlx5_vector2eqn).
+// QueryEQN is MLX5_IB_METHOD_DEVX_QUERY_EQN (mlx5_vector2eqn). Its handler
+// reads no uid: a context without DEVX is answered too.
 func (d *Device) QueryEQN(vector uint32) (uint32, error) {
 	const call = "devx query eqn"
 	d.h.mu.Lock()
@@ -643,7 +708,7 @@ func (d *Device) QueryEQN(vector uint32) (uint32, error) {
 // Close closes the context as the kernel does when its file is closed:
 // every object is destroyed, newest first, UMEMs and UARs released, the
 // asynchronous command FDs and event channels woken with EIO (their
-// subscriptions end), and the uid freed. UAR mappings
+// subscriptions end), and the uid, if any, freed. UAR mappings
 // stay until UnmapUAR. Closing twice returns nil.
 func (d *Device) Close() error {
 	d.h.mu.Lock()
@@ -685,7 +750,7 @@ func (d *Device) close() *poller {
 			}
 		}
 	}
-	d.h.purge(d.uid)
+	d.h.purge(d.id)
 	clear(d.handles)
 	for fd := range d.fds {
 		fd.destroy()
@@ -702,8 +767,10 @@ func (d *Device) close() *poller {
 	d.async.destroy()
 	d.drains = nil
 	d.pendingDrains.Store(0)
-	delete(d.h.uids, d.uid)
-	delete(d.h.ctxs, d.uid)
+	if d.uid != 0 {
+		delete(d.h.uids, d.uid) // mlx5_ib_devx_destroy
+	}
+	delete(d.h.ctxs, d.id)
 	return pl
 }
 
@@ -713,7 +780,7 @@ func (d *Device) close() *poller {
 func (d *Device) release(o *uobj) bool {
 	switch o.kind {
 	case kindDevxObj:
-		st, _ := d.h.exec(d.uid, o.destroy, make([]byte, hdrLen))
+		st, _ := d.h.exec(uint16(prm.MboxIn.Uid.Get(o.destroy)), d.id, o.destroy, make([]byte, hdrLen))
 		return st == prm.MLX5_CMD_STAT_OK
 	case kindUMem:
 		if u, ok := d.h.umems[o.umemID]; ok && u.refs > 0 {
@@ -742,39 +809,43 @@ func (d *Device) release(o *uobj) bool {
 	return true
 }
 
-// purge drops the firmware objects of uid left after the context's
-// handles are gone: those Exec created, and what they kept in use.
-// DESTROY_UCTX leaves nothing. QPs go first: releasing one updates the
-// PD, CQs and UMEMs it uses, which are still there.
-func (h *hca) purge(uid uint16) {
+// purge drops the firmware objects of context ctx left after its handles
+// are gone: those Exec created, and what they kept in use. DESTROY_UCTX
+// leaves nothing of a DEVX uid; a context without DEVX has no uid to
+// destroy, and the model drops what its Exec calls left all the same (by
+// the context, not the uid, which is 0 for every such context). QPs go
+// first: releasing one updates the PD, CQs and UMEMs it uses, which are
+// still there.
+func (h *hca) purge(ctx ctxID) {
 	for n, q := range h.qps {
-		if q.uid == uid {
+		if q.ctx == ctx {
 			h.releaseQP(n, q)
 		}
 	}
-	dropUID(h.mkeys, uid)
-	dropUID(h.psvs, uid)
+	dropCtx(h.mkeys, ctx)
+	dropCtx(h.psvs, ctx)
 	for n, s := range h.srqs {
-		if s.uid == uid {
+		if s.ctx == ctx {
 			h.releaseSRQ(n, s)
 		}
 	}
-	dropUID(h.cqs, uid)
-	dropUID(h.pds, uid)
-	dropUID(h.umems, uid)
-	maps.DeleteFunc(h.uars, func(_ uint32, owner uint16) bool { return owner == uid })
+	dropCtx(h.cqs, ctx)
+	dropCtx(h.pds, ctx)
+	dropCtx(h.umems, ctx)
+	dropCtx(h.uars, ctx)
 }
 
-// owned is a firmware object with its creator's uid.
-type owned interface{ owner() uint16 }
+// owned is a firmware object with the context that created it.
+type owned interface{ owner() ctxID }
 
-func (o *pdObj) owner() uint16   { return o.uid }
-func (o *mkeyObj) owner() uint16 { return o.uid }
-func (o *psvObj) owner() uint16  { return o.uid }
-func (o *cqObj) owner() uint16   { return o.uid }
-func (o *umemObj) owner() uint16 { return o.uid }
+func (o *pdObj) owner() ctxID   { return o.ctx }
+func (o *mkeyObj) owner() ctxID { return o.ctx }
+func (o *psvObj) owner() ctxID  { return o.ctx }
+func (o *cqObj) owner() ctxID   { return o.ctx }
+func (o *umemObj) owner() ctxID { return o.ctx }
+func (o uarObj) owner() ctxID   { return o.ctx }
 
-// dropUID deletes uid's objects from a table.
-func dropUID[V owned](m map[uint32]V, uid uint16) {
-	maps.DeleteFunc(m, func(_ uint32, o V) bool { return o.owner() == uid })
+// dropCtx deletes context ctx's objects from a table.
+func dropCtx[V owned](m map[uint32]V, ctx ctxID) {
+	maps.DeleteFunc(m, func(_ uint32, o V) bool { return o.owner() == ctx })
 }

@@ -26,6 +26,16 @@ var generalCmds = set(
 	prm.MLX5_CMD_OP_QUERY_CONG_PARAMS,
 	prm.MLX5_CMD_OP_QUERY_CONG_STATISTICS,
 	prm.MLX5_CMD_OP_QUERY_LAG,
+	prm.MLX5_CMD_OP_QUERY_ESW_FUNCTIONS, // in 6.1.166's list
+)
+
+// devx_is_whitelist_cmd: the general commands devx_get_uid lets a context
+// without a DEVX uid run, as the device's whitelist uid.
+var whitelistCmds = set(
+	prm.MLX5_CMD_OP_QUERY_HCA_CAP,
+	prm.MLX5_CMD_OP_QUERY_HCA_VPORT_CONTEXT,
+	prm.MLX5_CMD_OP_QUERY_ESW_VPORT_CONTEXT,
+	prm.MLX5_CMD_OP_QUERY_ESW_FUNCTIONS,
 )
 
 // MLX5_CMD_OP_GENERAL_START and _END (mlx5_ifc.h).

@@ -6,7 +6,10 @@
 // driver runs without hardware. Its verbs objects (CQs, RC, UC, UD and DC
 // QPs, SRQs, AHs) are created from struct mlx5_ib_create_* as libmlx5
 // writes them, their queues in the caller's memory, which the model views
-// in place.
+// in place. A context opens with DEVX (a uid of its own) or, with
+// Options.NoDEVX, without, as the kernel opens one for a request without
+// MLX5_IB_ALLOC_UCTX_DEVX: its DEVX methods answer as devx.c does without
+// a uid, its verbs objects carry uid 0.
 //
 // It has a data path too: a goroutine per context watches the mapped UAR
 // pages for doorbells and CQ arms, runs the posted send WQEs (NOP, SEND,

@@ -179,10 +179,10 @@ func (d *Device) doorbells(rings []ring) {
 	}
 	for _, r := range rings {
 		if r.cq {
-			d.h.cqDoorbell(d.uid, r.page, r.val)
+			d.h.cqDoorbell(d.id, r.page, r.val)
 			continue
 		}
-		d.h.doorbell(d.uid, r.page, r.val)
+		d.h.doorbell(d.id, r.page, r.val)
 	}
 }
 
@@ -197,30 +197,30 @@ func (d *Device) retryRNR() {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	if !d.closed {
-		d.h.retryRNR(d.uid, time.Now())
+		d.h.retryRNR(d.id, time.Now())
 	}
 }
 
-// doorbell is one doorbell of context uid on UAR page page: the QP the
+// doorbell is one doorbell of context ctx on UAR page page: the QP the
 // value names must be the context's and use that page (qpc.uar_page);
 // then its send queue runs. So do the other QPs of the context on the
 // page whose doorbell record is ahead of the hardware: two rings on one
 // BlueFlame half between two scans leave only the second in the model's
 // memory, where hardware would have seen both.
-func (h *hca) doorbell(uid uint16, page uint32, val [8]byte) {
+func (h *hca) doorbell(ctx ctxID, page uint32, val [8]byte) {
 	qpn := binary.BigEndian.Uint32(val[4:]) >> 8
 	q, ok := h.qps[qpn]
-	if !ok || q.uid != uid {
-		h.fault(uid, "doorbell %x on UAR page %#x names QP %#x, which is not this context's", val, page, qpn)
+	if !ok || q.ctx != ctx {
+		h.fault(ctx, "doorbell %x on UAR page %#x names QP %#x, which is not this context's", val, page, qpn)
 		return
 	}
 	if p := uint32(prm.Qpc.UarPage.Get(q.qpc)); p != page {
-		h.fault(uid, "doorbell %x for QP %#x on UAR page %#x, but the QP's uar_page is %#x", val, qpn, page, p)
+		h.fault(ctx, "doorbell %x for QP %#x on UAR page %#x, but the QP's uar_page is %#x", val, qpn, page, p)
 		return
 	}
 	h.runSQ(q)
 	for _, o := range h.qps {
-		if o != q && o.uid == uid && uint32(prm.Qpc.UarPage.Get(o.qpc)) == page && o.dbr != nil && o.sq.entries > 0 &&
+		if o != q && o.ctx == ctx && uint32(prm.Qpc.UarPage.Get(o.qpc)) == page && o.dbr != nil && o.sq.entries > 0 &&
 			uint16(dbrWord(o.dbr, 1)) != o.sqCI {
 			h.runSQ(o)
 		}
@@ -247,7 +247,7 @@ func (d *Device) log(l *[]fault) []string {
 	defer d.h.mu.Unlock()
 	var out []string
 	for _, f := range *l {
-		if f.uid == d.uid {
+		if f.ctx == d.id {
 			out = append(out, f.msg)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // drainStop stops q's send queue after a signature error.
 func (h *hca) drainStop(q *qpObj) {
 	prm.Qpc.State.Set(q.qpc, StateSQDraining)
-	d := h.ctxs[q.uid]
+	d := h.ctxs[q.ctx]
 	switch {
 	case d != nil && d.opt.ManualDrain:
 	case d != nil && d.pl != nil:
@@ -54,7 +54,7 @@ func (d *Device) FinishDrain(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	q, ok := d.h.qps[qpn]
-	if !ok || q.uid != d.uid {
+	if !ok || q.ctx != d.id {
 		return fmt.Errorf("model: no QP %#x on this context", qpn)
 	}
 	if q.state() != StateSQDraining {

@@ -131,7 +131,8 @@ type eventChannel struct {
 }
 
 // NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC with no
-// flags.
+// flags. Its handler reads no uid: a context without DEVX gets one too,
+// on which it cannot subscribe.
 func (d *Device) NewEventChannel() (seam.EventChannel, error) {
 	const call = "devx async event fd alloc"
 	d.h.mu.Lock()
@@ -147,8 +148,8 @@ func (d *Device) NewEventChannel() (seam.EventChannel, error) {
 // Subscribe is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT on a DEVX object, with
 // a cookie: the uverbs layer looks up the channel (EBADF) and the object
 // (ENOENT, or EINVAL for another kind of handle) and checks that the list
-// is not empty; the method allows 16 events a call and, without
-// event_cap, only the legacy object events. Subscribing twice to one
+// is not empty; the method needs the context's DEVX uid, allows 16 events
+// a call and, without event_cap, only the legacy object events. Subscribing twice to one
 // event delivers it twice, as in devx.c.
 func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
 	const call = "devx subscribe event"
@@ -168,6 +169,11 @@ func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, 
 	switch {
 	case len(types) == 0:
 		return kerr(call, unix.EINVAL, "UVERBS_ATTR_MIN_SIZE: the event list holds at least one u16")
+	case d.uid == 0:
+		// The handler's first check, after the attributes. Unreachable
+		// through the seam, which subscribes on DEVX objects only: a
+		// context without DEVX has none, and the lookup fails first.
+		return kerr(call, unix.EINVAL, "MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT: the context has no DEVX uid (c->devx_uid is 0)")
 	case len(types) > maxSubscribeEvents:
 		return kerr(call, unix.EINVAL, fmt.Sprintf("MAX_NUM_EVENTS: %d events, at most %d a call", len(types), maxSubscribeEvents))
 	}

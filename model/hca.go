@@ -16,11 +16,19 @@ type hca struct {
 	mu   sync.Mutex
 	prof *profile
 
+	// uids are the DEVX uids in use (CREATE_UCTX): the contexts' and the
+	// whitelist uid.
 	uids    map[uint16]bool
 	nextUID uint32
-	// ctxs are the open contexts by uid: the data path finds the context
-	// that owns a QP through it.
-	ctxs map[uint16]*Device
+	// whitelistUID is the uid mlx5_ib_devx_init creates for the device
+	// (mlx5_ib_devx_create without a user): devx_get_uid runs the
+	// whitelisted general commands of a context without DEVX as it.
+	whitelistUID uint16
+	// ctxs are the open contexts by their identity: the data path finds
+	// the context that owns an object through it. A context's uid cannot
+	// serve: every context without DEVX has uid 0.
+	ctxs    map[ctxID]*Device
+	nextCtx ctxID
 
 	pds   map[uint32]*pdObj
 	mkeys map[uint32]*mkeyObj
@@ -29,7 +37,7 @@ type hca struct {
 	qps   map[uint32]*qpObj
 	srqs  map[uint32]*srqObj
 	umems map[uint32]*umemObj
-	uars  map[uint32]uint16 // UAR page -> uid
+	uars  map[uint32]uarObj
 
 	next map[string]uint32 // allocation cursor per table
 	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
@@ -42,7 +50,7 @@ type hca struct {
 	variant uint8
 
 	// faults are what the data path saw the driver do wrong (or do what
-	// the model cannot run), per context uid, for tests (Device.Faults).
+	// the model cannot run), per context, for tests (Device.Faults).
 	faults    []fault
 	wqeErrors []fault // why WQEs completed with errors
 	dropped   int     // entries past maxFaults, not kept
@@ -52,35 +60,45 @@ type hca struct {
 	rnrWaiting atomic.Int32
 }
 
+// ctxID is a context's identity on its HCA: the model's, not the
+// firmware's. Numbers are never reused; 0 is no context. Every firmware
+// object records the context whose command created it (ctx) next to the
+// uid the command carried (uid): the firmware checks the uid, and the
+// model charges faults to, finds the owner of and purges objects by the
+// context.
+type ctxID uint32
+
 // fault is one data-path fault, charged to the context whose doorbell or
 // object met it.
 type fault struct {
-	uid uint16
+	ctx ctxID
 	msg string
 }
 
 const maxFaults = 1024
 
-// fault records a data-path fault for uid.
-func (h *hca) fault(uid uint16, format string, args ...any) {
-	h.record(&h.faults, uid, fmt.Sprintf(format, args...))
+// fault records a data-path fault for context ctx.
+func (h *hca) fault(ctx ctxID, format string, args ...any) {
+	h.record(&h.faults, ctx, fmt.Sprintf(format, args...))
 }
 
-func (h *hca) record(l *[]fault, uid uint16, msg string) {
+func (h *hca) record(l *[]fault, ctx ctxID, msg string) {
 	if len(*l) >= maxFaults {
 		h.dropped++
 		return
 	}
-	*l = append(*l, fault{uid, msg})
+	*l = append(*l, fault{ctx, msg})
 }
 
 type pdObj struct {
 	uid  uint16
+	ctx  ctxID
 	refs int
 }
 
 type mkeyObj struct {
 	uid uint16
+	ctx ctxID
 	pdn uint32
 	mkc []byte // the mkey context: as created, then as UMRs changed it (64 bytes)
 
@@ -103,6 +121,7 @@ type mkeyObj struct {
 
 type psvObj struct {
 	uid uint16
+	ctx ctxID
 	pdn uint32
 	// transient is the signature the last SET_PSV loaded.
 	transient uint64
@@ -110,6 +129,7 @@ type psvObj struct {
 
 type cqObj struct {
 	uid  uint16
+	ctx  ctxID
 	cqc  []byte // 64 bytes
 	refs int
 
@@ -142,15 +162,22 @@ type cqObj struct {
 
 type umemObj struct {
 	uid  uint16
+	ctx  ctxID
 	mem  []byte
 	refs int
 }
 
+// uarObj is a UAR page (ALLOC_UAR with the context's uid).
+type uarObj struct {
+	uid uint16
+	ctx ctxID
+}
+
 func newHCA(p *profile) *hca {
-	return &hca{
+	h := &hca{
 		prof:  p,
 		uids:  map[uint16]bool{},
-		ctxs:  map[uint16]*Device{},
+		ctxs:  map[ctxID]*Device{},
 		subs:  map[subKey][]*subscription{},
 		pds:   map[uint32]*pdObj{},
 		mkeys: map[uint32]*mkeyObj{},
@@ -159,9 +186,31 @@ func newHCA(p *profile) *hca {
 		qps:   map[uint32]*qpObj{},
 		srqs:  map[uint32]*srqObj{},
 		umems: map[uint32]*umemObj{},
-		uars:  map[uint32]uint16{},
+		uars:  map[uint32]uarObj{},
 		next:  map[string]uint32{},
 	}
+	// mlx5_ib_devx_init: a device with log_max_uctx gets a uid of its own
+	// at load, before any context opens.
+	if p.cap(prm.CmdHcaCap.LogMaxUctx) != 0 {
+		h.whitelistUID, _ = h.newUID()
+	}
+	return h
+}
+
+// newUID is CREATE_UCTX: the next free uid (never 0); ok is false when
+// 2^log_max_uctx - 1 are in use.
+func (h *hca) newUID() (uint16, bool) {
+	max := uint32(1) << h.prof.cap(prm.CmdHcaCap.LogMaxUctx)
+	if uint32(len(h.uids)) >= max-1 {
+		return 0, false
+	}
+	uid := uint16(0)
+	for uid == 0 || h.uids[uid] {
+		h.nextUID = h.nextUID%(max-1) + 1
+		uid = uint16(h.nextUID)
+	}
+	h.uids[uid] = true
+	return uid, true
 }
 
 // objects counts the firmware objects of every table.
@@ -220,11 +269,12 @@ func limit(base uint32, log uint64) uint32 {
 	return uint32(n)
 }
 
-// exec runs one firmware command for uid: in is the input mailbox (the
-// kernel already wrote the uid into it), out the output mailbox, which exec
-// overwrites whole. It returns the status and syndrome it wrote.
-func (h *hca) exec(uid uint16, in, out []byte) (prm.Status, uint32) {
-	return h.execCall(&fwCall{uid: uid, in: in, out: out})
+// exec runs one firmware command as uid for context ctx: in is the input
+// mailbox (the kernel already wrote the uid into it), out the output
+// mailbox, which exec overwrites whole. It returns the status and syndrome
+// it wrote.
+func (h *hca) exec(uid uint16, ctx ctxID, in, out []byte) (prm.Status, uint32) {
+	return h.execCall(&fwCall{uid: uid, ctx: ctx, in: in, out: out})
 }
 
 // execCall is exec of a prepared call (the kernel's own commands pass the
@@ -258,9 +308,12 @@ func (h *hca) execCall(c *fwCall) (prm.Status, uint32) {
 	return e.status, e.syndrome
 }
 
-// fwCall is one command as the firmware sees it.
+// fwCall is one command as the firmware sees it: the uid it carries, and
+// the context that sent it (the model's bookkeeping: the objects it creates
+// are that context's).
 type fwCall struct {
 	uid     uint16
+	ctx     ctxID
 	in, out []byte
 	// mem is the memory behind the physical addresses (pas, dbr_addr) of
 	// a command mlx5_ib sends for a verbs object: the user buffers it

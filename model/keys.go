@@ -167,13 +167,13 @@ func (h *hca) translate(spans [][]byte, mk *mkeyObj, key uint32, addr, n uint64,
 	switch mode {
 	case accessModeMTT:
 		if mk.mem == nil {
-			h.fault(mk.uid, "key %#x: a DEVX MTT mkey was used; the model keeps no MTT (prm has no mkey_umem_id), so the access fails", key)
+			h.fault(mk.ctx, "key %#x: a DEVX MTT mkey was used; the model keeps no MTT (prm has no mkey_umem_id), so the access fails", key)
 			return spans, keyFail("key %#x: a DEVX MTT mkey, whose pages the model does not keep", key)
 		}
 		return append(spans, mk.mem[off:off+n:off+n]), nil
 	case accessModeKLMS:
 	default:
-		h.fault(mk.uid, "key %#x: access mode %d is not modelled, so the access fails", key, mode)
+		h.fault(mk.ctx, "key %#x: access mode %d is not modelled, so the access fails", key, mode)
 		return spans, keyFail("key %#x: access mode %d is not modelled", key, mode)
 	}
 	if depth >= int(h.prof.cap(prm.CmdHcaCap.MaxIndirection)) {

@@ -33,7 +33,7 @@ func allocPD(h *hca, c *fwCall) *fwErr {
 	if !ok {
 		return limitReached()
 	}
-	h.pds[n] = &pdObj{uid: c.uid}
+	h.pds[n] = &pdObj{uid: c.uid, ctx: c.ctx}
 	prm.AllocPdOut.Pd.Set(c.out, uint64(n))
 	return nil
 }
@@ -93,7 +93,7 @@ func createMkey(h *hca, c *fwCall) *fwErr {
 	if !ok {
 		return limitReached()
 	}
-	mk := &mkeyObj{uid: c.uid, pdn: pdn, mkc: append([]byte(nil), mkc...)}
+	mk := &mkeyObj{uid: c.uid, ctx: c.ctx, pdn: pdn, mkc: append([]byte(nil), mkc...)}
 	if mode == accessModeKLMS {
 		// The initial translation: octwords KLM entries after the fixed
 		// part (struct mlx5_klm: byte count, key, address).
@@ -153,7 +153,7 @@ func createPSV(h *hca, c *fwCall) *fwErr {
 	}
 	for i := range int(num) {
 		n, _ := alloc(h, "psv", h.psvs, firstPSV, end)
-		h.psvs[n] = &psvObj{uid: c.uid, pdn: pdn}
+		h.psvs[n] = &psvObj{uid: c.uid, ctx: c.ctx, pdn: pdn}
 		h.pds[pdn].refs++
 		out[i].Set(c.out, uint64(n))
 	}
@@ -208,7 +208,7 @@ func createCQ(h *hca, c *fwCall) *fwErr {
 	if e := h.checkCQC(cqc); e != nil {
 		return e
 	}
-	cq := &cqObj{uid: c.uid, cqc: append([]byte(nil), cqc...)}
+	cq := &cqObj{uid: c.uid, ctx: c.ctx, cqc: append([]byte(nil), cqc...)}
 	prm.Cqc.Status.Set(cq.cqc, 0) // CQ_OK
 	if e := h.bindCQ(c, cq); e != nil {
 		return e

@@ -44,6 +44,7 @@ const sendWQEBB = 64
 
 type qpObj struct {
 	uid   uint16
+	ctx   ctxID
 	qpn   uint32
 	qpc   []byte // the QP context (232 bytes), state included
 	ext   []byte // the qpc_ext the last INIT2INIT/RTS2RTS carried (192 bytes)
@@ -290,7 +291,7 @@ func createQP(h *hca, c *fwCall) *fwErr {
 	// in prm's tables) and its doorbell record live in UMEMs of this uid,
 	// which must hold them. A verbs QP's live in the memory mlx5_ib
 	// pinned.
-	q := &qpObj{uid: c.uid, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs, srq: srq}
+	q := &qpObj{uid: c.uid, ctx: c.ctx, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: pdn, cqs: cqs, srq: srq}
 	q.rq, q.sq = wqGeometry(qpc)
 	if c.mem != nil {
 		need := q.sq.off + q.sq.entries*q.sq.stride

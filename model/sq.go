@@ -73,11 +73,11 @@ func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
 		w.bbs = 1
 	}
 	if w.bbs > avail {
-		h.fault(q.uid, "QP %#x: the WQE at counter %d takes %d WQEBBs, the doorbell record covers %d", q.qpn, q.sqCI, w.bbs, avail)
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the doorbell record covers %d", q.qpn, q.sqCI, w.bbs, avail)
 		return nil, false
 	}
 	if int(w.bbs) > n {
-		h.fault(q.uid, "QP %#x: the WQE at counter %d takes %d WQEBBs, the ring has %d", q.qpn, q.sqCI, w.bbs, n)
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the ring has %d", q.qpn, q.sqCI, w.bbs, n)
 		return nil, false
 	}
 	buf := make([]byte, 0, int(w.bbs)*sendWQEBB)
@@ -86,10 +86,10 @@ func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
 	}
 	w.b = buf[:w.ds*16]
 	if w.index != q.sqCI {
-		h.fault(q.uid, "QP %#x: the WQE at counter %d has wqe_index %d", q.qpn, q.sqCI, w.index)
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d has wqe_index %d", q.qpn, q.sqCI, w.index)
 	}
 	if w.qpn != q.qpn {
-		h.fault(q.uid, "QP %#x: the WQE at counter %d names QP %#x", q.qpn, q.sqCI, w.qpn)
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d names QP %#x", q.qpn, q.sqCI, w.qpn)
 	}
 	return w, true
 }
@@ -116,7 +116,7 @@ func (r result) with(sigs []sigEvent) result {
 // it flushes them; in any other state they wait).
 func (h *hca) runSQ(q *qpObj) {
 	if q.wq == nil || q.dbr == nil || q.sq.entries == 0 {
-		h.fault(q.uid, "QP %#x: a doorbell for a QP without a send queue in UMEMs", q.qpn)
+		h.fault(q.ctx, "QP %#x: a doorbell for a QP without a send queue in UMEMs", q.qpn)
 		return
 	}
 	for {
@@ -126,7 +126,7 @@ func (h *hca) runSQ(q *qpObj) {
 			return
 		}
 		if int(avail) > q.sq.entries {
-			h.fault(q.uid, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, avail, q.sqCI, q.sq.entries)
+			h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, avail, q.sqCI, q.sq.entries)
 			return
 		}
 		switch q.state() {
@@ -158,9 +158,9 @@ func (h *hca) runSQ(q *qpObj) {
 		if r.fail != nil {
 			h.errCQE(q, q.sendCQ(), cqeReqErr, r.fail.syndrome, w.opcode, w.index)
 			msg := fmt.Sprintf("QP %#x WQE %d (opcode %#x): %s", q.qpn, w.index, w.opcode, r.fail.why)
-			h.record(&h.wqeErrors, q.uid, msg)
+			h.record(&h.wqeErrors, q.ctx, msg)
 			if r.fail.unmodelled {
-				h.record(&h.faults, q.uid, msg)
+				h.record(&h.faults, q.ctx, msg)
 			}
 			h.toErr(q)
 			return
@@ -375,7 +375,7 @@ func (h *hca) recvWQE(r *qpObj) (*rwqe, bool) {
 		return nil, false
 	}
 	if int(pi-r.rqCI) > r.rq.entries {
-		h.fault(r.uid, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", r.qpn, pi, pi-r.rqCI, r.rqCI, r.rq.entries)
+		h.fault(r.ctx, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", r.qpn, pi, pi-r.rqCI, r.rqCI, r.rq.entries)
 		return nil, false
 	}
 	o := r.rq.off + int(r.rqCI)&(r.rq.entries-1)*r.rq.stride
@@ -641,7 +641,7 @@ func (h *hca) flush(q *qpObj) {
 	if q.rq.entries > 0 {
 		pi := uint16(dbrWord(q.dbr, 0))
 		if int(pi-q.rqCI) > q.rq.entries {
-			h.fault(q.uid, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.rqCI, q.rqCI, q.rq.entries)
+			h.fault(q.ctx, "QP %#x: the receive counter %d is %d WQEs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.rqCI, q.rqCI, q.rq.entries)
 		} else {
 			for ; q.rqCI != pi; q.rqCI++ {
 				h.errCQE(q, q.recvCQ(), cqeRespErr, SyndromeWRFlush, 0, q.rqCI)
@@ -659,7 +659,7 @@ func (h *hca) flush(q *qpObj) {
 func (h *hca) flushSQ(q *qpObj) {
 	pi := uint16(dbrWord(q.dbr, 1))
 	if int(pi-q.sqCI) > q.sq.entries {
-		h.fault(q.uid, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.sqCI, q.sqCI, q.sq.entries)
+		h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.sqCI, q.sqCI, q.sq.entries)
 		return
 	}
 	for q.sqCI != pi {
@@ -726,7 +726,7 @@ func (h *hca) waitRNR(q *qpObj, w *sendWQE) {
 		q.sqCI += w.bbs
 		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(q.sqCI))
 		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeRNRRetryExceeded, w.opcode, w.index)
-		h.record(&h.wqeErrors, q.uid, fmt.Sprintf("QP %#x WQE %d: the responder has no receive WQE and the RNR retries are exhausted", q.qpn, w.index))
+		h.record(&h.wqeErrors, q.ctx, fmt.Sprintf("QP %#x WQE %d: the responder has no receive WQE and the RNR retries are exhausted", q.qpn, w.index))
 		h.toErr(q)
 		return
 	}
@@ -747,10 +747,11 @@ func (h *hca) clearRNR(q *qpObj) {
 	}
 }
 
-// retryRNR retries the waiting sends of uid's QPs whose timer ran out.
-func (h *hca) retryRNR(uid uint16, now time.Time) {
+// retryRNR retries the waiting sends of context ctx's QPs whose timer ran
+// out.
+func (h *hca) retryRNR(ctx ctxID, now time.Time) {
 	for _, q := range h.qps {
-		if q.uid == uid && q.rnr != nil && !now.Before(q.rnr.next) {
+		if q.ctx == ctx && q.rnr != nil && !now.Before(q.rnr.next) {
 			h.runSQ(q)
 		}
 	}

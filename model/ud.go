@@ -67,11 +67,11 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	gidFl := binary.BigEndian.Uint32(av[avGRHGIDFl:])
 	var rgid [16]byte
 	copy(rgid[:], av[avRGID:])
+	// The port is RoCE: every packet has a GRH, and the AV's GRH bit is
+	// reserved. libmlx5's mlx5_create_ah leaves it 0 on Ethernet; mlx5_ib's
+	// create_ib_ah sets it for any AH with a GRH. Either way the source GID
+	// index and destination GID address the datagram.
 	sgid, ok := h.gid(uint8(gidFl >> 20))
-	// Every RoCE packet carries a GRH, so the address vector's GRH bit is
-	// reserved there: libmlx5's mlx5_create_ah leaves it clear on an
-	// Ethernet port, and the device builds the GRH from the GID fields
-	// all the same.
 	if !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
 		return done // anywhere but the port is off the model's network
 	}

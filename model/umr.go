@@ -164,7 +164,7 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 		}
 	}
 	if mask&^known != 0 {
-		h.fault(q.uid, "QP %#x UMR on mkey %#x: mkey mask bits %#x are not modelled and were ignored", q.qpn, n, mask&^known)
+		h.fault(q.ctx, "QP %#x UMR on mkey %#x: mkey mask bits %#x are not modelled and were ignored", q.qpn, n, mask&^known)
 	}
 	mk.mkc = next
 	if mask&maskSigErr != 0 {

@@ -9,11 +9,14 @@ import (
 )
 
 // The verbs objects the seam carries: a protection domain (ibv_alloc_pd)
-// and memory regions (ibv_reg_mr). mlx5_ib creates both in the firmware
-// with the context's uid (mlx5_ib_alloc_pd sets alloc_pd_in.uid, and a
-// user MR's mkey is created with its PD's uid), so they sit in the same
-// tables as DEVX's ALLOC_PD and CREATE_MKEY and DEVX objects may name
-// them.
+// and memory regions (ibv_reg_mr). They sit in the same tables as DEVX's
+// ALLOC_PD and CREATE_MKEY. mlx5_ib creates the PD with the context's DEVX
+// uid (mlx5_ib_alloc_pd sets alloc_pd_in.uid: 0 without DEVX), so DEVX
+// objects of the context may name it. A user MR's mkey has uid 0 whatever
+// the context (Linux 6.1's mr.c sets no uid: reg_create and the mkey
+// cache's mlx5_ib_create_mkey_cb create it as the kernel's), so DEVX
+// commands cannot name it; WQEs use its keys all the same (the key checks
+// compare PDs, not uids).
 
 // ib_uverbs_access_flags (rdma/ib_user_ioctl_verbs.h).
 const (
@@ -40,7 +43,7 @@ func (d *Device) AllocPD() (seam.Handle, uint32, error) {
 	if !ok {
 		return 0, 0, kerr(call, unix.ENOMEM, "ALLOC_PD: log_max_pd PDs exist")
 	}
-	d.h.pds[n] = &pdObj{uid: d.uid}
+	d.h.pds[n] = &pdObj{uid: d.uid, ctx: d.id}
 	return d.newHandle(&uobj{kind: kindPD, pdn: n}), n, nil
 }
 
@@ -114,7 +117,7 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	prm.Mkc.Pd.Set(mkc, uint64(o.pdn))
 	prm.Mkc.StartAddr.Set(mkc, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
 	prm.Mkc.Len.Set(mkc, uint64(len(mem)))
-	d.h.mkeys[n] = &mkeyObj{uid: d.uid, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true}
+	d.h.mkeys[n] = &mkeyObj{uid: 0, ctx: d.id, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true} // mr.c: no uid
 	d.h.pds[o.pdn].refs++
 	key := n<<8 | uint32(d.h.variant)
 	h := d.newHandle(&uobj{kind: kindMR, mkey: n})

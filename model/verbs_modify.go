@@ -419,7 +419,7 @@ func (d *Device) modifyFW(call string, v *vqp, a *seam.QPAttr, mask uint32, cur,
 		t.ece.Set(in, uint64(ece))
 	}
 	out := make([]byte, t.minOut)
-	if err := d.fwErrno(call, &fwCall{uid: d.uid, in: in, out: out}); err != nil {
+	if err := d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: out}); err != nil {
 		return err
 	}
 	// get_ece_from_mbox: the answer of the transitions that have one, 0
@@ -684,7 +684,7 @@ func (d *Device) modifyDCT(call string, v *vqp, a *seam.QPAttr, mask uint32, ucm
 		prm.Ads.SrcAddrIndex.At(path).Set(c, uint64(a.AH.GRH.SGIDIndex))
 		prm.Ads.HopLimit.At(path).Set(c, uint64(a.AH.GRH.HopLimit))
 		prm.Ads.EthPrio.At(path).Set(c, uint64(a.AH.SL&7))
-		fw, e := d.h.createDCT(d.uid, v)
+		fw, e := d.h.createDCT(d.uid, d.id, v)
 		if e != nil {
 			ce := &prm.CmdError{Opcode: prm.MLX5_CMD_OP_CREATE_DCT, Status: e.status, Syndrome: e.syndrome}
 			return &KernelError{Call: call, Errno: statusErrno(e.status), Rule: "mlx5_core_create_dct", Cmd: ce}
@@ -706,7 +706,7 @@ func (d *Device) modifyDCT(call string, v *vqp, a *seam.QPAttr, mask uint32, ucm
 
 // createDCT is CREATE_DCT: a DCT number from the QP numbers, the PD, the
 // receive CQ and the SRQ in use, as the dctc names them.
-func (h *hca) createDCT(uid uint16, v *vqp) (*qpObj, *fwErr) {
+func (h *hca) createDCT(uid uint16, ctx ctxID, v *vqp) (*qpObj, *fwErr) {
 	if v.srq == nil || h.srqs[v.srq.srqn] == nil || h.cqs[v.rcq.cqn] == nil {
 		return nil, noObject()
 	}
@@ -730,7 +730,7 @@ func (h *hca) createDCT(uid uint16, v *vqp) (*qpObj, *fwErr) {
 	prm.Qpc.DcAccessKey.Set(qpc, v.accessKey)
 	prm.Qpc.State.Set(qpc, StateRTR)
 	s := h.srqs[v.srq.srqn]
-	q := &qpObj{uid: uid, qpn: n, qpc: qpc, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: v.pd.pdn,
+	q := &qpObj{uid: uid, ctx: ctx, qpn: n, qpc: qpc, ext: make([]byte, prm.QpcExt.Layout().Size), pdn: v.pd.pdn,
 		cqs: []uint32{v.rcq.cqn}, srq: s, dct: true}
 	if h.prof.cap(prm.CmdHcaCap.EceSupport) != 0 {
 		q.ece = negotiateECE(v.ece)
@@ -800,7 +800,7 @@ func (d *Device) QueryQP(h seam.Handle, mask uint32) (seam.QPAttr, error) {
 	prm.MboxIn.Uid.Set(in, uint64(d.uid))
 	prm.QueryQpIn.Qpn.Set(in, uint64(v.qpn))
 	out := make([]byte, prm.QueryQpOut.Layout().Size)
-	if err := d.fwErrno(call, &fwCall{uid: d.uid, in: in, out: out}); err != nil {
+	if err := d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: out}); err != nil {
 		return seam.QPAttr{}, err
 	}
 	c := prm.QueryQpOut.Qpc.Bytes(out)

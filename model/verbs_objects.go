@@ -151,7 +151,7 @@ func (d *Device) CreateCQ(c seam.CQCreate, drvIn, drvOut []byte) (seam.Handle, u
 		prm.Cqc.Oi.At(cqc).Set(in, 1)
 	}
 	out := make([]byte, prm.CreateCqOut.Layout().Size)
-	if err := d.fwErrno(call, &fwCall{uid: d.uid, in: in, out: out, mem: &pinned{buf: buf, dbr: dbr}}); err != nil {
+	if err := d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: out, mem: &pinned{buf: buf, dbr: dbr}}); err != nil {
 		return 0, 0, err
 	}
 	cqn := uint32(prm.CreateCqOut.Cqn.Get(out))
@@ -197,7 +197,7 @@ func (d *Device) destroyCQ(v *vcq) error {
 	prm.MboxIn.Opcode.Set(in, prm.MLX5_CMD_OP_DESTROY_CQ)
 	prm.MboxIn.Uid.Set(in, uint64(d.uid))
 	prm.DestroyCqIn.Cqn.Set(in, uint64(v.cqn))
-	if err := d.fwErrno(call, &fwCall{uid: d.uid, in: in, out: make([]byte, hdrLen)}); err != nil {
+	if err := d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: make([]byte, hdrLen)}); err != nil {
 		return err
 	}
 	if v.ch != nil {

@@ -376,7 +376,7 @@ func (d *Device) createUserQP(call string, v *vqp, u *mlx5abi.Mlx5IbCreateQp, q 
 	set(prm.Qpc.DbrAddr, u.DbAddr)
 	set(prm.Qpc.UserIndex, uint64(v.uidx)) // cqe_version 1
 	out := make([]byte, prm.CreateQpOut.Layout().Size)
-	if err := d.fwErrno(call, &fwCall{uid: d.uid, in: in, out: out, mem: &mem}); err != nil {
+	if err := d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: out, mem: &mem}); err != nil {
 		return err
 	}
 	v.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))

@@ -44,6 +44,14 @@ func newVRigOpts(t testing.TB, profile string, opt Options) *vrig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newVRigOn(t, d)
+}
+
+// newVRigOn is the rig on an open context (one Open made, say); the
+// test's cleanup closes it.
+func newVRigOn(t testing.TB, d *Device) *vrig {
+	t.Helper()
+	var err error
 	r := &vrig{t: t, d: d}
 	t.Cleanup(func() {
 		d.Close()
@@ -321,6 +329,13 @@ func (q *vqpT) setDBR(i int, v uint16) {
 // record and rings the 8-byte doorbell on the BF page.
 func (q *vqpT) post(s wqe.Send) uint16 {
 	q.r.t.Helper()
+	return q.postVia(q.r, s)
+}
+
+// postVia is post with the doorbell rung on the BF page of rig via
+// (another context's, to test that the model refuses it).
+func (q *vqpT) postVia(via *vrig, s wqe.Send) uint16 {
+	q.r.t.Helper()
 	s.QPN = q.qpn
 	s.MaxSGE, s.MaxInline = 4, 256
 	idx := q.sqPI
@@ -330,10 +345,10 @@ func (q *vqpT) post(s wqe.Send) uint16 {
 	}
 	q.sqPI += uint16(res.WQEBBs)
 	q.setDBR(1, q.sqPI)
-	off := 0x800 + 0x100*(q.r.half.Add(1)&1)
+	off := 0x800 + 0x100*(via.half.Add(1)&1)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], res.Doorbell)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&q.r.bfPage[off])), binary.NativeEndian.Uint64(b[:]))
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&via.bfPage[off])), binary.NativeEndian.Uint64(b[:]))
 	return idx
 }
 

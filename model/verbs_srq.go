@@ -28,6 +28,7 @@ import (
 // srqObj is the firmware's SRQ (an RMP).
 type srqObj struct {
 	uid  uint16
+	ctx  ctxID
 	pdn  uint32
 	buf  []byte // 1 << logSize WQEs of stride bytes
 	dbr  []byte
@@ -42,7 +43,7 @@ type srqObj struct {
 	ib     *vsrq
 }
 
-func (s *srqObj) owner() uint16 { return s.uid }
+func (s *srqObj) owner() ctxID { return s.ctx }
 
 // firstSRQN is where SRQ (RMP) numbers start: the model's choice.
 const firstSRQN = 0x200
@@ -108,7 +109,7 @@ func (d *Device) CreateSRQ(s seam.SRQCreate, drvIn, drvOut []byte) (seam.Handle,
 	if !ok {
 		return 0, seam.SRQCreated{}, kerr(call, statusErrno(prm.MLX5_CMD_STAT_LIM_ERR), "CREATE_RMP: log_max_srq SRQs exist")
 	}
-	fw := &srqObj{uid: d.uid, pdn: pd.pdn, buf: buf, dbr: dbr, size: int(n), stride: int(desc)}
+	fw := &srqObj{uid: d.uid, ctx: d.id, pdn: pd.pdn, buf: buf, dbr: dbr, size: int(n), stride: int(desc)}
 	d.h.srqs[num] = fw
 	d.h.pds[pd.pdn].refs++
 	putDrv(drvOut, &mlx5abi.Mlx5IbCreateSrqResp{Srqn: num}, 8)
@@ -196,7 +197,7 @@ func (h *hca) srqRecvWQE(s *srqObj) (sges []sge, idx uint16, ok bool) {
 		return nil, 0, false
 	}
 	if int(s.avail()) > s.size {
-		h.fault(s.uid, "SRQ: the doorbell record counts %d WQEs posted, %d taken, the SRQ has %d", uint16(dbrWord(s.dbr, 0)), s.ci, s.size)
+		h.fault(s.ctx, "SRQ: the doorbell record counts %d WQEs posted, %d taken, the SRQ has %d", uint16(dbrWord(s.dbr, 0)), s.ci, s.size)
 		return nil, 0, false
 	}
 	idx = s.head & uint16(s.size-1)

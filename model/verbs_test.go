@@ -644,3 +644,23 @@ func TestUARMmapOffsets(t *testing.T) {
 		t.Errorf("another context: %#x", u.MMapOffset)
 	}
 }
+
+// TestVerbsMRMkeyUID: a user MR's mkey is the kernel's (uid 0) on a DEVX
+// context too; the PD is the context's uid. DEVX commands of the context
+// cannot name the mkey; WQEs use its keys.
+func TestVerbsMRMkeyUID(t *testing.T) {
+	r := newVRig(t, "cx6dx")
+	d := r.d
+	_, mr := r.mr(4096, accessLocalWrite)
+	d.h.mu.Lock()
+	pdUID, mkUID := d.h.pds[r.pdn].uid, d.h.mkeys[mr.LKey>>8].uid
+	d.h.mu.Unlock()
+	if pdUID != d.UID() || mkUID != 0 {
+		t.Errorf("PD uid %d, MR mkey uid %d: want %d and 0", pdUID, mkUID, d.UID())
+	}
+	in := mbox(prm.QueryMkeyIn.Layout(), prm.MLX5_CMD_OP_QUERY_MKEY)
+	prm.QueryMkeyIn.MkeyIndex.Set(in, uint64(mr.LKey>>8))
+	if st := d.Exec(in, make([]byte, prm.QueryMkeyOut.Layout().Size)); st != prm.MLX5_CMD_STAT_BAD_RES_ERR {
+		t.Errorf("QUERY_MKEY of an MR's mkey as the context's uid: %v, want BAD_RES_ERR", st)
+	}
+}
