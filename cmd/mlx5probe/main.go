@@ -3,7 +3,7 @@
 // (driver, GUIDs, firmware, vendor and part ids), every device attribute of
 // the extended query device, and each port with its GID table; for mlx5
 // devices also the HCA capabilities users of signature offloads, UMR and DC
-// look for (QUERY_HCA_CAP through DEVX, which needs root).
+// look for (QUERY_HCA_CAP, which mlx5_ib runs for any context).
 //
 //	go run ./cmd/mlx5probe              # text shaped like ibv_devinfo -v
 //	go run ./cmd/mlx5probe -json        # JSON, keys named as ibv_devinfo names them
