@@ -30,7 +30,9 @@ type Options struct {
 }
 
 // Caps are what the kernel said about the context when it opened it
-// (struct mlx5_ib_alloc_ucontext_resp), in Go terms.
+// (struct mlx5_ib_alloc_ucontext_resp) and about the device when the
+// context queried it (ibv_query_device_ex with struct
+// mlx5_ib_query_device_resp), in Go terms.
 type Caps struct {
 	// SQD2RTS: the kernel moves a QP from SQD back to RTS
 	// (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS); signature pipelining
@@ -51,6 +53,20 @@ type Caps struct {
 	MaxSendWQEBB, MaxRecvWR, MaxSRQRecvWR int
 	MaxSQDescSize, MaxRQDescSize          int
 	NumPorts                              int
+
+	// From the device query. MaxDCIStreams is the most a DCI may ask for
+	// (QPOptions.DCIStreams): log2 of its concurrent and of its errored
+	// stream channels (dci_streams_caps). Zero when the device has no DCI
+	// streams, or did not answer the query: a DCI may then ask for 2^0
+	// of each only, and the kernel decides.
+	MaxDCIStreams DCIStreams
+	// Atomics: the device performs 8-byte atomic operations on its QPs
+	// (atomic_cap is not IBV_ATOMIC_NONE; libmlx5 enables atomics on its
+	// QPs only then).
+	Atomics bool
+	// CoreClockKHz is the device's core clock (hca_core_clock), 0 if
+	// unknown.
+	CoreClockKHz uint64
 }
 
 // capsOf decodes the driver-data response of GET_CONTEXT.
@@ -256,19 +272,43 @@ func NewContext(dev seam.Device) *Context {
 
 // openVerbs sets up a context whose device answered GET_CONTEXT with
 // mlx5's driver data, as libmlx5's mlx5_init_context does: the caps and
-// the commands that take driver data, then each port's link layer and
-// flags (mlx5_query_port into cached_link_layer and cached_port_flags; a
-// port whose query fails is asked again when an AH needs it), then the
+// the commands that take driver data, then the device query
+// (mlx5_query_device_ctx), then each port's link layer and flags
+// (mlx5_query_port into cached_link_layer and cached_port_flags; a port
+// whose query fails is asked again when an AH needs it), then the
 // non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that fails,
 // the first CQ tries again).
 func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
 	c.Caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
+	c.queryDevice()
 	for p := 1; p <= min(c.Caps.NumPorts, len(c.ports)); p++ {
 		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
 			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags}
 		}
 	}
 	c.ncPage()
+}
+
+// queryDevice asks the extended query device as mlx5_query_device_ctx
+// does, with struct mlx5_ib_query_device_resp if the kernel takes driver
+// data for it (cmds_supp_uhw), and keeps what the caps need. Like
+// libmlx5 it opens the context even if the query fails, with those caps
+// zero.
+func (c *Context) queryDevice() {
+	var r mlx5abi.Mlx5IbQueryDeviceResp
+	var out []byte
+	if c.uhw&mlx5abi.MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE != 0 {
+		out = bytesOf(&r)
+	}
+	a, err := c.dev.QueryDevice(out)
+	if err != nil {
+		return
+	}
+	// The kernel writes response_length bytes of r; the rest stays zero.
+	c.Caps.MaxDCIStreams = DCIStreams{LogConcurrent: int(r.DciStreamsCaps.MaxLogNumConcurent),
+		LogErrored: int(r.DciStreamsCaps.MaxLogNumErrored)}
+	c.Caps.Atomics = a.AtomicCap != 0
+	c.Caps.CoreClockKHz = a.HCACoreClock
 }
 
 // portInfo is what a context learned of a port when it opened; a zero

@@ -125,6 +125,17 @@ func (k *kernelDevice) cq(op string, h seam.Handle) (*uverbs.CQ, error) {
 // GET_CONTEXT with when the context opened (uverbs keeps it), a copy.
 func (k *kernelDevice) DriverContext() []byte { return k.ctx.DriverResponse() }
 
+// QueryDevice is uverbs' extended query device with mlx5's driver data
+// (libibverbs' ibv_cmd_query_device_any as mlx5_query_device_ctx calls
+// it).
+func (k *kernelDevice) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
+	da, err := k.ctx.QueryDeviceWithDriverData(drvOut)
+	if err != nil {
+		return seam.DeviceAttr{}, verbsErr("query device", err)
+	}
+	return seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock}, nil
+}
+
 func (k *kernelDevice) QueryPort(port uint8) (seam.PortAttr, error) {
 	pa, err := k.ctx.QueryPort(port)
 	if err != nil {

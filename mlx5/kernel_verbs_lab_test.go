@@ -35,6 +35,18 @@ func TestLabKernelVerbsOnRXE(t *testing.T) {
 	defer uctx.Close()
 	k := &kernelDevice{ctx: uctx}
 
+	// The device query: rxe answers the generic attributes and has no
+	// driver data for them (EINVAL for mlx5's response buffer).
+	da, err := uctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := k.QueryDevice(nil); err != nil || a != (seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock}) {
+		t.Errorf("query device: %+v, %v; uverbs says atomic cap %v, core clock %d", a, err, da.AtomicCap, da.HCACoreClock)
+	}
+	if _, err := k.QueryDevice(make([]byte, 104)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("query device with mlx5's driver response on rxe: %v, want EINVAL", err)
+	}
 	pa, err := k.QueryPort(1)
 	if err != nil || pa.State != 4 || pa.LinkLayer != 2 {
 		t.Fatalf("port 1: %+v, %v; want ACTIVE on Ethernet", pa, err)

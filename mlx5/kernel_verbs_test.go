@@ -432,6 +432,18 @@ func (r *replayer) write(w *vcall) {
 	k := r.k
 	core := w.attr(t, "CORE_IN").in(t)
 	switch w.WriteCmd {
+	case "0x80000001": // QUERY_DEVICE_EX with struct mlx5_ib_query_device_resp
+		drvOut := make([]byte, w.attr(t, "UHW_OUT").Len)
+		var resp uverbs.IbUverbsExQueryDeviceResp
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)), w.attr(t, "CORE_OUT").out(t))
+		want := seam.DeviceAttr{AtomicCap: resp.Base.AtomicCap, HCACoreClock: resp.HcaCoreClock}
+		r.replay(w, "QUERY_DEVICE_EX", false, func() error {
+			a, err := k.QueryDevice(drvOut)
+			if err == nil && (a != want || !bytes.Equal(drvOut, w.attr(t, "UHW_OUT").out(t))) {
+				err = fmt.Errorf("%+v (want %+v), driver response %x", a, want, drvOut)
+			}
+			return err
+		})
 	case "0x3": // ALLOC_PD (the set-up of what follows)
 		r.replay(w, "ALLOC_PD", true, func() error {
 			h, pdn, err := k.AllocPD()
@@ -510,12 +522,12 @@ func TestOracleVerbsReplay(t *testing.T) {
 		file string
 		want map[string]int
 	}{
-		{"testdata/create_cmds.jsonl", map[string]int{"ALLOC_PD": 1, "CQ_CREATE": 1, "QP_CREATE": 1, "MODIFY_QP": 5,
+		{"testdata/create_cmds.jsonl", map[string]int{"QUERY_DEVICE_EX": 1, "ALLOC_PD": 1, "CQ_CREATE": 1, "QP_CREATE": 1, "MODIFY_QP": 5,
 			"QP_DESTROY": 1, "CQ_DESTROY": 1, "PD_DESTROY": 1}},
-		{"testdata/datapath_setup.jsonl", map[string]int{"ALLOC_PD": 1, "CQ_CREATE": 2, "QP_CREATE": 3, "MODIFY_QP": 12,
+		{"testdata/datapath_setup.jsonl", map[string]int{"QUERY_DEVICE_EX": 1, "ALLOC_PD": 1, "CQ_CREATE": 2, "QP_CREATE": 3, "MODIFY_QP": 12,
 			"QUERY_QP": 2, "QP_DESTROY": 3, "CQ_DESTROY": 2, "PD_DESTROY": 1}},
 		{"testdata/dci.jsonl", map[string]int{"QP_CREATE": 3, "MODIFY_QP": 9, "QP_DESTROY": 3}},
-		{"testdata/verbs_cases.jsonl", map[string]int{"ALLOC_PD": 2, "CQ_CREATE": 2, "CQ_DESTROY": 2,
+		{"testdata/verbs_cases.jsonl", map[string]int{"QUERY_DEVICE_EX": 4, "ALLOC_PD": 2, "CQ_CREATE": 2, "CQ_DESTROY": 2,
 			"SRQ_CREATE": 12, "SRQ_DESTROY": 12, "MODIFY_SRQ": 1, "QP_CREATE": 26, "MODIFY_QP": 3,
 			"MODIFY_QP_EX": 2, "QUERY_QP": 25, "QP_DESTROY": 26, "CREATE_COMP_CHANNEL": 1, "CREATE_AH": 1,
 			"AH_DESTROY": 1, "PD_DESTROY": 2}},

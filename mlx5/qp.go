@@ -397,6 +397,12 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	if s := o.DCIStreams; s != nil && (s.LogConcurrent < 0 || s.LogErrored < 0 || s.LogConcurrent > 0xff || s.LogErrored > 0xff) {
 		return bad("DCI streams %+v", *s)
 	}
+	// libmlx5's create_qp: streams past the device's dci_streams_caps are
+	// EINVAL before any command (none reported: only 2^0 of each).
+	if s, m := o.DCIStreams, c.Caps.MaxDCIStreams; s != nil && (s.LogConcurrent > m.LogConcurrent || s.LogErrored > m.LogErrored) {
+		return bad("DCI streams of 2^%d concurrent and 2^%d errored channels: the device allows at most 2^%d and 2^%d (Caps.MaxDCIStreams, dci_streams_caps max_log_num_concurent and max_log_num_errored)",
+			s.LogConcurrent, s.LogErrored, m.LogConcurrent, m.LogErrored)
+	}
 	return nil
 }
 

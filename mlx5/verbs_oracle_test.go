@@ -56,16 +56,14 @@ import (
 // Handles of objects are the fake kernel's, answered as recorded, so the
 // driver must name them exactly as libmlx5 did.
 //
-// Where libmlx5 makes a call at another point (QUERY_PORT and the
-// non-cached UAR at open) the driver must make it at the same point;
+// Where libmlx5 makes a call at another point (QUERY_DEVICE_EX, QUERY_PORT
+// and the non-cached UAR at open) the driver must make it at the same
+// point;
 // where it makes one the driver has no counterpart for, the step leaves
 // it out by name (skipCalls says why), and the counts at the end say how
 // many of each kind were compared.
 //
 // Differences left, each where it arises:
-//   - a DCI with more stream channels than the device's dci_streams_caps:
-//     libmlx5 refuses it before any command, the driver leaves it to the
-//     kernel (it does not query the device);
 //   - QP.Query's receive caps are the driver's own, libmlx5's the
 //     kernel's (zero from the fake kernel): only the send caps compare;
 //   - a RoCE AH's address vector is pinned by no record past its
@@ -76,7 +74,6 @@ import (
 var skipCalls = map[string]string{
 	"DEVICE/INVOKE_WRITE/0x1":           "the INVOKE_WRITE probe libibverbs makes at open (refused, ENOSPC)",
 	"MLX5_DEVX/DEVX_OTHER":              "libmlx5 reads QUERY_HCA_CAP at open; mlx5go when a feature needs it (mkeys)",
-	"DEVICE/INVOKE_WRITE/0x80000001":    "libibverbs' QUERY_DEVICE_EX at open; mlx5go does not query the device",
 	"ASYNC_EVENT/ASYNC_EVENT_ALLOC":     "uverbs.Open allocates the async event file (a recording context has a pipe)",
 	"DEVICE/INVOKE_WRITE/0x9":           "REG_MR: not part of the verbs objects compared here",
 	"MR/MR_DESTROY":                     "the MR of REG_MR",
@@ -356,6 +353,8 @@ func kindOf(w *vcall) string {
 		return "CREATE_COMP_CHANNEL"
 	case "0x5":
 		return "CREATE_AH"
+	case "0x80000001":
+		return "QUERY_DEVICE_EX"
 	}
 	return "write " + w.WriteCmd
 }
@@ -519,8 +518,10 @@ var errStopCompare = errors.New("stop")
 // open opens a context as Open does, on the recording kernel: GET_CONTEXT
 // with Open's request (compared with libmlx5's; the context keeps the
 // recorded response), then NewContext, which reads that response and
-// does what a verbs context does at open (libmlx5: the port queries, the
-// non-cached UAR). It returns the record's calls after those.
+// does what a verbs context does at open (libmlx5: the device query with
+// struct mlx5_ib_query_device_resp, whose recorded answer gives the DCI
+// stream caps; the port queries; the non-cached UAR). It returns the
+// record's calls after those.
 func (o *verbsOracle) open(kase string) (*Context, []*vcall) {
 	return o.openDEVX(kase, true)
 }
@@ -545,7 +546,7 @@ func (o *verbsOracle) openDEVX(kase string, devx bool) (*Context, []*vcall) {
 		switch k := vkey(w); {
 		case k == "DEVICE/GET_CONTEXT":
 			get = append(get, w)
-		case rest == nil && (k == "DEVICE/QUERY_PORT" || k == "MLX5_UAR/UAR_OBJ_ALLOC" || k == "mmap"):
+		case rest == nil && (k == "DEVICE/INVOKE_WRITE/0x80000001" || k == "DEVICE/QUERY_PORT" || k == "MLX5_UAR/UAR_OBJ_ALLOC" || k == "mmap"):
 			init = append(init, w)
 		default:
 			rest = append(rest, w)
@@ -794,32 +795,19 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 			t.Fatalf("%s: %d creates, %d modifies, %d destroys recorded", k, len(create), len(modify), len(destroy))
 		}
 		if ret != 0 {
-			// A difference left: libmlx5 refuses 2^7 stream channels
-			// before any command, against the dci_streams_caps that
-			// QUERY_DEVICE_EX's mlx5 response gave it at open
-			// (max_log_num_concurent 6). The driver does not query the
-			// device and leaves the check to the kernel: its create goes
-			// out, with the streams asked for, and the kernel's refusal
-			// (EINVAL here; the fake kernel never saw this create) is the
-			// error.
-			o.refuse = unix.EINVAL
-			err := o.do(k+": create", create, func() (err error) { dci, err = c.CreateQP(opt); return })
-			o.refuse = 0
-			var drv mlx5abi.Mlx5IbCreateQp
-			if len(o.refused) == 1 && o.refused[0].Hdr.MethodID == uverbs.UVERBS_METHOD_QP_CREATE {
-				for i, a := range o.refused[0].Attrs {
-					if a.AttrID == uverbs.UVERBS_ATTR_UHW_IN {
-						copy(bytesOf(&drv), o.refused[0].Data[i])
-					}
-				}
+			// libmlx5 refuses 2^7 stream channels before any command,
+			// against the dci_streams_caps QUERY_DEVICE_EX's mlx5 response
+			// gave it at open (max_log_num_concurent 6); so must the
+			// driver, against Caps.MaxDCIStreams from the same answer.
+			if len(create)+len(modify)+len(destroy) != 0 || c.Caps.MaxDCIStreams != (DCIStreams{LogConcurrent: 6, LogErrored: 4}) {
+				t.Fatalf("%s: %d calls recorded, caps %+v", k, len(create)+len(modify)+len(destroy), c.Caps.MaxDCIStreams)
 			}
-			if len(o.refused) != 1 || drv.DciStreams.LogNumConcurent != uint8(in.Conc) || drv.DciStreams.LogNumErrored != uint8(in.Err) ||
-				drv.Flags&mlx5abi.MLX5_QP_FLAG_DCI_STREAM == 0 || !errors.Is(err, unix.Errno(ret)) || dci != nil {
-				t.Errorf("%s: %d calls (driver data %+v), %v; libmlx5 refused with errno %d before any command", k, len(o.refused), drv, err, ret)
+			err := o.do(k+": create", nil, func() (err error) { dci, err = c.CreateQP(opt); return })
+			if !errors.Is(err, unix.Errno(ret)) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MaxDCIStreams") || dci != nil {
+				t.Errorf("%s: %v; libmlx5 refused with errno %d before any command", k, err, ret)
 			} else {
-				o.n["QP_CREATE refused by the kernel"]++
+				o.n["DCI refused"]++
 			}
-			o.refused = nil
 			continue
 		}
 		err := o.do(k+": create", create, func() (err error) { dci, err = c.CreateQP(opt); return })
@@ -835,9 +823,9 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 	}
 
 	o.must("teardown", o.of("teardown"), c.Close)
-	o.expect(map[string]int{"GET_CONTEXT": 1, "QUERY_PORT": 1, "UAR_OBJ_ALLOC": 2, "mmap": 2, "ALLOC_PD": 1,
-		"CQ_CREATE": 1, "QP_CREATE": 4, "MODIFY_QP": 14, "DEVX_OBJ_MODIFY": 1, "QP_DESTROY": 4, "CQ_DESTROY": 1,
-		"PD_DESTROY": 1, "UAR_OBJ_DESTROY": 2, "QP_CREATE refused by the kernel": 1})
+	o.expect(map[string]int{"GET_CONTEXT": 1, "QUERY_DEVICE_EX": 1, "QUERY_PORT": 1, "UAR_OBJ_ALLOC": 2, "mmap": 2,
+		"ALLOC_PD": 1, "CQ_CREATE": 1, "QP_CREATE": 4, "MODIFY_QP": 14, "DEVX_OBJ_MODIFY": 1, "QP_DESTROY": 4,
+		"CQ_DESTROY": 1, "PD_DESTROY": 1, "UAR_OBJ_DESTROY": 2, "DCI refused": 1})
 }
 
 // TestOracleDriverDatapathSetup: datapath_setup.jsonl, the --datapath
@@ -984,7 +972,7 @@ func TestOracleDriverDatapathSetup(t *testing.T) {
 	})
 	// The AHs made no kernel command and destroy none (Close closes them).
 	o.must("teardown", o.of("teardown"), c.Close)
-	o.expect(map[string]int{"GET_CONTEXT": 1, "QUERY_PORT": 1, "UAR_OBJ_ALLOC": 3, "mmap": 3, "ALLOC_PD": 1,
+	o.expect(map[string]int{"GET_CONTEXT": 1, "QUERY_DEVICE_EX": 1, "QUERY_PORT": 1, "UAR_OBJ_ALLOC": 3, "mmap": 3, "ALLOC_PD": 1,
 		"CQ_CREATE": 2, "QP_CREATE": 3, "MODIFY_QP": 12, "DEVX_OBJ_MODIFY": 1, "QUERY_QP": 2, "AV": 2,
 		"QP_DESTROY": 3, "CQ_DESTROY": 2, "PD_DESTROY": 1, "UAR_OBJ_DESTROY": 3})
 }
@@ -1427,7 +1415,7 @@ func TestOracleDriverVerbsCases(t *testing.T) {
 			o.skip[kind] += n
 		}
 	}
-	o.expect(map[string]int{"GET_CONTEXT": 6, "QUERY_PORT": 6, "UAR_OBJ_ALLOC": 7, "mmap": 7, "UAR_OBJ_DESTROY": 7,
+	o.expect(map[string]int{"GET_CONTEXT": 6, "QUERY_DEVICE_EX": 6, "QUERY_PORT": 6, "UAR_OBJ_ALLOC": 7, "mmap": 7, "UAR_OBJ_DESTROY": 7,
 		"ALLOC_PD": 2, "PD_DESTROY": 2, "CQ_CREATE": 2, "CQ_DESTROY": 2, "CREATE_COMP_CHANNEL": 1,
 		"SRQ_CREATE": 12, "SRQ_DESTROY": 12, "MODIFY_SRQ": 1, "SRQ refused": 2,
 		"QP_CREATE": 26, "QP_DESTROY": 26, "QUERY_QP": 25, "MODIFY_QP": 3, "MODIFY_QP_EX": 2, "QP refused": 4,

@@ -122,6 +122,9 @@ var commonRoCE = []capValue{
 
 var commonAtomic = []capValue{
 	{prm.AtomicCaps.SupportedAtomicReq8BEndiannessMode1, 1},
+	// MLX5_ATOMIC_REQ_MODE_HOST_ENDIANNESS: mlx5_core sets it at probe
+	// when mode 1 is supported (handle_hca_cap_atomic).
+	{prm.AtomicCaps.AtomicReq8BEndiannessMode, 1},
 	{prm.AtomicCaps.AtomicOperations, 0xf}, // CMP_SWAP | FETCH_ADD | EXTENDED_*
 	{prm.AtomicCaps.AtomicSizeQp, 0x8},     // 8 bytes
 	{prm.AtomicCaps.AtomicSizeDc, 0x8},

@@ -180,8 +180,15 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 }
 
 // QueryDeviceWithDriverData is QueryDevice with the provider's response:
-// drvOut is sent as UVERBS_ATTR_UHW_OUT and receives the provider's driver
-// data (mlx5: struct mlx5_ib_query_device_resp). It may be nil.
+// drvOut is sent as UVERBS_ATTR_UHW_OUT (by write(), as the extended
+// header's provider words) and receives the provider's driver data (mlx5:
+// struct mlx5_ib_query_device_resp, whose response_length says how much
+// the kernel filled). The call is the one libibverbs' ibv_cmd_query_device_any
+// sends for a provider: WRITE_CMD, CORE_IN (struct ib_uverbs_ex_query_device,
+// zero), CORE_OUT (the whole struct ib_uverbs_ex_query_device_resp), then
+// UHW_OUT. An empty drvOut sends no UHW_OUT, as QueryDevice. A driver
+// without driver data for the query may refuse a non-empty one (rxe:
+// EINVAL).
 func (c *Context) QueryDeviceWithDriverData(drvOut []byte) (DeviceAttr, error) {
 	var cmd IbUverbsExQueryDevice
 	var resp IbUverbsExQueryDeviceResp

@@ -1,7 +1,9 @@
 package uverbs
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -309,5 +311,44 @@ func TestLabQueryDeviceShortResponse(t *testing.T) {
 	}
 	if resp.Base.MaxQp != full.MaxQP || resp.ResponseLength != 0xeeeeeeee {
 		t.Errorf("%d-byte buffer: max_qp %#x, response_length %#x (want %#x and untouched)", n, resp.Base.MaxQp, resp.ResponseLength, full.MaxQP)
+	}
+}
+
+// The extended query with provider driver data on rxe, by ioctl and by
+// write(): rxe has no driver data for it. An empty driver response sends
+// no UHW_OUT (ioctl) or no provider words (write) and answers as
+// QueryDevice; a non-empty one is refused with EINVAL (rxe_query_device
+// rejects any udata) and left as it was. mlx5 passes struct
+// mlx5_ib_query_device_resp there (QueryDeviceWithDriverData).
+func TestLabQueryDeviceDriverData(t *testing.T) {
+	for _, forceWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
+			labenv.Require(t)
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want, err := c.QueryDevice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, drv := range [][]byte{nil, {}} {
+				got, err := c.QueryDeviceWithDriverData(drv)
+				if err != nil {
+					t.Fatalf("driver response %v: %v", drv, err)
+				}
+				if got != want {
+					t.Errorf("driver response %v: %+v, QueryDevice %+v", drv, got, want)
+				}
+			}
+			drv := bytes.Repeat([]byte{0xee}, 104) // as mlx5 passes it
+			if _, err := c.QueryDeviceWithDriverData(drv); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("104-byte driver response on rxe: %v, want EINVAL", err)
+			}
+			if !bytes.Equal(drv, bytes.Repeat([]byte{0xee}, 104)) {
+				t.Errorf("refused query wrote the driver response: %x", drv)
+			}
+		})
 	}
 }

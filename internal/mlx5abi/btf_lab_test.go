@@ -299,3 +299,94 @@ func TestLabBTFMlx5Events(t *testing.T) {
 	btfcheck.CheckConsts(t, s, eventConsts)
 	btfcheck.CheckLayouts(t, s, eventLayouts)
 }
+
+// queryDeviceConsts and queryDeviceLayouts are the driver data of the
+// extended query device (device.go): struct mlx5_ib_query_device_resp,
+// what it nests, and the enums of its fields.
+var queryDeviceConsts = []btfcheck.Const{
+	{Enum: "mlx5_ib_cqe_comp_res_format", Name: "MLX5_IB_CQE_RES_FORMAT_HASH", Value: MLX5_IB_CQE_RES_FORMAT_HASH},
+	{Enum: "mlx5_ib_cqe_comp_res_format", Name: "MLX5_IB_CQE_RES_FORMAT_CSUM", Value: MLX5_IB_CQE_RES_FORMAT_CSUM},
+	{Enum: "mlx5_ib_cqe_comp_res_format", Name: "MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX", Value: MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX},
+	{Enum: "mlx5_ib_packet_pacing_cap_flags", Name: "MLX5_IB_PP_SUPPORT_BURST", Value: MLX5_IB_PP_SUPPORT_BURST},
+	{Enum: "mlx5_ib_mpw_caps", Name: "MPW_RESERVED", Value: MPW_RESERVED},
+	{Enum: "mlx5_ib_mpw_caps", Name: "MLX5_IB_ALLOW_MPW", Value: MLX5_IB_ALLOW_MPW},
+	{Enum: "mlx5_ib_mpw_caps", Name: "MLX5_IB_SUPPORT_EMPW", Value: MLX5_IB_SUPPORT_EMPW},
+	{Enum: "mlx5_ib_sw_parsing_offloads", Name: "MLX5_IB_SW_PARSING", Value: MLX5_IB_SW_PARSING},
+	{Enum: "mlx5_ib_sw_parsing_offloads", Name: "MLX5_IB_SW_PARSING_CSUM", Value: MLX5_IB_SW_PARSING_CSUM},
+	{Enum: "mlx5_ib_sw_parsing_offloads", Name: "MLX5_IB_SW_PARSING_LSO", Value: MLX5_IB_SW_PARSING_LSO},
+	{Enum: "mlx5_ib_query_dev_resp_flags", Name: "MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_COMP", Value: MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_COMP},
+	{Enum: "mlx5_ib_query_dev_resp_flags", Name: "MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD", Value: MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD},
+	{Enum: "mlx5_ib_query_dev_resp_flags", Name: "MLX5_IB_QUERY_DEV_RESP_PACKET_BASED_CREDIT_MODE", Value: MLX5_IB_QUERY_DEV_RESP_PACKET_BASED_CREDIT_MODE},
+	{Enum: "mlx5_ib_query_dev_resp_flags", Name: "MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT", Value: MLX5_IB_QUERY_DEV_RESP_FLAGS_SCAT2CQE_DCT},
+	{Enum: "mlx5_ib_tunnel_offloads", Name: "MLX5_IB_TUNNELED_OFFLOADS_VXLAN", Value: MLX5_IB_TUNNELED_OFFLOADS_VXLAN},
+	{Enum: "mlx5_ib_tunnel_offloads", Name: "MLX5_IB_TUNNELED_OFFLOADS_GRE", Value: MLX5_IB_TUNNELED_OFFLOADS_GRE},
+	{Enum: "mlx5_ib_tunnel_offloads", Name: "MLX5_IB_TUNNELED_OFFLOADS_GENEVE", Value: MLX5_IB_TUNNELED_OFFLOADS_GENEVE},
+	{Enum: "mlx5_ib_tunnel_offloads", Name: "MLX5_IB_TUNNELED_OFFLOADS_MPLS_GRE", Value: MLX5_IB_TUNNELED_OFFLOADS_MPLS_GRE},
+	{Enum: "mlx5_ib_tunnel_offloads", Name: "MLX5_IB_TUNNELED_OFFLOADS_MPLS_UDP", Value: MLX5_IB_TUNNELED_OFFLOADS_MPLS_UDP},
+}
+
+var queryDeviceLayouts = []btfcheck.Layout{
+	{Struct: "mlx5_ib_tso_caps", Size: unsafe.Sizeof(Mlx5IbTsoCaps{}), Fields: []btfcheck.Field{
+		{Name: "max_tso", Offset: unsafe.Offsetof(Mlx5IbTsoCaps{}.MaxTso)},
+		{Name: "supported_qpts", Offset: unsafe.Offsetof(Mlx5IbTsoCaps{}.SupportedQpts)},
+	}},
+	{Struct: "mlx5_ib_rss_caps", Size: unsafe.Sizeof(Mlx5IbRssCaps{}), Fields: []btfcheck.Field{
+		{Name: "rx_hash_fields_mask", Offset: unsafe.Offsetof(Mlx5IbRssCaps{}.RxHashFieldsMask)},
+		{Name: "rx_hash_function", Offset: unsafe.Offsetof(Mlx5IbRssCaps{}.RxHashFunction)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbRssCaps{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_cqe_comp_caps", Size: unsafe.Sizeof(Mlx5IbCqeCompCaps{}), Fields: []btfcheck.Field{
+		{Name: "max_num", Offset: unsafe.Offsetof(Mlx5IbCqeCompCaps{}.MaxNum)},
+		{Name: "supported_format", Offset: unsafe.Offsetof(Mlx5IbCqeCompCaps{}.SupportedFormat)},
+	}},
+	{Struct: "mlx5_packet_pacing_caps", Size: unsafe.Sizeof(Mlx5PacketPacingCaps{}), Fields: []btfcheck.Field{
+		{Name: "qp_rate_limit_min", Offset: unsafe.Offsetof(Mlx5PacketPacingCaps{}.QpRateLimitMin)},
+		{Name: "qp_rate_limit_max", Offset: unsafe.Offsetof(Mlx5PacketPacingCaps{}.QpRateLimitMax)},
+		{Name: "supported_qpts", Offset: unsafe.Offsetof(Mlx5PacketPacingCaps{}.SupportedQpts)},
+		{Name: "cap_flags", Offset: unsafe.Offsetof(Mlx5PacketPacingCaps{}.CapFlags)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5PacketPacingCaps{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_sw_parsing_caps", Size: unsafe.Sizeof(Mlx5IbSwParsingCaps{}), Fields: []btfcheck.Field{
+		{Name: "sw_parsing_offloads", Offset: unsafe.Offsetof(Mlx5IbSwParsingCaps{}.SwParsingOffloads)},
+		{Name: "supported_qpts", Offset: unsafe.Offsetof(Mlx5IbSwParsingCaps{}.SupportedQpts)},
+	}},
+	{Struct: "mlx5_ib_striding_rq_caps", Size: unsafe.Sizeof(Mlx5IbStridingRqCaps{}), Fields: []btfcheck.Field{
+		{Name: "min_single_stride_log_num_of_bytes", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.MinSingleStrideLogNumOfBytes)},
+		{Name: "max_single_stride_log_num_of_bytes", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.MaxSingleStrideLogNumOfBytes)},
+		{Name: "min_single_wqe_log_num_of_strides", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.MinSingleWqeLogNumOfStrides)},
+		{Name: "max_single_wqe_log_num_of_strides", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.MaxSingleWqeLogNumOfStrides)},
+		{Name: "supported_qpts", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.SupportedQpts)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbStridingRqCaps{}.Reserved)},
+	}},
+	{Struct: "mlx5_ib_dci_streams_caps", Size: unsafe.Sizeof(Mlx5IbDciStreamsCaps{}), Fields: []btfcheck.Field{
+		{Name: "max_log_num_concurent", Offset: unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumConcurent)},
+		{Name: "max_log_num_errored", Offset: unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumErrored)},
+	}},
+	{Struct: "mlx5_ib_query_device_resp", Size: unsafe.Sizeof(Mlx5IbQueryDeviceResp{}), Fields: []btfcheck.Field{
+		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.CompMask)},
+		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.ResponseLength)},
+		{Name: "tso_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.TsoCaps)},
+		{Name: "rss_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.RssCaps)},
+		{Name: "cqe_comp_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.CqeCompCaps)},
+		{Name: "packet_pacing_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.PacketPacingCaps)},
+		{Name: "mlx5_ib_support_multi_pkt_send_wqes", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.Mlx5IbSupportMultiPktSendWqes)},
+		{Name: "flags", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.Flags)},
+		{Name: "sw_parsing_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.SwParsingCaps)},
+		{Name: "striding_rq_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.StridingRqCaps)},
+		{Name: "tunnel_offloads_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.TunnelOffloadsCaps)},
+		{Name: "dci_streams_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.DciStreamsCaps)},
+		{Name: "dci_streams_caps.max_log_num_concurent", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.DciStreamsCaps) + unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumConcurent)},
+		{Name: "dci_streams_caps.max_log_num_errored", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.DciStreamsCaps) + unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumErrored)},
+		{Name: "reserved", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.Reserved)},
+	}},
+}
+
+func TestLabBTFMlx5QueryDevice(t *testing.T) {
+	labenv.Require(t)
+	s, err := btfcheck.Load("mlx5_ib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	btfcheck.CheckConsts(t, s, queryDeviceConsts)
+	btfcheck.CheckLayouts(t, s, queryDeviceLayouts)
+}

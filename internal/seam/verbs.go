@@ -19,6 +19,14 @@ import "context"
 // NoHandle stands for an absent object (a QP without an SRQ).
 const NoHandle = ^Handle(0)
 
+// DeviceAttr is what the device query answers of the generic attributes
+// (struct ib_uverbs_ex_query_device_resp): the few mlx5 keeps. The rest of
+// what mlx5 learns is the driver data (struct mlx5_ib_query_device_resp).
+type DeviceAttr struct {
+	AtomicCap    uint32 // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB
+	HCACoreClock uint64 // kHz
+}
+
 // PortAttr is what a port query answers (struct ib_uverbs_query_port_resp).
 type PortAttr struct {
 	State        uint8 // enum ib_port_state: 4 is ACTIVE
@@ -187,6 +195,11 @@ type Verbs interface {
 	// DriverContext is the driver-data response of GET_CONTEXT the
 	// context was opened with (struct mlx5_ib_alloc_ucontext_resp).
 	DriverContext() []byte
+	// QueryDevice is the extended query device (ibv_query_device_ex, as
+	// libmlx5 asks it at open). drvOut receives struct
+	// mlx5_ib_query_device_resp as the kernel fills it (its
+	// response_length says how much); an empty drvOut asks for none.
+	QueryDevice(drvOut []byte) (DeviceAttr, error)
 	QueryPort(port uint8) (PortAttr, error)
 	QueryGIDTable() ([]GIDEntry, error)
 
