@@ -40,11 +40,17 @@ var dataPathConsts = []btfcheck.Const{
 	{Name: "MLX5_NON_ZERO_RQ", Value: qpcRQRegular},
 	{Name: "MLX5_ZERO_LEN_RQ", Value: qpcRQZeroLength},
 	{Name: "MLX5_MKC_ACCESS_MODE_KLMS", Value: mkcAccessKLMs},
-	{Name: "MLX5_OPCODE_RDMA_WRITE", Value: uint64(OpRDMAWrite)},
-	{Name: "MLX5_OPCODE_RDMA_WRITE_IMM", Value: uint64(OpRDMAWriteImm)},
-	{Name: "MLX5_OPCODE_SEND", Value: uint64(OpSend)},
-	{Name: "MLX5_OPCODE_SEND_IMM", Value: uint64(OpSendImm)},
-	{Name: "MLX5_OPCODE_RDMA_READ", Value: uint64(OpRDMARead)},
+	// The WQE opcode each of mlx5go's operations posts.
+	{Name: "MLX5_OPCODE_RDMA_WRITE", Value: uint64(opcodes[OpRDMAWrite].mlx5)},
+	{Name: "MLX5_OPCODE_RDMA_WRITE_IMM", Value: uint64(opcodes[OpRDMAWriteImm].mlx5)},
+	{Name: "MLX5_OPCODE_SEND", Value: uint64(opcodes[OpSend].mlx5)},
+	{Name: "MLX5_OPCODE_SEND_IMM", Value: uint64(opcodes[OpSendImm].mlx5)},
+	{Name: "MLX5_OPCODE_SEND_INVAL", Value: uint64(opcodes[OpSendInv].mlx5)},
+	{Name: "MLX5_OPCODE_RDMA_READ", Value: uint64(opcodes[OpRDMARead].mlx5)},
+	{Name: "MLX5_OPCODE_ATOMIC_CS", Value: uint64(opcodes[OpAtomicCAS].mlx5)},
+	{Name: "MLX5_OPCODE_ATOMIC_FA", Value: uint64(opcodes[OpAtomicFAA].mlx5)},
+	{Name: "MLX5_OPCODE_UMR", Value: uint64(opcodes[OpLocalInv].mlx5)},
+	{Name: "MLX5_OPCODE_NOP", Value: uint64(opcodes[OpNOP].mlx5)},
 }
 
 func TestLabBTFMlx5DataPath(t *testing.T) {
