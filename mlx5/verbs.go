@@ -277,7 +277,9 @@ type asyncEvents struct {
 // maxQueuedEvents bounds the events nobody reads: past it the oldest go.
 const maxQueuedEvents = 4096
 
-// startEvents starts the reader once.
+// startEvents starts the reader once, unless the context is closing:
+// Close sets closing before it stops the reader, so a reader starts only
+// if stopEvents will stop it.
 func (c *Context) startEvents() {
 	e := &c.vr.ev
 	e.mu.Lock()
@@ -286,6 +288,10 @@ func (c *Context) startEvents() {
 		return
 	}
 	e.started = true
+	if c.closingNow() {
+		e.err = ErrClosed
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done, e.wake = cancel, make(chan struct{}), make(chan struct{})
 	go c.readEvents(ctx)
