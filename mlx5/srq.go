@@ -20,8 +20,10 @@ type SRQOptions struct {
 	// MaxWR receive work requests of up to MaxSGE SGEs at once; the SRQ
 	// grants what libmlx5 would (SRQ.Caps).
 	MaxWR, MaxSGE int
-	// Limit arms the limit event at creation (EventSRQLimitReached when
-	// fewer receives than Limit remain); 0 for none.
+	// Limit is the srq_limit the create command carries, as
+	// ibv_create_srq sends it. mlx5_ib does not arm it (mlx5_ib_create_srq
+	// ignores it, and ibv_create_srq(3) calls it irrelevant there): arm
+	// the limit event with Arm.
 	Limit int
 }
 
