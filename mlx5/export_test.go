@@ -12,3 +12,12 @@ func QueuedEvents(c *Context) int {
 	defer e.mu.Unlock()
 	return len(e.queue)
 }
+
+// DroppedEvents is the number of events the reader dropped, the oldest
+// unread, to keep at most 4096.
+func DroppedEvents(c *Context) int {
+	e := &c.vr.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dropped
+}
