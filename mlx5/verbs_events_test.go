@@ -766,6 +766,33 @@ func TestEventSQDrained(t *testing.T) {
 			t.Errorf("after SQD to RTS: %v, %v", at.State, err)
 		}
 		noEvent(t, r.c, time.Millisecond)
+
+		// ERR and RESET from SQD (and from SQD while draining): the
+		// signature error again, as the data path makes it.
+		for _, to := range []mlx5.QPState{mlx5.QPStateErr, mlx5.QPStateReset} {
+			if err := r.dev.InjectSigErr(qp.QPN()); err != nil {
+				t.Fatal(err)
+			}
+			if !manual {
+				wantQPEvent(t, nextEvent(t, r.c, 5*time.Second), mlx5.EventSQDrained, qp)
+			}
+			if at, err := qp.Query(mlx5.QPAttrState); err != nil || at.State != mlx5.QPStateSQD || at.SQDraining != manual {
+				t.Fatalf("after a signature error: %v, draining %v, %v", at.State, at.SQDraining, err)
+			}
+			modify(t, qp, mlx5.QPAttr{State: to}, mlx5.QPAttrState)
+			if at, err := qp.Query(mlx5.QPAttrState); err != nil || at.State != to {
+				t.Errorf("SQD->%v: %v, %v", to, at.State, err)
+			}
+			modify(t, qp, mlx5.QPAttr{State: mlx5.QPStateReset}, mlx5.QPAttrState)
+			if err := qp.Connect(qp.QPN(), r.path); err != nil {
+				t.Fatal(err)
+			}
+			post(t, qp, &mlx5.SendWR{WrID: 4, Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
+			if wc := pollN(t, cq, 1, 5*time.Second); wc[0].WrID != 4 || wc[0].Status != mlx5.WCSuccess {
+				t.Errorf("after SQD->%v->RESET->RTS: %+v", to, wc)
+			}
+		}
+		noEvent(t, r.c, time.Millisecond)
 	}
 }
 
