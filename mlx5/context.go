@@ -409,6 +409,13 @@ func (c *Context) check(op string) error {
 	return nil
 }
 
+// closingNow reports whether Close has begun.
+func (c *Context) closingNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
 // closedNow reports whether the device is closed: the kernel has
 // released every object of the context.
 func (c *Context) closedNow() bool {

@@ -3,3 +3,21 @@ package mlx5
 // LiveBuffers is the number of Buffer mappings (the user's and the
 // queues') not yet unmapped.
 func LiveBuffers() int64 { return liveBuffers.Load() }
+
+// QueuedEvents is the number of asynchronous events the context's reader
+// has taken from the kernel and holds for NextEvent.
+func QueuedEvents(c *Context) int {
+	e := &c.vr.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.queue)
+}
+
+// DroppedEvents is the number of events the reader dropped, the oldest
+// unread, to keep at most 4096.
+func DroppedEvents(c *Context) int {
+	e := &c.vr.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dropped
+}

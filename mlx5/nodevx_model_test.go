@@ -93,24 +93,6 @@ func onModelNoDEVX(t testing.TB, profile string) (*mlx5.Context, *devxCalls) {
 	return c, dev
 }
 
-// pollN polls cq until n completions arrive (5 s at most).
-func pollN(t testing.TB, cq *mlx5.CQ, n int) []mlx5.Completion {
-	t.Helper()
-	var got []mlx5.Completion
-	wc := make([]mlx5.Completion, 8)
-	for end := time.Now().Add(5 * time.Second); len(got) < n; time.Sleep(20 * time.Microsecond) {
-		k, err := cq.Poll(wc)
-		if err != nil {
-			t.Fatalf("poll: %v", err)
-		}
-		got = append(got, wc[:k]...)
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d completions: %+v", len(got), n, got)
-		}
-	}
-	return got
-}
-
 // byWrID returns the completion of a work request.
 func byWrID(t testing.TB, wcs []mlx5.Completion, id uint64) mlx5.Completion {
 	t.Helper()
@@ -121,17 +103,6 @@ func byWrID(t testing.TB, wcs []mlx5.Completion, id uint64) mlx5.Completion {
 	}
 	t.Fatalf("no completion of work request %d in %+v", id, wcs)
 	return mlx5.Completion{}
-}
-
-func nextEvent(t testing.TB, c *mlx5.Context) mlx5.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	e, err := c.NextEvent(ctx)
-	if err != nil {
-		t.Fatalf("next event: %v", err)
-	}
-	return e
 }
 
 func TestNoDEVXContextOnModel(t *testing.T) {
@@ -198,7 +169,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		t.Fatalf("wait for the completion event: %v", err)
 	}
 	cancel()
-	wcs := pollN(t, cq, 2)
+	wcs := pollN(t, cq, 2, 5*time.Second)
 	if w := byWrID(t, wcs, 1); w.Status != mlx5.WCSuccess || w.Opcode != mlx5.WCRecv || w.ByteLen != 300 || w.QPN != b.QPN() {
 		t.Errorf("SEND received: %+v", w)
 	}
@@ -215,7 +186,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		RemoteAddr: mr.Addr + 16384, RKey: mr.RKey, SGL: sge(100, 500)}); err != nil {
 		t.Fatal(err)
 	}
-	wcs = pollN(t, cq, 2)
+	wcs = pollN(t, cq, 2, 5*time.Second)
 	if w := byWrID(t, wcs, 3); w.Opcode != mlx5.WCRecvRDMAWithImm || !w.WithImm || w.Imm != 0x01020304 || w.ByteLen != 500 {
 		t.Errorf("RDMA WRITE with immediate received: %+v", w)
 	}
@@ -223,7 +194,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		RemoteAddr: mr.Addr + 1000, RKey: mr.RKey, SGL: sge(32768, 200)}); err != nil {
 		t.Fatal(err)
 	}
-	if w := pollN(t, cq, 1)[0]; w.WrID != 5 || w.Status != mlx5.WCSuccess || w.Opcode != mlx5.WCRDMARead || w.ByteLen != 200 {
+	if w := pollN(t, cq, 1, 5*time.Second)[0]; w.WrID != 5 || w.Status != mlx5.WCSuccess || w.Opcode != mlx5.WCRDMARead || w.ByteLen != 200 {
 		t.Errorf("RDMA READ: %+v", w)
 	}
 	if !bytes.Equal(mem[16384:16384+500], mem[100:600]) || !bytes.Equal(mem[32768:32768+200], mem[1000:1200]) {
@@ -257,7 +228,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		SGL: sge(0, 64)}); err != nil {
 		t.Fatal(err)
 	}
-	wcs = pollN(t, cq, 2)
+	wcs = pollN(t, cq, 2, 5*time.Second)
 	if w := byWrID(t, wcs, 6); w.Status != mlx5.WCSuccess || !w.GRH || w.SrcQP != u1.QPN() || w.ByteLen != 40+64 {
 		t.Errorf("UD received: %+v", w)
 	}
@@ -293,17 +264,17 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 	if err := p.PostSend(&mlx5.SendWR{WrID: 10, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: sge(0, 100)}); err != nil {
 		t.Fatal(err)
 	}
-	wcs = pollN(t, cq, 2)
+	wcs = pollN(t, cq, 2, 5*time.Second)
 	if w := byWrID(t, wcs, 8); w.Opcode != mlx5.WCRecv || w.QPN != s.QPN() || w.ByteLen != 100 {
 		t.Errorf("SRQ receive: %+v", w)
 	}
-	if e := nextEvent(t, c); e.Type != mlx5.EventSRQLimitReached || e.SRQ != srq {
+	if e := nextEvent(t, c, 5*time.Second); e.Type != mlx5.EventSRQLimitReached || e.SRQ != srq {
 		t.Errorf("event %v, want the SRQ limit", e)
 	}
 	if err := s.Modify(&mlx5.QPAttr{State: mlx5.QPStateErr}, mlx5.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextEvent(t, c); e.Type != mlx5.EventQPLastWQEReached || e.QP != s {
+	if e := nextEvent(t, c, 5*time.Second); e.Type != mlx5.EventQPLastWQEReached || e.QP != s {
 		t.Errorf("event %v, want LAST_WQE_REACHED of the SRQ's QP", e)
 	}
 	if f := dev.Faults(); len(f) != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/mlx5go/mlx5go/doorbell"
@@ -129,11 +130,23 @@ func (c *Context) newHandle(obj any) uint64 {
 	return v.next
 }
 
+// dropHandle forgets a destroyed object: the events that name it, which
+// the reader may have taken from the kernel before the destroy dropped
+// the unread ones (ib_uverbs_release_uevent), go too. The reader looks
+// an event's object up and queues the event under the same lock, so none
+// can name the object after this.
 func (c *Context) dropHandle(h uint64) {
+	e := &c.vr.ev
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	v := &c.vr
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	obj, ok := v.handles[h]
 	delete(v.handles, h)
+	v.mu.Unlock()
+	if ok {
+		e.queue = slices.DeleteFunc(e.queue, func(ev Event) bool { return ev.names(obj) })
+	}
 }
 
 func (c *Context) objectOf(h uint64) any {
@@ -222,6 +235,19 @@ type Event struct {
 	Port int
 }
 
+// names reports whether the event is about obj.
+func (e *Event) names(obj any) bool {
+	switch o := obj.(type) {
+	case *QP:
+		return e.QP == o
+	case *CQ:
+		return e.CQ == o
+	case *SRQ:
+		return e.SRQ == o
+	}
+	return false
+}
+
 func (e Event) String() string {
 	switch {
 	case e.QP != nil:
@@ -251,7 +277,9 @@ type asyncEvents struct {
 // maxQueuedEvents bounds the events nobody reads: past it the oldest go.
 const maxQueuedEvents = 4096
 
-// startEvents starts the reader once.
+// startEvents starts the reader once, unless the context is closing:
+// Close sets closing before it stops the reader, so a reader starts only
+// if stopEvents will stop it.
 func (c *Context) startEvents() {
 	e := &c.vr.ev
 	e.mu.Lock()
@@ -260,6 +288,10 @@ func (c *Context) startEvents() {
 		return
 	}
 	e.started = true
+	if c.closingNow() {
+		e.err = ErrClosed
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done, e.wake = cancel, make(chan struct{}), make(chan struct{})
 	go c.readEvents(ctx)
@@ -279,6 +311,9 @@ func (c *Context) readEvents(ctx context.Context) {
 			return
 		}
 		out := Event{Type: EventType(ev.Type)}
+		// The lookup and the queueing under e.mu: dropHandle cannot come
+		// in between.
+		e.mu.Lock()
 		switch o := c.objectOf(ev.Element).(type) {
 		case *QP:
 			out.QP = o
@@ -293,10 +328,10 @@ func (c *Context) readEvents(ctx context.Context) {
 			if out.Type >= EventDeviceFatal && out.Type != EventSRQErr && out.Type != EventSRQLimitReached && out.Type != EventQPLastWQEReached && out.Type != EventWQFatal {
 				out.Port = int(ev.Element)
 			} else {
+				e.mu.Unlock()
 				continue // an object already closed
 			}
 		}
-		e.mu.Lock()
 		if len(e.queue) == maxQueuedEvents {
 			e.queue = e.queue[1:]
 			e.dropped++

@@ -64,6 +64,9 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	if len(msg) > mtuBytes(mtu) {
 		return done
 	}
+	// The port is RoCE: every packet has a GRH, so the AV's GRH bit is
+	// reserved and not read. libmlx5's mlx5_create_ah leaves it 0 on
+	// Ethernet; mlx5_ib's create_ib_ah sets it.
 	gidFl := binary.BigEndian.Uint32(av[avGRHGIDFl:])
 	var rgid [16]byte
 	copy(rgid[:], av[avRGID:])

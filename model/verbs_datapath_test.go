@@ -464,8 +464,8 @@ func TestVerbsSRQ(t *testing.T) {
 }
 
 // roceAV is the address vector libmlx5 builds for a RoCE AH (the kernel's
-// MAC in rmac, the GRH with the source GID index, and the GRH bit 0:
-// mlx5_create_ah leaves it 0 on Ethernet), as wqe.AV carries it.
+// MAC in rmac, the source GID index and the flow label; the GRH bit 0,
+// reserved on RoCE: mlx5_create_ah), as wqe.AV carries it.
 func roceAV(ah seam.AHAttr, dmac [6]byte) wqe.AV {
 	return wqe.AV{RMAC: dmac, HopLimit: ah.GRH.HopLimit, TClass: ah.GRH.TrafficClass, RGID: ah.GRH.DGID,
 		GRHGidFl: uint32(ah.GRH.SGIDIndex)<<20 | ah.GRH.FlowLabel}
@@ -570,13 +570,13 @@ func TestVerbsUD(t *testing.T) {
 	if !bytes.Equal(rbuf[40:240], mem[:200]) {
 		t.Error("UD payload differs")
 	}
-	// The GRH bit, as mlx5_ib's create_ib_ah sets it, changes nothing on
-	// RoCE.
+	// The kernel's AV for the same AH (mlx5_ib's create_ib_ah) has the
+	// GRH bit set: the same datagram.
 	kav := av
 	kav.GRHGidFl |= 1 << 30
-	send(b.qpn, qkey, 8, kav)
-	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm || !c.GRH() {
-		t.Errorf("with the AV's GRH bit: %+v", c)
+	send(b.qpn, qkey, 200, kav)
+	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm || c.ByteCount != 40+200 || !bytes.Equal(rbuf[40:240], mem[:200]) {
+		t.Errorf("with the GRH bit: %+v", c)
 	}
 	decode(t, cq.next())
 	// A privileged Q_Key (high bit) stands for the sender's own.
