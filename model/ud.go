@@ -26,10 +26,9 @@ const (
 	avRMAC      = 20
 	avTclass    = 26
 	avHopLimit  = 27
-	avGRHGIDFl  = 28 // bit 30: a GRH; bits 27:20 the source GID index; 19:0 the flow label
+	avGRHGIDFl  = 28 // bits 27:20 the source GID index; 19:0 the flow label (bit 30, a GRH, is reserved on RoCE)
 	avRGID      = 32
 	avSize      = 48
-	avGRH       = 1 << 30
 	qkeyPrivBit = 1 << 31
 )
 
@@ -65,12 +64,16 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	if len(msg) > mtuBytes(mtu) {
 		return done
 	}
+	// The port is RoCE: every packet has a GRH, and the address vector's
+	// GRH bit (30 of grh_gid_fl) is reserved there. libmlx5's
+	// mlx5_create_ah leaves it 0 on Ethernet, mlx5_ib's create_ib_ah sets
+	// it for the kernel's AHs: either way the GRH comes from the vector.
 	gidFl := binary.BigEndian.Uint32(av[avGRHGIDFl:])
 	var rgid [16]byte
 	copy(rgid[:], av[avRGID:])
 	sgid, ok := h.gid(uint8(gidFl >> 20))
-	if gidFl&avGRH == 0 || !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
-		return done // RoCE needs the GRH; anywhere but the port is off the model's network
+	if !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
+		return done // anywhere but the port is off the model's network
 	}
 	r, ok := h.qps[binary.BigEndian.Uint32(av[avDQP:])&0xffffff]
 	if !ok || r.dct || prm.Qpc.St.Get(r.qpc) != stUD || !receiving(r) {

@@ -464,10 +464,12 @@ func TestVerbsSRQ(t *testing.T) {
 }
 
 // roceAV is the address vector libmlx5 builds for a RoCE AH (the kernel's
-// MAC in rmac, the GRH with the source GID index), as wqe.AV carries it.
+// MAC in rmac, the GRH's fields with the source GID index), as wqe.AV
+// carries it: mlx5_create_ah leaves the GRH bit (30) 0 on Ethernet, where
+// it is reserved.
 func roceAV(ah seam.AHAttr, dmac [6]byte) wqe.AV {
 	return wqe.AV{RMAC: dmac, HopLimit: ah.GRH.HopLimit, TClass: ah.GRH.TrafficClass, RGID: ah.GRH.DGID,
-		GRHGidFl: 1<<30 | uint32(ah.GRH.SGIDIndex)<<20 | ah.GRH.FlowLabel}
+		GRHGidFl: uint32(ah.GRH.SGIDIndex)<<20 | ah.GRH.FlowLabel}
 }
 
 func TestVerbsAH(t *testing.T) {
@@ -569,6 +571,16 @@ func TestVerbsUD(t *testing.T) {
 	if !bytes.Equal(rbuf[40:240], mem[:200]) {
 		t.Error("UD payload differs")
 	}
+	ip0 := bytes.Clone(rbuf[:40])
+	// The kernel's address vector (mlx5_ib's create_ib_ah) sets the GRH
+	// bit, reserved on RoCE: delivered the same.
+	kav := av
+	kav.GRHGidFl |= 1 << 30
+	send(b.qpn, qkey, 200, kav)
+	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm || c.ByteCount != 40+200 || !bytes.Equal(rbuf[:240], append(bytes.Clone(ip0), mem[:200]...)) {
+		t.Errorf("with the GRH bit set: %+v, %x", c, rbuf[:64])
+	}
+	decode(t, cq.next())
 	// A privileged Q_Key (high bit) stands for the sender's own.
 	send(b.qpn, 0x80000000, 8, av)
 	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm {
