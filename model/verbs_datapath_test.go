@@ -1062,3 +1062,29 @@ func TestVerbsSQDraining(t *testing.T) {
 		t.Errorf("state %#x", s)
 	}
 }
+
+// A doorbell rung just before its QP is destroyed, or a CQ arm just before
+// its CQ is, belongs to the object: the device sees a doorbell as it is
+// written, so the destroy takes it first and it is no fault (the poller
+// used to find it after the destroy, naming an object that was gone).
+func TestVerbsDoorbellThenDestroy(t *testing.T) {
+	r := newVRig(t, "cx7")
+	d := r.d
+	cq := r.cq(255, nil)
+	mem, mr := r.mr(4096, accessLocalWrite)
+	for i := range 200 {
+		q := r.qp(cq, cq, vqpOpts{typ: seam.QPTypeRC, uidx: uint32(i + 1)})
+		q.post(wqe.Send{Opcode: wqe.OpcodeSend, SGL: []wqe.SGE{{Addr: addr(mem), Length: 8, LKey: mr.LKey}}}) // in RST: it waits
+		if err := d.DestroyQP(q.h); err != nil {
+			t.Fatal(err)
+		}
+		c := r.cq(15, nil)
+		c.armRaw(false)
+		if err := d.DestroyCQ(c.h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := d.Faults(); len(f) > 0 {
+		t.Errorf("%d faults, the first %q", len(f), f[0])
+	}
+}
