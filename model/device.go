@@ -514,6 +514,7 @@ func (d *Device) ObjDestroy(h seam.Handle) error {
 	if err != nil {
 		return err
 	}
+	d.runPending()
 	out := make([]byte, hdrLen)
 	if st, syn := d.h.exec(uint16(prm.MboxIn.Uid.Get(o.destroy)), d.id, o.destroy, out); st != prm.MLX5_CMD_STAT_OK {
 		// devx_obj_cleanup returns mlx5_cmd_exec's errno; there is no

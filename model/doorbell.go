@@ -115,9 +115,8 @@ func (pl *poller) run() {
 		if pl.d.pendingDrains.Load() > 0 {
 			pl.d.endDrains()
 		}
-		rings = pl.scan(rings[:0])
-		if len(rings) > 0 {
-			pl.d.doorbells(rings)
+		var n int
+		if rings, n = pl.poll(rings); n > 0 {
 			idle, sleep = 0, minSleep
 			continue
 		}
@@ -170,13 +169,35 @@ func take(rings []ring, p uarPage, off int, cq bool) []ring {
 	}
 }
 
-// doorbells runs what the doorbells ask for.
-func (d *Device) doorbells(rings []ring) {
+// poll takes the doorbell values written since the last pass and runs
+// them, and returns how many it took. It takes them under the HCA's lock,
+// so a command of the context comes either before the take (and a destroy
+// runs them itself, runPending) or after they ran: never between.
+func (pl *poller) poll(rings []ring) ([]ring, int) {
+	d := pl.d
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	if d.closed {
-		return
+		return rings, 0
 	}
+	rings = pl.scan(rings[:0])
+	d.doorbells(rings)
+	return rings, len(rings)
+}
+
+// runPending runs the doorbells written to the context's UAR pages that
+// its poller has not taken yet; the caller holds the HCA's lock. A destroy
+// runs them first: the driver rang before it destroyed, and a device
+// sees a doorbell when it is written, so the QP or CQ it names is still
+// there for it (not a doorbell for no QP of the context).
+func (d *Device) runPending() {
+	if d.pl != nil && !d.closed {
+		d.doorbells(d.pl.scan(nil))
+	}
+}
+
+// doorbells runs what the doorbells ask for, under the HCA's lock.
+func (d *Device) doorbells(rings []ring) {
 	for _, r := range rings {
 		if r.cq {
 			d.h.cqDoorbell(d.id, r.page, r.val)

@@ -383,7 +383,11 @@ func (h *hca) recvWQE(r *qpObj) (*rwqe, bool) {
 }
 
 // consume takes receive WQE w of r: the SRQ's head moves on, or the RQ's
-// consumer counter.
+// consumer counter. It comes before the WQE's CQE: once the CQE is
+// written the driver may give the WQE back, and an SRQ WQE given back is
+// relinked at the free list's tail (libmlx5's mlx5_free_srq_wqe writes the
+// tail's next_wqe_index), so the device must have followed the WQE's
+// next_wqe_index already.
 func (h *hca) consume(r *qpObj, w *rwqe) {
 	if w.srq != nil {
 		h.takeSRQ(w.srq, w.srqn)
@@ -401,8 +405,8 @@ func (h *hca) consume(r *qpObj, w *rwqe) {
 // completion.
 func (h *hca) respFail(q, r *qpObj, w *rwqe, respSyndrome uint8, fail *wqeFail, event uint8) result {
 	if w != nil {
-		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, w.counter)
 		h.consume(r, w)
+		h.errCQE(r, r.recvCQ(), cqeRespErr, respSyndrome, 0, w.counter)
 	}
 	if event != 0 {
 		h.qpEvent(event, r)
@@ -464,8 +468,8 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 			return h.respFail(q, r, rw, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why}, 0)
 		}
 	}
-	h.respCQE(r, op, rw.counter, uint32(len(msg)), imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 	h.consume(r, rw)
+	h.respCQE(r, op, rw.counter, uint32(len(msg)), imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 	return result{sigs: sigs}
 }
 
@@ -541,8 +545,8 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 		}
 	}
 	if rw != nil {
-		h.respCQE(r, cqeRespWRImm, rw.counter, uint32(len(msg)), w.imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 		h.consume(r, rw)
+		h.respCQE(r, cqeRespWRImm, rw.counter, uint32(len(msg)), w.imm, q.qpn, 0, w.fmCeSe&ctrlSolicited != 0)
 	}
 	return result{sigs: sigs}
 }

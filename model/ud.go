@@ -122,8 +122,8 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	if w.opcode == opSendImm {
 		op, imm = cqeRespSendIm, w.imm
 	}
-	h.respCQE(r, op, rw.counter, uint32(total), imm, q.qpn, cqeGRH|uint32(l3)<<24, w.fmCeSe&ctrlSolicited != 0)
 	h.consume(r, rw)
+	h.respCQE(r, op, rw.counter, uint32(total), imm, q.qpn, cqeGRH|uint32(l3)<<24, w.fmCeSe&ctrlSolicited != 0)
 	return done
 }
 

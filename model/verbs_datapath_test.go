@@ -464,8 +464,9 @@ func TestVerbsSRQ(t *testing.T) {
 }
 
 // roceAV is the address vector libmlx5 builds for a RoCE AH (the kernel's
-// MAC in rmac, the source GID index and the flow label; the GRH bit 0,
-// reserved on RoCE: mlx5_create_ah), as wqe.AV carries it.
+// MAC in rmac, the GRH's fields with the source GID index), as wqe.AV
+// carries it: mlx5_create_ah leaves the GRH bit (30) 0 on Ethernet, where
+// it is reserved.
 func roceAV(ah seam.AHAttr, dmac [6]byte) wqe.AV {
 	return wqe.AV{RMAC: dmac, HopLimit: ah.GRH.HopLimit, TClass: ah.GRH.TrafficClass, RGID: ah.GRH.DGID,
 		GRHGidFl: uint32(ah.GRH.SGIDIndex)<<20 | ah.GRH.FlowLabel}
@@ -570,13 +571,14 @@ func TestVerbsUD(t *testing.T) {
 	if !bytes.Equal(rbuf[40:240], mem[:200]) {
 		t.Error("UD payload differs")
 	}
-	// The kernel's AV for the same AH (mlx5_ib's create_ib_ah) has the
-	// GRH bit set: the same datagram.
+	ip0 := bytes.Clone(rbuf[:40])
+	// The kernel's address vector (mlx5_ib's create_ib_ah) sets the GRH
+	// bit, reserved on RoCE: delivered the same.
 	kav := av
 	kav.GRHGidFl |= 1 << 30
 	send(b.qpn, qkey, 200, kav)
-	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm || c.ByteCount != 40+200 || !bytes.Equal(rbuf[40:240], mem[:200]) {
-		t.Errorf("with the GRH bit: %+v", c)
+	if c := decode(t, cq.next()); c.Opcode != wqe.CQERespSendImm || c.ByteCount != 40+200 || !bytes.Equal(rbuf[:240], append(bytes.Clone(ip0), mem[:200]...)) {
+		t.Errorf("with the GRH bit set: %+v, %x", c, rbuf[:64])
 	}
 	decode(t, cq.next())
 	// A privileged Q_Key (high bit) stands for the sender's own.
@@ -1058,5 +1060,31 @@ func TestVerbsSQDraining(t *testing.T) {
 	}
 	if s, _ := d.QPState(a.qpn); s != StateRTS {
 		t.Errorf("state %#x", s)
+	}
+}
+
+// A doorbell rung just before its QP is destroyed, or a CQ arm just before
+// its CQ is, belongs to the object: the device sees a doorbell as it is
+// written, so the destroy takes it first and it is no fault (the poller
+// used to find it after the destroy, naming an object that was gone).
+func TestVerbsDoorbellThenDestroy(t *testing.T) {
+	r := newVRig(t, "cx7")
+	d := r.d
+	cq := r.cq(255, nil)
+	mem, mr := r.mr(4096, accessLocalWrite)
+	for i := range 200 {
+		q := r.qp(cq, cq, vqpOpts{typ: seam.QPTypeRC, uidx: uint32(i + 1)})
+		q.post(wqe.Send{Opcode: wqe.OpcodeSend, SGL: []wqe.SGE{{Addr: addr(mem), Length: 8, LKey: mr.LKey}}}) // in RST: it waits
+		if err := d.DestroyQP(q.h); err != nil {
+			t.Fatal(err)
+		}
+		c := r.cq(15, nil)
+		c.armRaw(false)
+		if err := d.DestroyCQ(c.h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := d.Faults(); len(f) > 0 {
+		t.Errorf("%d faults, the first %q", len(f), f[0])
 	}
 }

@@ -181,6 +181,7 @@ func (d *Device) DestroyCQ(h seam.Handle) error {
 	if err != nil {
 		return err
 	}
+	d.runPending()
 	if err := d.destroyCQ(o.cq); err != nil {
 		return err
 	}

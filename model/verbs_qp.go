@@ -415,6 +415,7 @@ func (d *Device) DestroyQP(h seam.Handle) error {
 	if err != nil {
 		return err
 	}
+	d.runPending()
 	d.destroyQP(o.qp)
 	delete(d.handles, h)
 	return nil
