@@ -31,10 +31,13 @@ type Batch struct {
 	fm    bool   // the small fence at Begin
 	nwqe  int    // WQEs written
 	n     int    // work requests added
-	// lastAt and last are the last WQE written: where it starts, and the
-	// builder's result (its ds and doorbell word).
+	// lastAt, lastDS and lastDB are the last WQE written: where it starts,
+	// its ds and its doorbell word. (Kept as fields, not a wqe.Result: a
+	// whole-struct copy of the builder's result stalls on store
+	// forwarding, a cost per work request.)
 	lastAt uint16
-	last   wqe.Result
+	lastDS uint8
+	lastDB uint64
 	// free is the send queue's free WQEBBs at Begin: the poller only adds
 	// to it meanwhile, so the batch's room is free less what it wrote.
 	free int
@@ -96,18 +99,19 @@ func (b *Batch) room() int {
 	return min(b.free-int(b.qp.sq.pi-b.start), b.qp.maxWQE)
 }
 
-// added records a work request the builder wrote: its WQEs, bookkeeping
-// and the small fence it leaves.
-func (b *Batch) added(wrID uint64, wc WCOpcode, res wqe.Result, wqes int) {
+// added records a work request the builder wrote: its WQEBBs, the ds
+// and doorbell word of its last WQE, the small fence it leaves, and its
+// WQEs.
+func (b *Batch) added(wrID uint64, wc WCOpcode, bbs int, ds uint8, db uint64, fence bool, wqes int) {
 	qp := b.qp
 	at := qp.sq.pi
 	last := at
 	if wqes > 1 {
-		last = at + uint16(res.WQEBBs) - 1 // the last SET_PSV: one WQEBB
+		last = at + uint16(bbs) - 1 // the last SET_PSV: one WQEBB
 	}
-	qp.fmCache = res.SmallFence
-	qp.track(wrID, wc, res.WQEBBs, last)
-	b.lastAt, b.last = last, res
+	qp.fmCache = fence
+	qp.track(wrID, wc, bbs, last)
+	b.lastAt, b.lastDS, b.lastDB = last, ds, db
 	b.nwqe += wqes
 	b.n++
 }
@@ -136,14 +140,23 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a %v QP", b.n, wr.WrID, wr.Opcode, qp.typ))
 		return b
 	}
-	var res wqe.Result
-	var err error
+	// The builder's result is taken field by field: copying the whole
+	// wqe.Result it returns in registers costs a store-forwarding stall.
+	var (
+		bbs   int
+		ds    uint8
+		db    uint64
+		fence bool
+		err   error
+	)
 	switch wr.Opcode {
 	case OpLocalInv:
 		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wr.Flags, SmallFence: qp.fmCache}
-		res, err = wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
+		r, e := wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
+		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
 	case OpNOP:
-		res, err = wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wr.Flags)
+		r, e := wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wr.Flags)
+		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
 	default:
 		s := &b.send
 		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wr.Flags, wr.Imm
@@ -166,14 +179,15 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
 			s.UD = &b.ud
 		}
-		res, err = wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
+		r, e := wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
+		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
 		s.SGL, s.Inline, s.UD = nil, nil, nil // keep nothing of the caller's alive
 	}
 	if err != nil {
-		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res, err))
+		b.fail(op, qp.wrErr(op, b.n, wr.WrID, bbs, err))
 		return b
 	}
-	b.added(wr.WrID, info.wc, res, 1)
+	b.added(wr.WrID, info.wc, bbs, ds, db, fence, 1)
 	return b
 }
 
@@ -222,7 +236,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
 	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, b.room(), &c)
 	if err != nil {
-		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res, err))
+		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
 		return b
 	}
 	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
@@ -237,7 +251,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.sigPSV = wqe.BlockPSVs{}
 	}
 	m.sentErrs = errs
-	b.added(wr.WrID, WCUMR, res, 1+res.PSVs)
+	b.added(wr.WrID, WCUMR, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
 	return b
 }
 
@@ -261,7 +275,7 @@ func (b *Batch) Commit() error {
 	var err error
 	if b.nwqe > 0 {
 		qp.sq.sync.publish()
-		err = qp.ring(b.lastAt, b.last, b.nwqe)
+		err = qp.ring(b.lastAt, b.lastDS, b.lastDB, b.nwqe)
 	}
 	b.open = false
 	qp.g.exit()
@@ -298,10 +312,10 @@ func (b *Batch) rollback() {
 // refused: the queue has no room for it now (ErrQueueFull), it is larger
 // than the QP was created for, or it is invalid (ErrInvalid, with the
 // builder's reason).
-func (qp *QP) wrErr(op postOp, n int, wrID uint64, res wqe.Result, err error) error {
+func (qp *QP) wrErr(op postOp, n int, wrID uint64, needs int, err error) error {
 	if err == wqe.ErrNoRoom {
-		if res.WQEBBs > qp.maxWQE {
-			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, res.WQEBBs, qp.maxWQE)
+		if needs > qp.maxWQE {
+			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, needs, qp.maxWQE)
 		}
 		if n == 0 {
 			return qp.errs.full[op]

@@ -145,10 +145,10 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16) {
 // whose last starts at last: a BlueFlame copy of a single WQE of more than
 // one segment that fits, as libmlx5 does, else the first 8 bytes of the
 // last WQE's control segment (the 8-byte doorbell).
-func (qp *QP) ring(last uint16, res wqe.Result, nreq int) error {
+func (qp *QP) ring(last uint16, lastDS uint8, doorbell uint64, nreq int) error {
 	ring := qp.sq.ring
 	bbs := len(ring) / wqe.WQEBB
-	ds := int(res.DS)
+	ds := int(lastDS)
 	if qp.dbSQ.UseBlueFlame(nreq, ds) {
 		i := int(last) & (bbs - 1)
 		end := i + (ds*16+wqe.WQEBB-1)/wqe.WQEBB
@@ -158,7 +158,7 @@ func (qp *QP) ring(last uint16, res wqe.Result, nreq int) error {
 		return qp.dbSQ.RingBF(qp.sq.pi, ring[i*wqe.WQEBB:], ring[:(end-bbs)*wqe.WQEBB])
 	}
 	var db [8]byte
-	binary.BigEndian.PutUint64(db[:], res.Doorbell)
+	binary.BigEndian.PutUint64(db[:], doorbell)
 	return qp.dbSQ.Ring(qp.sq.pi, db[:])
 }
 

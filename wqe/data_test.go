@@ -316,11 +316,15 @@ func TestBuildNoRoom(t *testing.T) {
 			func(r Ring, free int) (Result, error) { return BuildNOP(r, 7, free, 1, 0) },
 			func(r Ring, free int) (Result, error) { return BuildNOP(r, 7, free, 1<<24, 0) }},
 		{"mkey configure", 6,
-			func(r Ring, free int) (Result, error) { return BuildMkeyConfigure(r, 7, free, mc) },
+			func(r Ring, free int) (Result, error) {
+				res, err := BuildMkeyConfigure(r, 7, free, mc)
+				return res.Result, err
+			},
 			func(r Ring, free int) (Result, error) {
 				c := *mc
 				c.Flags = 0
-				return BuildMkeyConfigure(r, 7, free, &c)
+				res, err := BuildMkeyConfigure(r, 7, free, &c)
+				return res.Result, err
 			}},
 	}
 	for _, b := range builders {
@@ -364,7 +368,13 @@ func TestNilInputs(t *testing.T) {
 	for name, f := range map[string]func() (Result, error){
 		"BuildSend":          func() (Result, error) { return BuildSend(r, 0, 8, nil) },
 		"BuildLocalInv":      func() (Result, error) { return BuildLocalInv(r, 0, 8, nil) },
-		"BuildMkeyConfigure": func() (Result, error) { return BuildMkeyConfigure(r, 0, 8, nil) },
+		"BuildMkeyConfigure": func() (Result, error) {
+			res, err := BuildMkeyConfigure(r, 0, 8, nil)
+			if res != (MkeyConfigureResult{}) {
+				return Result{WQEBBs: -1}, err
+			}
+			return res.Result, err
+		},
 	} {
 		if res, err := f(); !errors.Is(err, ErrNil) || res != (Result{}) {
 			t.Errorf("%s(nil): %+v, %v; want ErrNil", name, res, err)

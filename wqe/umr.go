@@ -134,22 +134,32 @@ func (p BlockPSVs) count() int { return int(b2u(p.Mem) + b2u(p.Wire)) }
 // ring the doorbell as libmlx5 does: a post of one WQE of 2 to
 // bf_size/16 ds is copied whole to the BlueFlame register (its WQEBBs
 // from the producer counter it was built at), any other post rings the
-// 8-byte doorbell with Doorbell. BuildMkeyConfigure posts 1+PSVs WQEs, so
-// with SET_PSVs it always rings the doorbell (DS is then a SET_PSV's);
-// the other builders post one WQE.
+// 8-byte doorbell with Doorbell. BuildMkeyConfigure posts 1+PSVs WQEs
+// (MkeyConfigureResult), so with SET_PSVs it always rings the doorbell (DS
+// is then a SET_PSV's); the other builders post one WQE.
+//
+// Result has four fields so that the compiler keeps it in registers: a
+// larger struct returned by a builder is copied through memory, which
+// costs the caller a store-forwarding stall on every work request.
 type Result struct {
 	WQEBBs   int    // WQEBBs used: the producer counter advances by this
-	DS       uint8  // ds of the last WQE (its size in 16-byte units)
-	UMRDS    uint8  // BuildMkeyConfigure: ds of the UMR WQE
-	PSVDS    uint8  // BuildMkeyConfigure: ds of each SET_PSV WQE (0 without SET_PSVs)
-	PSVs     int    // BuildMkeyConfigure: SET_PSV WQEs after the UMR (one per signature domain)
 	Doorbell uint64 // the first 8 bytes of the last WQE, big-endian: the doorbell write
+	DS       uint8  // ds of the last WQE (its size in 16-byte units)
 
 	// SmallFence says that the next WQE posted on the send queue must
 	// carry the small fence (its SmallFence input): libmlx5 arms its
 	// fm_cache after a UMR (mkey configure, SET_PSV, LOCAL_INV). Any WQE
 	// consumes it; IBV_SEND_FENCE replaces it.
 	SmallFence bool
+}
+
+// MkeyConfigureResult is what BuildMkeyConfigure wrote: the Result of its
+// WQEs, and their parts.
+type MkeyConfigureResult struct {
+	Result
+	UMRDS uint8 // ds of the UMR WQE
+	PSVDS uint8 // ds of each SET_PSV WQE (0 without SET_PSVs)
+	PSVs  int   // SET_PSV WQEs after the UMR (one per signature domain)
 }
 
 // Ring is a send queue buffer: a power-of-two number of 64-byte WQEBBs.
@@ -243,23 +253,23 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 // set to what they need. It checks everything before writing, work
 // request errors first, so on error r is unchanged. It does not ring the
 // doorbell or advance any counter.
-func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, error) {
+func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConfigureResult, error) {
 	if c == nil {
-		return Result{}, ErrNil
+		return MkeyConfigureResult{}, ErrNil
 	}
 	if c.Flags&SendInline == 0 {
-		return Result{}, ErrNotInline
+		return MkeyConfigureResult{}, ErrNotInline
 	}
 	if c.QPN > 0xffffff {
-		return Result{}, ErrQPN
+		return MkeyConfigureResult{}, ErrQPN
 	}
 	klmOct, length, err := c.layout()
 	if err != nil {
-		return Result{}, err
+		return MkeyConfigureResult{}, err
 	}
 	psvs, err := c.psvs()
 	if err != nil {
-		return Result{}, err
+		return MkeyConfigureResult{}, err
 	}
 	var bsfOct int
 	if c.Sig != nil {
@@ -267,12 +277,12 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (Result, 
 	}
 	ds := 1 + 3 + 4 + klmOct + bsfOct // ctrl, UMR ctrl, mkey context, translations, BSF
 	if ds > MaxDS {
-		return Result{}, ErrTooManyEntries
+		return MkeyConfigureResult{}, ErrTooManyEntries
 	}
 	umrBBs := (ds*16 + WQEBB - 1) / WQEBB
-	res := Result{WQEBBs: umrBBs + psvs.count(), DS: uint8(ds), UMRDS: uint8(ds), PSVs: psvs.count(), SmallFence: true}
+	res := MkeyConfigureResult{Result: Result{WQEBBs: umrBBs + psvs.count(), DS: uint8(ds), SmallFence: true}, UMRDS: uint8(ds), PSVs: psvs.count()}
 	if nr, err := r.fit(res.WQEBBs, free); err != nil {
-		return nr, err
+		return MkeyConfigureResult{Result: nr}, err
 	}
 
 	// The UMR WQE.

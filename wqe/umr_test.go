@@ -29,7 +29,7 @@ func TestBuildSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Result{WQEBBs: 6, DS: 2, UMRDS: 16, PSVDS: 2, PSVs: 2, Doorbell: 0x000005200001a202, SmallFence: true}
+	want := MkeyConfigureResult{Result: Result{WQEBBs: 6, DS: 2, Doorbell: 0x000005200001a202, SmallFence: true}, UMRDS: 16, PSVDS: 2, PSVs: 2}
 	if res != want {
 		t.Errorf("got %+v, want %+v", res, want)
 	}
@@ -188,7 +188,7 @@ func TestSigErrCounterUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Result{WQEBBs: 5, DS: 2, UMRDS: 12, PSVDS: 2, PSVs: 2, Doorbell: 0x000004200001a202, SmallFence: true}
+	want := MkeyConfigureResult{Result: Result{WQEBBs: 5, DS: 2, Doorbell: 0x000004200001a202, SmallFence: true}, UMRDS: 12, PSVDS: 2, PSVs: 2}
 	if res != want {
 		t.Errorf("got %+v, want %+v", res, want)
 	}
