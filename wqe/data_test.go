@@ -366,8 +366,8 @@ func TestNilInputs(t *testing.T) {
 	r := make(Ring, 8*WQEBB)
 	b := make([]byte, 256)
 	for name, f := range map[string]func() (Result, error){
-		"BuildSend":          func() (Result, error) { return BuildSend(r, 0, 8, nil) },
-		"BuildLocalInv":      func() (Result, error) { return BuildLocalInv(r, 0, 8, nil) },
+		"BuildSend":     func() (Result, error) { return BuildSend(r, 0, 8, nil) },
+		"BuildLocalInv": func() (Result, error) { return BuildLocalInv(r, 0, 8, nil) },
 		"BuildMkeyConfigure": func() (Result, error) {
 			res, err := BuildMkeyConfigure(r, 0, 8, nil)
 			if res != (MkeyConfigureResult{}) {
