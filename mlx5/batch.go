@@ -151,16 +151,16 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	)
 	switch wr.Opcode {
 	case OpLocalInv:
-		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wr.Flags, SmallFence: qp.fmCache}
+		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wqe.SendFlags(wr.Flags), SmallFence: qp.fmCache}
 		r, e := wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
 		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
 	case OpNOP:
-		r, e := wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wr.Flags)
+		r, e := wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wqe.SendFlags(wr.Flags))
 		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
 	default:
 		s := &b.send
-		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wr.Flags, wr.Imm
-		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wr.SGL, wr.Inline
+		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wqe.SendFlags(wr.Flags), wr.Imm
+		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wqeSGL(wr.SGL), wr.Inline
 		s.SmallFence, s.MaxSGE, s.MaxInline = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline
 		s.SwapAdd, s.Compare, s.UD = 0, 0, nil
 		switch wr.Opcode {
@@ -230,8 +230,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	mem, wire := m.PSVs()
 	errs := m.sigErrs.Load()
-	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wr.Flags | wqe.SendInline, SmallFence: qp.fmCache,
-		SetAccess: wr.SetAccess, Access: access, List: wr.List, Interleaved: wr.Interleaved, RepeatCount: wr.RepeatCount,
+	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
+		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
 	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, b.room(), &c)

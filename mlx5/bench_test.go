@@ -128,7 +128,7 @@ func BenchmarkPostMkeyConfigure(b *testing.B) {
 	qp, _ := testQP(b, c, 1024)
 	qp.maxWQE, qp.mkeyConf = 1024, true
 	m := &Mkey{c: c, LKey: 0x200200, RKey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0)}
-	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | wqe.SendInline, SetAccess: true,
+	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | SendInline, SetAccess: true,
 		Access: AccessLocalWrite | AccessRemoteRead | AccessRemoteWrite,
 		List:   []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}},
 		Sig: &sig.BlockAttr{

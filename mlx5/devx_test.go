@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/wqe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
@@ -310,5 +311,46 @@ func TestUARTypesAreTheUAPIs(t *testing.T) {
 	if UARBlueFlame != mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF || UARNonCached != mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC {
 		t.Errorf("UARBlueFlame %d, UARNonCached %d; the uapi's %d, %d", UARBlueFlame, UARNonCached,
 			mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, mlx5abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC)
+	}
+}
+
+// The user's types share the encoders' layouts (types.go passes lists of
+// them to package wqe as they are) and the send flags their values.
+func TestUserTypesAreTheEncoders(t *testing.T) {
+	type layout struct{ size, align uintptr }
+	for name, c := range map[string][2]layout{
+		"SGE":         {{unsafe.Sizeof(SGE{}), unsafe.Alignof(SGE{})}, {unsafe.Sizeof(wqe.SGE{}), unsafe.Alignof(wqe.SGE{})}},
+		"KLM":         {{unsafe.Sizeof(KLM{}), unsafe.Alignof(KLM{})}, {unsafe.Sizeof(wqe.KLM{}), unsafe.Alignof(wqe.KLM{})}},
+		"RepeatEntry": {{unsafe.Sizeof(RepeatEntry{}), unsafe.Alignof(RepeatEntry{})}, {unsafe.Sizeof(wqe.RepeatEntry{}), unsafe.Alignof(wqe.RepeatEntry{})}},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s: size and alignment %v, wqe's %v", name, c[0], c[1])
+		}
+	}
+	for name, offs := range map[string][2]uintptr{
+		"SGE.Addr":              {unsafe.Offsetof(SGE{}.Addr), unsafe.Offsetof(wqe.SGE{}.Addr)},
+		"SGE.Length":            {unsafe.Offsetof(SGE{}.Length), unsafe.Offsetof(wqe.SGE{}.Length)},
+		"SGE.LKey":              {unsafe.Offsetof(SGE{}.LKey), unsafe.Offsetof(wqe.SGE{}.LKey)},
+		"KLM.Addr":              {unsafe.Offsetof(KLM{}.Addr), unsafe.Offsetof(wqe.KLM{}.Addr)},
+		"KLM.ByteCount":         {unsafe.Offsetof(KLM{}.ByteCount), unsafe.Offsetof(wqe.KLM{}.ByteCount)},
+		"KLM.Mkey":              {unsafe.Offsetof(KLM{}.Mkey), unsafe.Offsetof(wqe.KLM{}.Mkey)},
+		"RepeatEntry.Addr":      {unsafe.Offsetof(RepeatEntry{}.Addr), unsafe.Offsetof(wqe.RepeatEntry{}.Addr)},
+		"RepeatEntry.ByteCount": {unsafe.Offsetof(RepeatEntry{}.ByteCount), unsafe.Offsetof(wqe.RepeatEntry{}.ByteCount)},
+		"RepeatEntry.Skip":      {unsafe.Offsetof(RepeatEntry{}.Skip), unsafe.Offsetof(wqe.RepeatEntry{}.Skip)},
+		"RepeatEntry.Mkey":      {unsafe.Offsetof(RepeatEntry{}.Mkey), unsafe.Offsetof(wqe.RepeatEntry{}.Mkey)},
+	} {
+		if offs[0] != offs[1] {
+			t.Errorf("%s at %d, wqe's at %d", name, offs[0], offs[1])
+		}
+	}
+	for f, w := range map[SendFlags]wqe.SendFlags{SendFence: wqe.SendFence, SendSignaled: wqe.SendSignaled,
+		SendSolicited: wqe.SendSolicited, SendInline: wqe.SendInline} {
+		if wqe.SendFlags(f) != w {
+			t.Errorf("send flag %#x, wqe's %#x", f, w)
+		}
+	}
+	sgl := []SGE{{Addr: 1, Length: 2, LKey: 3}, {Addr: 4, Length: 5, LKey: 6}}
+	if got := wqeSGL(sgl); len(got) != 2 || got[1] != (wqe.SGE{Addr: 4, Length: 5, LKey: 6}) || wqeSGL(nil) != nil {
+		t.Errorf("wqeSGL: %+v", got)
 	}
 }

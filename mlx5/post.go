@@ -205,7 +205,7 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	for i := range wrs {
 		j := int(pi) & (n - 1)
 		// Checked above: PutRecv cannot fail on the stride with these SGEs.
-		_ = wqe.PutRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wrs[i].SGL)
+		_ = wqe.PutRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wqeSGL(wrs[i].SGL))
 		qp.rq.wrID[j] = wrs[i].WrID
 		pi++
 	}

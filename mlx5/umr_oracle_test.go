@@ -8,7 +8,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/internal/oracle/umrsig"
-	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // TestOracleMkeyConfigurePost posts every mkey configure of the oracle's
@@ -37,7 +36,7 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 				skipped++
 				return
 			}
-			if SendFlags(in.Flags)&wqe.SendInline == 0 {
+			if SendFlags(in.Flags)&SendInline == 0 {
 				// libmlx5 refuses a configure without IBV_SEND_INLINE
 				// (EOPNOTSUPP); mlx5's API implies it.
 				inline++
