@@ -10,7 +10,6 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/prm"
-	"golang.org/x/sys/unix"
 )
 
 // Constants of the kernel's <linux/mlx5/cq.h> and <linux/mlx5/mlx5_ifc.h>
@@ -28,15 +27,16 @@ func cmd(n uint32, opcode uint16) []byte {
 	return in
 }
 
-// mmap returns n bytes of anonymous memory outside the Go heap.
+// mmap returns n bytes of memory outside the Go heap (an mlx5.Buffer,
+// closed at t's cleanup).
 func mmap(t testing.TB, n int) []byte {
 	t.Helper()
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := mlx5.AllocBuffer(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
+	t.Cleanup(func() { b.Close() })
+	return b.Bytes()
 }
 
 func closeAll(t testing.TB, cs ...interface{ Close() error }) {
