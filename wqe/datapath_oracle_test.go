@@ -1,14 +1,13 @@
 package wqe
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/datapath"
 )
 
@@ -346,19 +345,7 @@ func checkDatapath(t *testing.T, path string) dpCounts {
 
 func readLines(t *testing.T, path string, each func(line []byte)) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for sc.Scan() {
-		each(sc.Bytes())
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	oracle.Lines(t, path, each)
 }
 
 // TestOracleDatapath replays all 147 records of the datapath family: RC

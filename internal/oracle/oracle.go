@@ -66,8 +66,9 @@ type Case struct {
 	KernelCmds []Call          `json:"kernel_cmds"`
 }
 
-// Load returns the case named kase of a JSON Lines vector file.
-func Load(t testing.TB, path, kase string) Case {
+// Lines calls each with every line of a JSON Lines vector file (lines of
+// up to 16 MiB), failing t if the file cannot be read.
+func Lines(t testing.TB, path string, each func(line []byte)) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -77,16 +78,31 @@ func Load(t testing.TB, path, kase string) Case {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
+		each(sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// Load returns the case named kase of a JSON Lines vector file.
+func Load(t testing.TB, path, kase string) Case {
+	t.Helper()
+	var found *Case
+	Lines(t, path, func(line []byte) {
 		var c Case
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+		if err := json.Unmarshal(line, &c); err != nil {
 			t.Fatal(err)
 		}
-		if c.Case == kase {
-			return c
+		if found == nil && c.Case == kase {
+			found = &c
 		}
+	})
+	if found == nil {
+		t.Fatalf("%s: no case %q", path, kase)
+		return Case{}
 	}
-	t.Fatalf("%s: no case %q", path, kase)
-	return Case{}
+	return *found
 }
 
 // Find returns the case's first ioctl on object and method.

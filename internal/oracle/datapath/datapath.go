@@ -5,12 +5,11 @@
 package datapath
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 )
 
@@ -179,24 +178,14 @@ func Unhex(t testing.TB, s string) []byte {
 // records are left out).
 func Read(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for sc.Scan() {
+	oracle.Lines(t, path, func(line []byte) {
 		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
 		if r.Wrap != nil && r.Wrap.Schema != "datapath" {
-			continue
+			return
 		}
 		each(&r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 }

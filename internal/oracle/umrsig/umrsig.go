@@ -5,14 +5,13 @@
 package umrsig
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 	"github.com/mlx5go/mlx5go/sig"
 )
@@ -211,24 +210,14 @@ func (r *Record) WQEBBs() ([][]byte, error) {
 // records are left out).
 func Read(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for sc.Scan() {
+	oracle.Lines(t, path, func(line []byte) {
 		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
 		if r.Wrap != nil && r.Wrap.Schema != "umr_sig" {
-			continue
+			return
 		}
 		each(&r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
