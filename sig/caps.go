@@ -49,13 +49,29 @@ func (c Caps) SupportsCRC(t CRCType, b BlockSize) bool {
 // supported. It allocates nothing unless it fails. ValidateCaps does
 // both checks, Validate first.
 func (c Caps) Supports(a *BlockAttr) error {
-	if a == nil {
+	if a == nil || c.fits(a.Mem) && c.fits(a.Wire) {
 		return nil
 	}
 	if err := c.supportsDomain("mem", a.Mem); err != nil {
 		return err
 	}
 	return c.supportsDomain("wire", a.Wire)
+}
+
+// fits is supportsDomain's answer without the error: the bit tests alone,
+// for the posting path.
+func (c Caps) fits(d *Domain) bool {
+	if d == nil {
+		return true
+	}
+	sub := true
+	switch d.Type {
+	case SigTypeT10DIF:
+		sub = d.T10DIF == nil || c.T10DIFBG>>d.T10DIF.Guard&1 != 0
+	case SigTypeCRC:
+		sub = d.CRC == nil || c.CRCType>>d.CRC.Type&1 != 0
+	}
+	return sub && c.BlockSize>>d.BlockSize&1 != 0 && c.BlockProt>>d.Type&1 != 0
 }
 
 func (c Caps) supportsDomain(name string, d *Domain) error {
