@@ -199,6 +199,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // libmlx5 does). It completes once, with opcode WCUMR, whatever happened
 // to each of its WQEs: the first error, or success. The QP must have been
 // created with MkeyConfigure, for mkeys of up to as many layout entries.
+// A signature block the device's caps do not cover (a block size,
+// signature type, T10-DIF guard or CRC type outside Context.SigCaps)
+// poisons the batch with ErrUnsupported (EOPNOTSUPP) before anything of
+// the work request is written; an invalid one is ErrInvalid first.
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	if !b.usable() {
 		return b
@@ -230,10 +234,32 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	mem, wire := m.PSVs()
 	errs := m.sigErrs.Load()
+	// The caps check is not libmlx5's (docs/MLX5.md, "Signature caps"):
+	// a few bit tests when the block fits the device.
+	capsErr := error(nil)
+	if wr.Sig != nil && m.checkCaps {
+		capsErr = m.sigCaps.Supports(wr.Sig)
+	}
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
+	if capsErr != nil {
+		// A block the device cannot do is refused before anything is
+		// written, but an invalid work request is refused as such first,
+		// as libmlx5 refuses it (EINVAL): the builder, given no room,
+		// checks everything and writes nothing, and says ErrNoRoom only
+		// when the work request is valid.
+		res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, 0, &c)
+		if err != wqe.ErrNoRoom {
+			b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
+			return b
+		}
+		b.fail(op, &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{
+			msg:  fmt.Sprintf("work request %d (wr_id %#x): %s: %v", b.n, wr.WrID, m.name, capsErr),
+			errs: []error{ErrUnsupported, unix.EOPNOTSUPP, capsErr}}})
+		return b
+	}
 	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, b.room(), &c)
 	if err != nil {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
 )
 
 // QueryHCACap returns the device's capabilities of one type (prm's
@@ -33,15 +34,65 @@ func (c *Context) generalCaps() ([]byte, error) {
 	return c.general, c.capsErr
 }
 
-// blockSignature reports whether the device offers block signature
-// offload as libmlx5 decides it (get_hca_sig_caps in providers/mlx5
-// verbs.c): only with both the signature handover offload (sho) and the
-// SIG_ERR CQE's domain and type fields (sigerr_domain_and_sig_type);
-// otherwise mlx5dv_create_mkey refuses BLOCK_SIGNATURE with EOPNOTSUPP.
-func (c *Context) blockSignature() (bool, error) {
+// SigCaps returns the device's block signature capabilities as
+// mlx5dv_query_device reports them (sig_caps, with
+// MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD), derived from its general HCA
+// caps as libmlx5 derives them (docs/MLX5.md, "Signature caps"). They
+// are read once per context. A device without block signature offload
+// reports zero caps (Offload false); an error means the caps could not be
+// read (libmlx5 then reports zero caps too).
+//
+// CreateMkey refuses BlockSignature on a device without Offload, and an
+// mkey configure refuses a signature block the caps do not cover
+// (sig.Caps.Supports), both with ErrUnsupported.
+func (c *Context) SigCaps() (sig.Caps, error) {
 	caps, err := c.generalCaps()
 	if err != nil {
-		return false, err
+		return sig.Caps{}, opErr("query sig caps", "", err)
 	}
-	return prm.CmdHcaCap.Sho.Get(caps) != 0 && prm.CmdHcaCap.SigerrDomainAndSigType.Get(caps) != 0, nil
+	return sigCapsOf(caps), nil
+}
+
+// sigCapsOf derives mlx5dv_query_device's sig_caps from the general caps
+// (cmd_hca_cap) as libmlx5 44.0's get_hca_sig_caps (providers/mlx5
+// verbs.c) does: none at all unless the device has both the signature
+// handover offload (sho) and the SIG_ERR CQE's domain and signature type
+// fields (sigerr_domain_and_sig_type); with both, T10-DIF and CRC
+// signatures, blocks of 512, 520, 4096 and 4160 bytes, CRC and IP
+// checksum T10-DIF guards, and CRC32; then 4048-byte blocks with
+// sig_block_4048, CRC32C with sig_crc32c and CRC64_XP10 with
+// sig_crc64_xp10.
+func sigCapsOf(general []byte) sig.Caps {
+	if prm.CmdHcaCap.Sho.Get(general) == 0 || prm.CmdHcaCap.SigerrDomainAndSigType.Get(general) == 0 {
+		return sig.Caps{}
+	}
+	c := sig.Caps{
+		BlockProt: 1<<sig.SigTypeT10DIF | 1<<sig.SigTypeCRC,
+		BlockSize: 1<<sig.BlockSize512 | 1<<sig.BlockSize520 | 1<<sig.BlockSize4096 | 1<<sig.BlockSize4160,
+		T10DIFBG:  1<<sig.T10DIFGuardCRC | 1<<sig.T10DIFGuardCsum,
+		CRCType:   1 << sig.CRCTypeCRC32,
+	}
+	if prm.CmdHcaCap.SigBlock4048.Get(general) != 0 {
+		c.BlockSize |= 1 << sig.BlockSize4048
+	}
+	if prm.CmdHcaCap.SigCrc32c.Get(general) != 0 {
+		c.CRCType |= 1 << sig.CRCTypeCRC32C
+	}
+	if prm.CmdHcaCap.SigCrc64Xp10.Get(general) != 0 {
+		c.CRCType |= 1 << sig.CRCTypeCRC64XP10
+	}
+	return c
+}
+
+// blockSignature returns the signature caps (sigCapsOf) for a signature
+// mkey: mlx5dv_create_mkey refuses BLOCK_SIGNATURE with EOPNOTSUPP when
+// their block_prot is 0 (mlx5_create_sig_ctx), that is without sho or
+// sigerr_domain_and_sig_type, and the mkey's configures are checked
+// against them.
+func (c *Context) blockSignature() (sig.Caps, error) {
+	caps, err := c.generalCaps()
+	if err != nil {
+		return sig.Caps{}, err
+	}
+	return sigCapsOf(caps), nil
 }

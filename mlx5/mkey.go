@@ -33,6 +33,12 @@ type Mkey struct {
 	psvIndex   [2]uint32
 	maxEntries int
 	sigMkey    bool
+	// sigCaps are the device's signature caps (Context.SigCaps), which a
+	// configure's signature block must fit; checked only with checkCaps,
+	// which CreateMkey sets for every signature mkey (mkeys that tests
+	// build by hand check nothing).
+	sigCaps   sig.Caps
+	checkCaps bool
 	// LKey and RKey name the mkey in SGEs and remote accesses; they are
 	// the same key.
 	LKey, RKey uint32
@@ -116,7 +122,9 @@ const mkcAccessKLMs = 2
 // CreateMkey creates an indirect mkey in the PD (mlx5dv_create_mkey): for
 // a signature mkey, first a PSV for each domain (CREATE_PSV), then the
 // mkey (CREATE_MKEY), free, with UMR enabled, local read, KLM access mode,
-// and the BSF enabled; the same commands libmlx5 sends.
+// and the BSF enabled; the same commands libmlx5 sends. A device without
+// block signature offload (Context.SigCaps) refuses BlockSignature with
+// ErrUnsupported before any command, as libmlx5 does.
 func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 	const op = "create mkey"
 	if err := p.c.check(op); err != nil {
@@ -125,16 +133,17 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 	if o.MaxEntries < 1 || o.MaxEntries > 1024 {
 		return nil, invalid(op, "", "max entries %d (1 to 1024)", o.MaxEntries)
 	}
+	var caps sig.Caps
 	if o.BlockSignature {
-		ok, err := p.c.blockSignature()
-		if err != nil {
+		var err error
+		if caps, err = p.c.blockSignature(); err != nil {
 			return nil, opErr(op, "", err)
 		}
-		if !ok {
+		if !caps.Offload() {
 			return nil, unsupported(op, "", "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
 		}
 	}
-	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sentErrs: ^uint32(0)}
+	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sigCaps: caps, checkCaps: o.BlockSignature, sentErrs: ^uint32(0)}
 	err := m.create()
 	if err == nil {
 		m.name = mkeyName(m.LKey)

@@ -162,30 +162,10 @@ var ErrUnsupported = errors.New("not supported by the device")
 
 // ValidateCaps validates a and then checks that the device whose
 // capabilities are c supports each domain's block size, signature type,
-// T10-DIF guard type and CRC type.
+// T10-DIF guard type and CRC type (Caps.Supports).
 func (a *BlockAttr) ValidateCaps(c Caps) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		dom  *Domain
-	}{{"mem", a.Mem}, {"wire", a.Wire}} {
-		if d.dom == nil {
-			continue
-		}
-		if c.BlockSize&(1<<d.dom.BlockSize) == 0 {
-			return attrErr(d.name+".block_size", uint64(d.dom.BlockSize), ErrUnsupported)
-		}
-		if c.BlockProt&(1<<d.dom.Type) == 0 {
-			return attrErr(d.name+".sig_type", uint64(d.dom.Type), ErrUnsupported)
-		}
-		if d.dom.Type == SigTypeT10DIF && c.T10DIFBG&(1<<d.dom.T10DIF.Guard) == 0 {
-			return attrErr(d.name+".t10dif.bg_type", uint64(d.dom.T10DIF.Guard), ErrUnsupported)
-		}
-		if d.dom.Type == SigTypeCRC && c.CRCType&(1<<d.dom.CRC.Type) == 0 {
-			return attrErr(d.name+".crc.type", uint64(d.dom.CRC.Type), ErrUnsupported)
-		}
-	}
-	return nil
+	return c.Supports(a)
 }

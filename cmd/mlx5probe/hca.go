@@ -6,6 +6,7 @@ import (
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/uverbs"
 )
 
@@ -18,7 +19,7 @@ var capGroups = []struct {
 }{
 	{"general", []string{"port_type", "num_ports", "cqe_version", "rc", "ud", "xrc", "dct", "roce", "atomic",
 		"log_max_pd", "log_max_uctx", "log_max_xrcd"}},
-	{"signature and UMR", []string{"sig_block_4048", "sig_crc32c", "sig_crc64_xp10", "sigerr_cqe",
+	{"signature and UMR", []string{"sho", "sig_block_4048", "sig_crc32c", "sig_crc64_xp10", "sigerr_cqe",
 		"sigerr_domain_and_sig_type", "drain_sigerr", "qpc_extension", "log_max_bsf_list_size",
 		"log_max_klm_list_size", "repeated_mkey", "umr_extended_translation_offset", "umr_indirect_mkey_disabled",
 		"umr_modify_entity_size_disabled", "umr_modify_atomic_disabled", "umr_fence", "umr_ptr_rlky"}},
@@ -57,13 +58,39 @@ func hcaSection(caps []byte) []capGroup {
 	return out
 }
 
-// probeHCA reads an mlx5 context's general capabilities.
-func probeHCA(c *mlx5.Context) ([]capGroup, error) {
+// sigCapsReport is struct mlx5dv_sig_caps, mlx5dv_query_device's sig_caps
+// (Context.SigCaps), each field a flag word with mlx5dv.h's bit names.
+type sigCapsReport struct {
+	BlockSize flags `json:"block_size"`
+	BlockProt flags `json:"block_prot"`
+	T10DIFBG  flags `json:"t10dif_bg"`
+	CRCType   flags `json:"crc_type"`
+}
+
+func sigCapsSection(c sig.Caps) *sigCapsReport {
+	return &sigCapsReport{
+		BlockSize: decodeFlags(c.BlockSize, sigBlockSizeCaps),
+		BlockProt: decodeFlags(uint64(c.BlockProt), sigProtCaps),
+		T10DIFBG:  decodeFlags(uint64(c.T10DIFBG), sigT10DIFBGCaps),
+		CRCType:   decodeFlags(uint64(c.CRCType), sigCRCTypeCaps),
+	}
+}
+
+// probeHCA adds an mlx5 context's general capabilities and the signature
+// caps the driver derives from them to r; it records what fails.
+func probeHCA(r *deviceReport, c *mlx5.Context) {
 	caps, err := c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
 	if err != nil {
-		return nil, err
+		r.Errors = append(r.Errors, fmt.Sprintf("hca caps: %v", err))
+		return
 	}
-	return hcaSection(caps), nil
+	r.HCACaps = hcaSection(caps)
+	sc, err := c.SigCaps()
+	if err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("sig caps: %v", err))
+		return
+	}
+	r.SigCaps = sigCapsSection(sc)
 }
 
 // probeModel reports the software ConnectX of a profile: its HCA
@@ -77,8 +104,6 @@ func probeModel(profile string) (deviceReport, error) {
 	defer c.Close()
 	drv := lookup(driverNames, uverbs.RDMA_DRIVER_MLX5, "unknown")
 	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}
-	if r.HCACaps, err = probeHCA(c); err != nil {
-		r.Errors = append(r.Errors, fmt.Sprintf("hca caps: %v", err))
-	}
+	probeHCA(&r, c)
 	return r, nil
 }

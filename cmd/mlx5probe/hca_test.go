@@ -3,13 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"io"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
+	"github.com/mlx5go/mlx5go/sig"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // Every capability mlx5probe shows is a field prm declares (and the lab
 // checks against the kernel's BTF).
@@ -76,8 +83,94 @@ func TestSimProfiles(t *testing.T) {
 		if want := map[string]uint64{"cx5": 0, "cx6dx": 1, "cx7": 1}[p]; drain != want {
 			t.Errorf("%s: drain_sigerr %d, want %d", p, drain, want)
 		}
+		// The signature caps libmlx5 derives from them: none on cx5
+		// (no sigerr_domain_and_sig_type), all on cx6dx and cx7.
+		sc := rep.Devices[0].SigCaps
+		want := map[string][4]uint64{"cx5": {}, "cx6dx": {0x1f, 3, 3, 7}, "cx7": {0x1f, 3, 3, 7}}[p]
+		if sc == nil || [4]uint64{sc.BlockSize.Value, sc.BlockProt.Value, sc.T10DIFBG.Value, sc.CRCType.Value} != want {
+			t.Errorf("%s: sig_caps %+v, want %#x", p, sc, want)
+		}
 	}
 	if err := run(io.Discard, options{sim: "cx1"}); err == nil {
 		t.Error("-sim cx1: no error for an unknown profile")
+	}
+}
+
+// The signature caps are printed with mlx5dv.h's names, in bit order, and
+// the bits no name covers; a zero field says NO SUPPORT.
+func TestSigCapsSection(t *testing.T) {
+	s := sigCapsSection(sig.Caps{BlockSize: 1<<sig.BlockSize512 | 1<<sig.BlockSize4096 | 1<<9, BlockProt: 1 << sig.SigTypeCRC,
+		CRCType: 1<<sig.CRCTypeCRC32 | 1<<sig.CRCTypeCRC64XP10})
+	want := sigCapsReport{
+		BlockSize: flags{Value: 0x209, Names: []string{"MLX5DV_BLOCK_SIZE_CAP_512", "MLX5DV_BLOCK_SIZE_CAP_4096"}, Unknown: 0x200},
+		BlockProt: flags{Value: 2, Names: []string{"MLX5DV_SIG_PROT_CAP_CRC"}},
+		T10DIFBG:  flags{Value: 0, Names: []string{}},
+		CRCType:   flags{Value: 5, Names: []string{"MLX5DV_SIG_CRC_TYPE_CAP_CRC32", "MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"}},
+	}
+	if !reflect.DeepEqual(*s, want) {
+		t.Errorf("sigCapsSection = %+v\nwant %+v", *s, want)
+	}
+	var b bytes.Buffer
+	writeSigCaps(&textWriter{w: &b}, s)
+	wantText := "\tsig_caps (mlx5dv_query_device):\n" +
+		"\t\tblock_size:\t\t0x209\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_512\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_4096\n\t\t\t\t\tUnknown flags: 0x200\n" +
+		"\t\tblock_prot:\t\t0x2\n\t\t\t\t\tMLX5DV_SIG_PROT_CAP_CRC\n" +
+		"\t\tt10dif_bg:\t\t0x0\n\t\t\t\t\tNO SUPPORT\n" +
+		"\t\tcrc_type:\t\t0x5\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC32\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10\n"
+	if b.String() != wantText {
+		t.Errorf("text\n%q\nwant\n%q", b.String(), wantText)
+	}
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"block_size":{"value":521,"names":["MLX5DV_BLOCK_SIZE_CAP_512","MLX5DV_BLOCK_SIZE_CAP_4096"],"unknown":512},` +
+		`"block_prot":{"value":2,"names":["MLX5DV_SIG_PROT_CAP_CRC"]},"t10dif_bg":{"value":0,"names":[]},` +
+		`"crc_type":{"value":5,"names":["MLX5DV_SIG_CRC_TYPE_CAP_CRC32","MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"]}}`; string(js) != want {
+		t.Errorf("JSON %s\nwant %s", js, want)
+	}
+	// Each name's bit is 1 << the value of the enum it names, as mlx5dv.h
+	// defines the *_CAP_* enums.
+	for _, tb := range []struct {
+		table []flagBit
+		enum  []string
+	}{
+		{sigBlockSizeCaps, []string{"512", "520", "4048", "4096", "4160"}},
+		{sigProtCaps, []string{"T10DIF", "CRC"}},
+		{sigT10DIFBGCaps, []string{"CRC", "CSUM"}},
+		{sigCRCTypeCaps, []string{"CRC32", "CRC32C", "CRC64_XP10"}},
+	} {
+		for i, b := range tb.table {
+			if b.bit != 1<<i || !strings.HasSuffix(b.name, "_CAP_"+tb.enum[i]) {
+				t.Errorf("%s: bit %#x, want 1<<%d named ..._CAP_%s", b.name, b.bit, i, tb.enum[i])
+			}
+		}
+	}
+}
+
+// The whole -sim output of every profile, text and JSON, against golden
+// files (go test ./cmd/mlx5probe -update rewrites them).
+func TestSimGolden(t *testing.T) {
+	for _, p := range model.Profiles() {
+		for _, js := range []bool{false, true} {
+			var b bytes.Buffer
+			if err := run(&b, options{sim: p, json: js}); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			name := filepath.Join("testdata", "sim_"+p+map[bool]string{false: ".txt", true: ".json"}[js])
+			if *update {
+				if err := os.WriteFile(name, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("mlx5probe -sim %s (json %v) differs from %s:\n%s", p, js, name, b.String())
+			}
+		}
 	}
 }

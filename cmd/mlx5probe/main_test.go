@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/uverbs"
 )
 
@@ -91,6 +92,7 @@ func sampleDevice() deviceReport {
 		p.GIDs = append(p.GIDs, gidSection(e))
 	}
 	d.Ports = []portReport{p}
+	d.SigCaps = sigCapsSection(sig.Caps{BlockSize: 0x1b, BlockProt: 3, T10DIFBG: 3, CRCType: 3})
 	return d
 }
 
@@ -126,6 +128,8 @@ func TestTextOutput(t *testing.T) {
 		"\t\t\tactive_width:\t\t4X (2)\n\t\t\tactive_speed:\t\t25.0 Gbps (32)\n\t\t\tphys_state:\t\tLINK_UP (5)\n",
 		"\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:ba59:9fff:feaa:bb01, RoCE v1\n",
 		"\t\t\tGID[  3]:\t\t::ffff:192.0.2.1, RoCE v2\n",
+		"\n\tsig_caps (mlx5dv_query_device):\n\t\tblock_size:\t\t0x1b\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_512\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_520\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_4096\n",
+		"\t\tcrc_type:\t\t0x3\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC32\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC32C\n\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q", want)
@@ -167,7 +171,7 @@ func TestJSONOutput(t *testing.T) {
 		"max_pkeys", "local_ca_ack_delay", "general_odp_caps", "rc_odp_caps", "uc_odp_caps", "ud_odp_caps",
 		"xrc_odp_caps", "completion_timestamp_mask", "hca_core_clock", "raw_packet_caps", "device_cap_flags_ex",
 		"tso_caps", "rss_caps", "max_wq_type_rq", "packet_pacing_caps", "tm_caps", "cq_moderation_caps",
-		"max_dm_size", "num_comp_vectors", "ports", "driver", "kernel_driver", "uverbs_device"} {
+		"max_dm_size", "num_comp_vectors", "ports", "driver", "kernel_driver", "uverbs_device", "sig_caps"} {
 		if _, ok := raw.Devices[0][k]; !ok {
 			t.Errorf("JSON has no %q", k)
 		}

@@ -1,6 +1,9 @@
 package main
 
-import "github.com/mlx5go/mlx5go/uverbs"
+import (
+	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/uverbs"
+)
 
 // The names ibv_devinfo (rdma-core's libibverbs/examples/devinfo.c) gives to
 // enumerations and flag bits, as tables. Values are libibverbs' (verbs.h)
@@ -214,3 +217,29 @@ var driverNames = map[uint64]string{
 	8: "nes", 9: "irdma", 10: "vmw_pvrdma", 11: "qedr", 12: "hns", 13: "usnic", 14: "rxe", 15: "hfi1",
 	16: "qib", 17: "efa", 18: "siw", 19: "erdma",
 }
+
+// The bits of struct mlx5dv_sig_caps, named as mlx5dv.h names them (enum
+// mlx5dv_block_size_caps, mlx5dv_sig_prot_caps, mlx5dv_sig_t10dif_bg_caps,
+// mlx5dv_sig_crc_type_caps): each bit is 1 << the value of sig's enum.
+var (
+	sigBlockSizeCaps = []flagBit{
+		{1 << sig.BlockSize512, "MLX5DV_BLOCK_SIZE_CAP_512"},
+		{1 << sig.BlockSize520, "MLX5DV_BLOCK_SIZE_CAP_520"},
+		{1 << sig.BlockSize4048, "MLX5DV_BLOCK_SIZE_CAP_4048"},
+		{1 << sig.BlockSize4096, "MLX5DV_BLOCK_SIZE_CAP_4096"},
+		{1 << sig.BlockSize4160, "MLX5DV_BLOCK_SIZE_CAP_4160"},
+	}
+	sigProtCaps = []flagBit{
+		{1 << sig.SigTypeT10DIF, "MLX5DV_SIG_PROT_CAP_T10DIF"},
+		{1 << sig.SigTypeCRC, "MLX5DV_SIG_PROT_CAP_CRC"},
+	}
+	sigT10DIFBGCaps = []flagBit{
+		{1 << sig.T10DIFGuardCRC, "MLX5DV_SIG_T10DIF_BG_CAP_CRC"},
+		{1 << sig.T10DIFGuardCsum, "MLX5DV_SIG_T10DIF_BG_CAP_CSUM"},
+	}
+	sigCRCTypeCaps = []flagBit{
+		{1 << sig.CRCTypeCRC32, "MLX5DV_SIG_CRC_TYPE_CAP_CRC32"},
+		{1 << sig.CRCTypeCRC32C, "MLX5DV_SIG_CRC_TYPE_CAP_CRC32C"},
+		{1 << sig.CRCTypeCRC64XP10, "MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"},
+	}
+)

@@ -47,6 +47,9 @@ type deviceReport struct {
 	// HCACaps are an mlx5 device's general HCA capabilities, grouped
 	// (QUERY_HCA_CAP through DEVX; absent for other drivers).
 	HCACaps []capGroup `json:"hca_caps,omitempty"`
+	// SigCaps are an mlx5 device's block signature caps as
+	// mlx5dv_query_device reports them (absent for other drivers).
+	SigCaps *sigCapsReport `json:"sig_caps,omitempty"`
 }
 
 // DeviceAttrs is ibv_devinfo -v's device section (exported only so that
@@ -248,15 +251,15 @@ func probeDevice(dev uverbs.Device) deviceReport {
 
 // probeMlx5 adds an mlx5 device's HCA capabilities: QUERY_HCA_CAP, which
 // the kernel runs for a context with DEVX and, as the device's whitelist
-// uid, for one without.
+// uid, for one without; and the signature caps derived from them.
 func probeMlx5(r *deviceReport, name string) error {
 	c, err := mlx5.Open(name, nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	r.HCACaps, err = probeHCA(c)
-	return err
+	probeHCA(r, c)
+	return nil
 }
 
 // fwVersion is what ibv_devinfo prints as fw_ver. libibverbs' providers

@@ -87,6 +87,10 @@ func writeDevice(t *textWriter, d *deviceReport) {
 		writePort(t, &d.Ports[i], d.Transport.Value == 0)
 	}
 	writeHCACaps(t, d.HCACaps)
+	writeSigCaps(t, d.SigCaps)
+	if len(d.HCACaps) > 0 || d.SigCaps != nil {
+		t.printf("\n")
+	}
 	if len(d.Ports) == 0 {
 		t.printf("\n")
 	}
@@ -265,5 +269,21 @@ func writeHCACaps(t *textWriter, groups []capGroup) {
 			t.kv(3, portColumn, c.Name, "%d", c.Value)
 		}
 	}
-	t.printf("\n")
+}
+
+// writeSigCaps prints mlx5dv_query_device's sig_caps after the HCA caps:
+// each field's value, then its bits by mlx5dv.h's names, as ibv_devinfo
+// lists flags; NO SUPPORT for a zero field.
+func writeSigCaps(t *textWriter, s *sigCapsReport) {
+	if s == nil {
+		return
+	}
+	t.printf("\tsig_caps (mlx5dv_query_device):\n")
+	for _, f := range []struct {
+		key string
+		f   flags
+	}{{"block_size", s.BlockSize}, {"block_prot", s.BlockProt}, {"t10dif_bg", s.T10DIFBG}, {"crc_type", s.CRCType}} {
+		t.kv(2, deviceColumn, f.key, "0x%x", f.f.Value)
+		t.flagLines(f.f, "NO SUPPORT")
+	}
 }
