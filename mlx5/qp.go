@@ -107,6 +107,7 @@ type QP struct {
 	maxWQE   int
 	mkeyConf bool
 	errs     postErrors
+	cancel   cancelBox // CancelPostedSends's QUERY_QP mailboxes (the poster's)
 
 	mu     sync.Mutex
 	res    resources
