@@ -1,0 +1,256 @@
+package mlx5_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/model"
+	"github.com/mlx5go/mlx5go/sig"
+	"golang.org/x/sys/unix"
+)
+
+// QP.CancelPostedSends end to end on the software ConnectX: signature
+// pipelining stops the send queue after an RDMA WRITE whose memory
+// fails its T10-DIF check, the fenced response behind it is canceled, and
+// the QP goes back to RTS.
+
+// cancelRig is a signature-pipelining RC QP a connected to a peer b, a's
+// work completing on scq and b's on pcq, and a signature mkey over 4
+// T10-DIF blocks of the rig's buffer.
+type cancelRig struct {
+	*evRig
+	scq, pcq *mlx5.CQ
+	a, b     *mlx5.QP
+	mk       *mlx5.Mkey
+	attr     *sig.BlockAttr
+	mem      []byte // the mkey's memory: 4 blocks of 512 bytes and their 8-byte PI
+	recvs    uint64 // receives posted on b
+}
+
+// Offsets in the rig's 64 KiB buffer.
+const (
+	cancelRespOff  = 8192  // the responses' bytes, 16 per wr_id (mod 256)
+	cancelSigOff   = 12288 // the signature mkey's memory
+	cancelSigBytes = 4 * 520
+	cancelWriteOff = 16384 // where the WRITEs land at the peer
+	cancelRecvOff  = 32768 // the peer's receives, 64 bytes each (mod 256)
+)
+
+func newCancelRig(t testing.TB, opt model.Options, maxSendWR int) *cancelRig {
+	t.Helper()
+	r := &cancelRig{evRig: newEvRig(t, "cx7", opt)}
+	r.scq, r.pcq = r.cq(t, 1024, false), r.cq(t, 256, false)
+	r.a = r.qp(t, mlx5.QPOptions{SendCQ: r.scq, RecvCQ: r.scq, SigPipelining: true, MkeyConfigure: true, MaxMkeyEntries: 1, MaxSendWR: maxSendWR})
+	r.b = r.qp(t, mlx5.QPOptions{SendCQ: r.pcq, RecvCQ: r.pcq, MaxRecvWR: 64, MaxRecvSGE: 1})
+	if err := r.a.Connect(r.b.QPN(), r.path); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.Connect(r.a.QPN(), r.path); err != nil {
+		t.Fatal(err)
+	}
+	r.attr = &sig.BlockAttr{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
+		T10DIF: &sig.T10DIF{Guard: sig.T10DIFGuardCRC, Seed: 0xffff, AppTag: 0x1234, RefTag: 7, Flags: sig.T10DIFRefRemap}},
+		CheckMask: 0xff}
+	eng, err := sig.NewEngine(r.attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mem = r.buf.Bytes()[cancelSigOff : cancelSigOff+cancelSigBytes]
+	for i := range r.mem {
+		r.mem[i] = byte(i*7 + i>>9)
+	}
+	if err := eng.Generate(sig.DomainMemory, r.mem); err != nil {
+		t.Fatal(err)
+	}
+	if r.mk, err = r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true}); err != nil {
+		t.Fatal(err)
+	}
+	post := r.a.Begin().AddMkeyConfigure(r.configure(1)).Commit()
+	if post != nil {
+		t.Fatal(post)
+	}
+	if wc := pollN(t, r.scq, 1, 5*time.Second); wc[0].WrID != 1 || wc[0].Status != mlx5.WCSuccess {
+		t.Fatalf("configure: %+v", wc)
+	}
+	return r
+}
+
+// configure is the mkey's configure: its memory, the T10-DIF block.
+func (r *cancelRig) configure(wrID uint64) *mlx5.MkeyConfigureWR {
+	return &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: r.mk, Flags: mlx5.SendSignaled,
+		List: []mlx5.KLM{{Addr: r.mr.Addr + cancelSigOff, ByteCount: cancelSigBytes, Mkey: r.mr.LKey}}, Sig: r.attr}
+}
+
+// corrupt toggles a bit of block 2's data: its guard no longer matches
+// (call again to restore it).
+func (r *cancelRig) corrupt() { r.mem[2*520+17] ^= 0x40 }
+
+// write is an RDMA WRITE of the mkey's 4 blocks (their memory domain)
+// into the peer, signaled: the transfer checks the guards.
+func (r *cancelRig) write(wrID uint64) *mlx5.SendWR {
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + cancelWriteOff,
+		RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: cancelSigBytes, LKey: r.mk.LKey}}}
+}
+
+// resp is a 16-byte response SEND carrying its wr_id.
+func (r *cancelRig) resp(wrID uint64, flags mlx5.SendFlags) *mlx5.SendWR {
+	off := cancelRespOff + int(wrID%256)*16
+	binary.LittleEndian.PutUint64(r.buf.Bytes()[off:], wrID)
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: flags,
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr + uint64(off), Length: 16, LKey: r.mr.LKey}}}
+}
+
+// peerRecv posts a receive on b.
+func (r *cancelRig) peerRecv(t testing.TB) {
+	t.Helper()
+	off := cancelRecvOff + int(r.recvs%256)*64
+	if err := r.b.PostRecv(r.recvs, []mlx5.SGE{{Addr: r.mr.Addr + uint64(off), Length: 64, LKey: r.mr.LKey}}); err != nil {
+		t.Fatal(err)
+	}
+	r.recvs++
+}
+
+// received is the wr_id of the response receive wc (a completion of b)
+// carries.
+func (r *cancelRig) received(t testing.TB, wc mlx5.Completion) uint64 {
+	t.Helper()
+	if wc.Opcode != mlx5.WCRecv || wc.Status != mlx5.WCSuccess || wc.ByteLen != 16 {
+		t.Fatalf("the peer's completion %+v, want a 16-byte receive", wc)
+	}
+	off := cancelRecvOff + int(wc.WrID%256)*64
+	return binary.LittleEndian.Uint64(r.buf.Bytes()[off:])
+}
+
+// drained waits for a's SQ_DRAINED and checks that it is in SQD.
+func (r *cancelRig) drained(t testing.TB) {
+	t.Helper()
+	wantQPEvent(t, nextEvent(t, r.c, 5*time.Second), mlx5.EventSQDrained, r.a)
+	if at, err := r.a.Query(mlx5.QPAttrState); err != nil || at.State != mlx5.QPStateSQD || at.SQDraining {
+		t.Fatalf("after SQ_DRAINED: %v, draining %v, %v", at.State, at.SQDraining, err)
+	}
+}
+
+// resume moves a from SQD back to RTS.
+func (r *cancelRig) resume(t testing.TB) {
+	t.Helper()
+	if err := r.a.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTS, CurState: mlx5.QPStateSQD}, mlx5.QPAttrState|mlx5.QPAttrCurState); err != nil {
+		t.Fatalf("SQD to RTS: %v", err)
+	}
+}
+
+// ring copies a's send queue.
+func ring(qp *mlx5.QP) []byte {
+	b, _, _, _ := mlx5.SendQueue(qp)
+	return bytes.Clone(b)
+}
+
+// sqProducer is the QP's send producer counter.
+func sqProducer(qp *mlx5.QP) uint16 {
+	_, pi, _, _ := mlx5.SendQueue(qp)
+	return pi
+}
+
+// ctrlWord is the first word of the control segment of the WQE at
+// counter c (opmod, wqe_index, opcode) and the second (qpn, ds).
+func ctrlWords(sq []byte, c uint16) (uint32, uint32) {
+	o := int(c) * 64 % len(sq)
+	return binary.BigEndian.Uint32(sq[o:]), binary.BigEndian.Uint32(sq[o+4:])
+}
+
+// onlyNOPed checks that after differs from before in the opcode bytes of
+// the WQEs at the counters given, each now NOP, and nowhere else.
+func onlyNOPed(t testing.TB, before, after []byte, at ...uint16) {
+	t.Helper()
+	want := bytes.Clone(before)
+	for _, c := range at {
+		want[int(c)*64%len(want)+3] = 0 // opcode NOP; opmod was 0 already
+	}
+	for i := 0; i < len(want); i += 64 {
+		if !bytes.Equal(after[i:i+64], want[i:i+64]) {
+			t.Errorf("WQEBB %d: %x, want %x", i/64, after[i:i+64], want[i:i+64])
+		}
+	}
+}
+
+// The flow of the man page and of rdma-core's pipelining test: the WRITE
+// through the signature mkey with a bad guard completes, the send queue
+// stops (SQ_DRAINED, SQD) before the fenced SEND behind it, the mkey
+// check says bad guard, the cancel turns the SEND into a NOP (one work
+// request), the QP goes back to RTS, and the NOP completes once with the
+// SEND's wr_id, opcode SEND and success; the peer never gets the SEND,
+// and gets the bad-status response posted after. With ManualDrain the
+// cancel is refused while the QP is still draining.
+func TestCancelPostedSends(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ManualDrain=%v", manual), func(t *testing.T) {
+			r := newCancelRig(t, model.Options{ManualDrain: manual}, 16)
+			r.peerRecv(t)
+			r.peerRecv(t)
+			r.corrupt()
+			post(t, r.a, r.write(2))
+			at := sqProducer(r.a)
+			post(t, r.a, r.resp(3, mlx5.SendSignaled|mlx5.SendFence))
+			if wc := pollN(t, r.scq, 1, 5*time.Second); wc[0].WrID != 2 || wc[0].Status != mlx5.WCSuccess || wc[0].Opcode != mlx5.WCRDMAWrite {
+				t.Fatalf("the write: %+v; %q", wc, r.dev.WQEErrors())
+			}
+			before := ring(r.a)
+			if manual {
+				n, err := r.a.CancelPostedSends(3)
+				if n != 0 || !errors.Is(err, mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
+					t.Errorf("cancel while draining: %d, %v; want ErrNotDrained", n, err)
+				}
+				t.Log(err)
+				if !bytes.Equal(ring(r.a), before) {
+					t.Error("the refused cancel wrote to the send queue")
+				}
+				if err := r.dev.FinishDrain(r.a.QPN()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.drained(t)
+			if me, err := r.mk.Check(); err != nil || me.Type != sig.MkeyErrBadGuard {
+				t.Errorf("mkey check: %+v, %v; want a bad guard", me, err)
+			}
+			n, err := r.a.CancelPostedSends(3)
+			if n != 1 || err != nil {
+				t.Fatalf("cancel: %d, %v; want 1", n, err)
+			}
+			onlyNOPed(t, before, ring(r.a), at)
+			// The NOP keeps the SEND's size (ds 2) and flags (fence,
+			// signaled).
+			sq := ring(r.a)
+			if w0, w1 := ctrlWords(sq, at); w0 != uint32(at)<<8 || w1&0x3f != 2 || sq[int(at)*64%len(sq)+11]&0xe8 != 0x88 {
+				t.Errorf("the NOP's control segment: %08x %08x fm_ce_se %#x", w0, w1, sq[int(at)*64%len(sq)+11])
+			}
+			// A second cancel finds the NOP, not a SEND: nothing more.
+			if n, err := r.a.CancelPostedSends(3); n != 0 || err != nil {
+				t.Errorf("second cancel: %d, %v; want 0", n, err)
+			}
+			r.resume(t)
+			if wc := pollN(t, r.scq, 1, 5*time.Second); wc[0] != (mlx5.Completion{WrID: 3, Opcode: mlx5.WCSend, Status: mlx5.WCSuccess, QPN: r.a.QPN()}) {
+				t.Errorf("the canceled SEND's completion: %+v", wc[0])
+			}
+			pollN(t, r.pcq, 0, time.Second) // the peer got nothing
+			// The bad-status response goes out instead.
+			post(t, r.a, r.resp(4, mlx5.SendSignaled))
+			if wc := pollN(t, r.scq, 1, 5*time.Second); wc[0].WrID != 4 || wc[0].Status != mlx5.WCSuccess {
+				t.Errorf("the response: %+v", wc)
+			}
+			if wc := pollN(t, r.pcq, 1, 5*time.Second); r.received(t, wc[0]) != 4 {
+				t.Errorf("the peer received %d, want the response 4", r.received(t, wc[0]))
+			}
+			if at, err := r.a.Query(mlx5.QPAttrState); err != nil || at.State != mlx5.QPStateRTS {
+				t.Errorf("after: %v, %v", at.State, err)
+			}
+			noEvent(t, r.c, time.Millisecond)
+			if f := r.dev.Faults(); len(f) != 0 {
+				t.Errorf("faults: %q", f)
+			}
+		})
+	}
+}
