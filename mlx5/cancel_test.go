@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
 	"golang.org/x/sys/unix"
 )
@@ -252,5 +253,195 @@ func TestCancelPostedSends(t *testing.T) {
 				t.Errorf("faults: %q", f)
 			}
 		})
+	}
+}
+
+// What the cancel refuses, and what it finds nothing to cancel in: a QP
+// not in SQD (in RTS, or in INIT with work waiting) is ErrNotDrained with
+// EINVAL and nothing written; in SQD a wr_id that matches nothing, or the
+// counters equal (all the work consumed, the matching wr_id among it),
+// cancel 0 and write nothing; no send queue, an open batch are
+// ErrInvalid; a context without DEVX is ErrNoDEVX; a closed QP, or one
+// of a closed context, ErrClosed.
+func TestCancelPostedSendsRefused(t *testing.T) {
+	r := newCancelRig(t, model.Options{}, 16)
+	wantNotDrained := func(qp *mlx5.QP, what string) {
+		t.Helper()
+		before := ring(qp)
+		n, err := qp.CancelPostedSends(3)
+		if n != 0 || !errors.Is(err, mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: %d, %v; want ErrNotDrained, EINVAL", what, n, err)
+		}
+		if !bytes.Equal(ring(qp), before) {
+			t.Errorf("%s: the refused cancel wrote to the send queue", what)
+		}
+	}
+	wantNotDrained(r.a, "in RTS")
+
+	// In INIT, posted work waits: still not drained.
+	init := r.qp(t, mlx5.QPOptions{SendCQ: r.scq, RecvCQ: r.scq})
+	toInit(t, init, rcAccess)
+	post(t, init, r.resp(3, mlx5.SendSignaled))
+	wantNotDrained(init, "in INIT with a SEND posted")
+
+	// In SQD: a WRITE that stopped the queue, two SENDs behind it.
+	r.peerRecv(t)
+	r.peerRecv(t)
+	r.corrupt()
+	post(t, r.a, r.write(2))
+	post(t, r.a, r.resp(3, mlx5.SendSignaled|mlx5.SendFence))
+	post(t, r.a, r.resp(4, mlx5.SendSignaled))
+	pollN(t, r.scq, 1, 5*time.Second)
+	r.drained(t)
+	before := ring(r.a)
+	if n, err := r.a.CancelPostedSends(99); n != 0 || err != nil {
+		t.Errorf("no match: %d, %v", n, err)
+	}
+	if n, err := r.a.CancelPostedSends(2); n != 0 || err != nil {
+		t.Errorf("the WRITE the device consumed: %d, %v; want 0", n, err)
+	}
+	if !bytes.Equal(ring(r.a), before) {
+		t.Error("a cancel of nothing wrote to the send queue")
+	}
+	b := r.a.Begin()
+	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrInvalid) {
+		t.Errorf("during a batch: %d, %v; want ErrInvalid", n, err)
+	}
+	b.Abort()
+	r.resume(t)
+	pollN(t, r.scq, 2, 5*time.Second)
+	r.corrupt()
+
+	// Counters equal: the WRITE is the last work posted.
+	r.corrupt()
+	post(t, r.a, r.write(5))
+	pollN(t, r.scq, 1, 5*time.Second)
+	r.drained(t)
+	before = ring(r.a)
+	for _, id := range []uint64{2, 3, 4, 5} {
+		if n, err := r.a.CancelPostedSends(id); n != 0 || err != nil {
+			t.Errorf("counters equal, wr_id %d: %d, %v; want 0", id, n, err)
+		}
+	}
+	if !bytes.Equal(ring(r.a), before) {
+		t.Error("a cancel with the counters equal wrote to the send queue")
+	}
+	r.resume(t)
+	r.corrupt()
+
+	noSQ, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.scq, RecvCQ: r.scq, MaxRecvWR: 4, MaxRecvSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := noSQ.CancelPostedSends(1); n != 0 || !errors.Is(err, mlx5.ErrInvalid) {
+		t.Errorf("no send queue: %d, %v; want ErrInvalid", n, err)
+	}
+
+	if err := r.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("after Close: %d, %v; want ErrClosed", n, err)
+	}
+	r.c.Close()
+	if n, err := init.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("after the context's Close: %d, %v; want ErrClosed", n, err)
+	}
+
+	// Without DEVX there is no QUERY_QP to ask.
+	nd := newEvRig(t, "cx7", model.Options{NoDEVX: true})
+	cq := nd.cq(t, 16, false)
+	qp := nd.qp(t, mlx5.QPOptions{SendCQ: cq, RecvCQ: cq})
+	if n, err := qp.CancelPostedSends(1); n != 0 || !errors.Is(err, mlx5.ErrNoDEVX) {
+		t.Errorf("without DEVX: %d, %v; want ErrNoDEVX", n, err)
+	}
+}
+
+// A DEVX QP: its QUERY_QP goes to the DEVX object. drain_sigerr by a DEVX
+// INIT2INIT, the drain by the model's InjectSigErr; the device's counter
+// (QUERY_QP's hw_sq_wqebb_counter) stays where it stopped, after the
+// NOPs it ran. Two SENDs with one wr_id (one unsignaled) and an RDMA
+// WRITE are canceled behind it; the move to ERR flushes every work
+// request once, the canceled ones with their own wr_id and original
+// opcode, unsignaled or not.
+func TestCancelPostedSendsDEVXQP(t *testing.T) {
+	r := newEvRig(t, "cx7", model.Options{})
+	cq, err := r.c.CreateCQ(mlx5.CQOptions{Entries: 64, DEVX: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := r.qp(t, mlx5.QPOptions{SendCQ: cq, RecvCQ: cq, DEVX: true})
+	toInit(t, qp, rcAccess)
+	in := mailbox(prm.Init2initQpIn.Layout(), prm.MLX5_CMD_OP_INIT2INIT_QP)
+	prm.Init2initQpIn.Qpn.Set(in, uint64(qp.QPN()))
+	prm.Init2initQpIn.OptParamMask.Set(in, 1<<11) // MLX5_QPC_OPT_MASK_INIT2INIT_DRAIN_SIGERR
+	prm.Qpc.DrainSigerr.At(prm.Init2initQpIn.Qpc).Set(in, 1)
+	if err := qp.DevxModify(in, make([]byte, prm.Init2initQpOut.Layout().Size)); err != nil {
+		t.Fatal(err)
+	}
+	r.toRTR(t, qp, qp.QPN())
+	toRTS(t, qp)
+	for i := range 3 {
+		post(t, qp, &mlx5.SendWR{WrID: uint64(10 + i), Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
+	}
+	pollN(t, cq, 3, 5*time.Second)
+	if n, err := qp.CancelPostedSends(10); n != 0 || !errors.Is(err, mlx5.ErrNotDrained) {
+		t.Errorf("in RTS: %d, %v", n, err)
+	}
+	if err := r.dev.InjectSigErr(qp.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Microsecond) {
+		at, err := qp.Query(mlx5.QPAttrState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.State == mlx5.QPStateSQD && !at.SQDraining {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the DEVX QP is in %v (draining %v)", at.State, at.SQDraining)
+		}
+	}
+	send := func(id uint64, flags mlx5.SendFlags) *mlx5.SendWR {
+		return &mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: flags, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 16, LKey: r.mr.LKey}}}
+	}
+	post(t, qp, send(5, mlx5.SendSignaled|mlx5.SendFence))
+	post(t, qp, r.writeWR(6, r.mr.RKey))
+	post(t, qp, send(5, 0))
+	post(t, qp, &mlx5.SendWR{WrID: 7, Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
+	out := make([]byte, prm.QueryQpOut.Layout().Size)
+	qin := mailbox(prm.QueryQpIn.Layout(), prm.MLX5_CMD_OP_QUERY_QP)
+	prm.QueryQpIn.Qpn.Set(qin, uint64(qp.QPN()))
+	if err := qp.DevxQuery(qin, out); err != nil {
+		t.Fatal(err)
+	}
+	if hw := prm.Qpc.HwSqWqebbCounter.At(prm.QueryQpOut.Qpc).Get(out); hw != 3 {
+		t.Errorf("hw_sq_wqebb_counter %d, want 3 (the NOPs it ran)", hw)
+	}
+	before := ring(qp)
+	if n, err := qp.CancelPostedSends(5); n != 2 || err != nil {
+		t.Fatalf("cancel 5: %d, %v; want 2", n, err)
+	}
+	if n, err := qp.CancelPostedSends(6); n != 1 || err != nil {
+		t.Fatalf("cancel 6: %d, %v; want 1", n, err)
+	}
+	if n, err := qp.CancelPostedSends(7); n != 0 || err != nil {
+		t.Fatalf("cancel the NOP: %d, %v; want 0", n, err)
+	}
+	onlyNOPed(t, before, ring(qp), 3, 4, 5)
+	modify(t, qp, mlx5.QPAttr{State: mlx5.QPStateErr}, mlx5.QPAttrState)
+	wc := pollN(t, cq, 4, 5*time.Second)
+	want := []mlx5.Completion{
+		{WrID: 5, Opcode: mlx5.WCSend, Status: mlx5.WCWRFlushErr},
+		{WrID: 6, Opcode: mlx5.WCRDMAWrite, Status: mlx5.WCWRFlushErr},
+		{WrID: 5, Opcode: mlx5.WCSend, Status: mlx5.WCWRFlushErr},
+		{WrID: 7, Opcode: mlx5.WCNOP, Status: mlx5.WCWRFlushErr},
+	}
+	for i := range want {
+		want[i].QPN = qp.QPN()
+		if wc[i] != want[i] {
+			t.Errorf("completion %d: %+v, want %+v", i, wc[i], want[i])
+		}
 	}
 }
