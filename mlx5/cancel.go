@@ -62,7 +62,8 @@ type cancelBox struct {
 //
 // Like a post, it belongs to the QP's poster: call it from the goroutine
 // that posts, not during a batch. It needs DEVX (ErrNoDEVX) and returns
-// ErrClosed after Close. It works on verbs and DEVX QPs; only a
+// ErrClosed after Close (one racing Close may fail with the kernel's
+// error for the QP being destroyed). It works on verbs and DEVX QPs; only a
 // signature-pipelining QP (QPOptions.SigPipelining) ever stops in SQD on
 // mlx5_ib, the query says so for any other.
 func (qp *QP) CancelPostedSends(wrID uint64) (int, error) {

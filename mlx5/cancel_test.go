@@ -445,3 +445,257 @@ func TestCancelPostedSendsDEVXQP(t *testing.T) {
 		}
 	}
 }
+
+// The walk in every lap of the ring and across the 16-bit counter wrap,
+// with a poller goroutine as a program would have it (run it under
+// -race): rounds at work positions where the stopped WRITE is the ring's
+// last WQEBB and the canceled SEND its first, where the mkey configure
+// before it straddles the ring's end, where the counter wraps from 65535
+// to 0 between the WRITE and the SEND, where the configure straddles the
+// wrap, and mid-ring after many laps. Each round cancels two SENDs with
+// one wr_id (one unsignaled, fenced) around a signaled SEND with another:
+// the cancel returns 2, only their opcodes change, the device's counter
+// (QUERY_QP) is the one after the WRITE, and after SQD to RTS the
+// completions are the other SEND's and the signaled NOP's (the SEND's
+// wr_id and opcode), the unsignaled NOP freed with them: the next round
+// posts a whole ring. Then libmlx5 44.0's second flaw: a WRITE that
+// stops the queue with nothing behind it (counters equal, after laps), a
+// cancel of the wr_ids of work the ring still holds, consumed: 0, and
+// not a byte written.
+func TestCancelPostedSendsRing(t *testing.T) {
+	r := newCancelRig(t, model.Options{}, 8)
+	_, _, _, size := mlx5.SendQueue(r.a)
+	wcs := make(chan mlx5.Completion, 4*size)
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() { // the poller
+		buf := make([]mlx5.Completion, 16)
+		for {
+			n, err := r.scq.Poll(buf)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, wc := range buf[:n] {
+				wcs <- wc
+			}
+			if n == 0 {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+					time.Sleep(2 * time.Microsecond)
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("poller: %v", err)
+		}
+	}()
+	next := func(want ...mlx5.Completion) {
+		t.Helper()
+		for i, w := range want {
+			w.QPN = r.a.QPN()
+			select {
+			case wc := <-wcs:
+				if wc != w {
+					t.Fatalf("completion %d: %+v, want %+v", i, wc, w)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("completion %d: none, want %+v", i, w)
+			}
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case wc := <-wcs:
+			t.Fatalf("an extra completion: %+v", wc)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	const nopID = 0x5a5a
+	abs := int(sqProducer(r.a)) // the producer counter, not wrapped
+	// advance posts NOPs until the producer counter is to, a ring's worth
+	// at a time, the last signaled.
+	advance := func(to int) {
+		t.Helper()
+		for abs < to {
+			k := min(to-abs, size)
+			b := r.a.Begin()
+			for i := range k {
+				wr := &mlx5.SendWR{WrID: nopID, Opcode: mlx5.OpNOP}
+				if i == k-1 {
+					wr.Flags = mlx5.SendSignaled
+				}
+				b.Add(wr)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatalf("%d NOPs at %d: %v", k, abs, err)
+			}
+			abs += k
+			next(mlx5.Completion{WrID: nopID, Opcode: mlx5.WCNOP})
+		}
+		if got := int(sqProducer(r.a)); got != abs&0xffff {
+			t.Fatalf("producer counter %d, want %d", got, abs&0xffff)
+		}
+	}
+	postAt := func(wr *mlx5.SendWR) uint16 {
+		t.Helper()
+		at := sqProducer(r.a)
+		post(t, r.a, wr)
+		abs += int(sqProducer(r.a) - at)
+		return at
+	}
+	configure := func(id uint64) int {
+		t.Helper()
+		at := sqProducer(r.a)
+		if err := r.a.PostMkeyConfigure(r.configure(id)); err != nil {
+			t.Fatal(err)
+		}
+		n := int(sqProducer(r.a) - at)
+		abs += n
+		return n
+	}
+	hwCounter := func() uint16 {
+		t.Helper()
+		in := mailbox(prm.QueryQpIn.Layout(), prm.MLX5_CMD_OP_QUERY_QP)
+		prm.QueryQpIn.Qpn.Set(in, uint64(r.a.QPN()))
+		out := make([]byte, prm.QueryQpOut.Layout().Size)
+		if err := r.a.DevxQuery(in, out); err != nil {
+			t.Fatal(err)
+		}
+		return uint16(prm.Qpc.HwSqWqebbCounter.At(prm.QueryQpOut.Qpc).Get(out))
+	}
+	// A configure after a signature error carries the counter update: its
+	// size, measured once the mkey has had one.
+	r.corrupt()
+	wp := postAt(r.write(9))
+	next(mlx5.Completion{WrID: 9, Opcode: mlx5.WCRDMAWrite})
+	r.drained(t)
+	if hw := hwCounter(); hw != wp+1 {
+		t.Fatalf("hw_sq_wqebb_counter %d, want %d", hw, wp+1)
+	}
+	r.resume(t)
+	r.corrupt()
+	if me, err := r.mk.Check(); err != nil || me.Type != sig.MkeyErrBadGuard {
+		t.Fatalf("mkey check: %+v, %v", me, err)
+	}
+	cs := configure(10)
+	next(mlx5.Completion{WrID: 10, Opcode: mlx5.WCUMR})
+	t.Logf("ring of %d WQEBBs; a configure takes %d", size, cs)
+	if cs < 2 || size < 32 {
+		t.Fatalf("a configure of %d WQEBBs in a ring of %d: the positions below need more", cs, size)
+	}
+
+	for i, p := range []struct {
+		what  string
+		write int // the WRITE's counter, not wrapped
+	}{
+		{"the WRITE the ring's last WQEBB, the SEND its first", size - 1},
+		{"the configure across the ring's end", 3*size + cs/2},
+		{"the counter wraps between the WRITE and the SEND", 1<<16 - 1},
+		{"the configure across the counter's wrap", 2<<16 + cs/2},
+		{"mid-ring after many laps", 2<<16 + 9*size + size/2},
+	} {
+		x, y := uint64(100+2*i), uint64(101+2*i)
+		advance(p.write - cs)
+		r.peerRecv(t)
+		r.corrupt()
+		configure(uint64(50 + i))
+		w := postAt(r.write(uint64(70 + i)))
+		x1 := postAt(r.resp(x, mlx5.SendFence))
+		yAt := postAt(r.resp(y, mlx5.SendSignaled))
+		x2 := postAt(r.resp(x, mlx5.SendSignaled))
+		if int(w) != p.write&0xffff || abs != p.write+4 {
+			t.Fatalf("%s: the WRITE at %d, want %d", p.what, w, p.write&0xffff)
+		}
+		next(mlx5.Completion{WrID: uint64(50 + i), Opcode: mlx5.WCUMR}, mlx5.Completion{WrID: uint64(70 + i), Opcode: mlx5.WCRDMAWrite})
+		r.drained(t)
+		if hw := hwCounter(); hw != x1 {
+			t.Errorf("%s: hw_sq_wqebb_counter %d, want %d (after the WRITE)", p.what, hw, x1)
+		}
+		before := ring(r.a)
+		if n, err := r.a.CancelPostedSends(x); n != 2 || err != nil {
+			t.Fatalf("%s: cancel: %d, %v; want 2", p.what, n, err)
+		}
+		onlyNOPed(t, before, ring(r.a), x1, x2)
+		if t.Failed() {
+			t.Fatalf("%s: SENDs at %d, %d (ring %d, %d), the other at %d", p.what, x1, x2, int(x1)%size, int(x2)%size, yAt)
+		}
+		r.resume(t)
+		next(mlx5.Completion{WrID: y, Opcode: mlx5.WCSend}, mlx5.Completion{WrID: x, Opcode: mlx5.WCSend})
+		quiet()
+		if wc := pollN(t, r.pcq, 1, 5*time.Second); r.received(t, wc[0]) != y {
+			t.Fatalf("%s: the peer received %d, want only %d", p.what, r.received(t, wc[0]), y)
+		}
+		r.corrupt()
+		if me, err := r.mk.Check(); err != nil || me.Type != sig.MkeyErrBadGuard {
+			t.Fatalf("%s: mkey check: %+v, %v", p.what, me, err)
+		}
+
+		// Counters equal, the ring full of consumed work with these
+		// wr_ids.
+		r.corrupt()
+		postAt(r.write(uint64(90 + i)))
+		next(mlx5.Completion{WrID: uint64(90 + i), Opcode: mlx5.WCRDMAWrite})
+		r.drained(t)
+		before = ring(r.a)
+		for _, id := range []uint64{x, y, uint64(70 + i), nopID} {
+			if n, err := r.a.CancelPostedSends(id); n != 0 || err != nil {
+				t.Errorf("%s, counters equal: cancel %#x: %d, %v; want 0", p.what, id, n, err)
+			}
+		}
+		if !bytes.Equal(ring(r.a), before) {
+			t.Errorf("%s: a cancel with the counters equal wrote to the ring", p.what)
+		}
+		r.resume(t)
+		r.corrupt()
+		if _, err := r.mk.Check(); err != nil {
+			t.Fatal(err)
+		}
+		quiet()
+	}
+	t.Logf("%d WQEBBs posted", abs)
+	if f := r.dev.Faults(); len(f) != 0 {
+		t.Errorf("faults: %q", f)
+	}
+}
+
+// Close while the poster cancels: a cancel runs whole, or fails (with
+// the kernel's error for the QP being destroyed while Close is under
+// way), and Close waits for one in flight; once Close returned, cancels
+// return ErrClosed. Run it under -race.
+func TestCancelPostedSendsClose(t *testing.T) {
+	for range 20 {
+		r := newCancelRig(t, model.Options{}, 16)
+		r.peerRecv(t)
+		r.corrupt()
+		post(t, r.a, r.write(2))
+		post(t, r.a, r.resp(3, mlx5.SendSignaled|mlx5.SendFence))
+		pollN(t, r.scq, 1, 5*time.Second)
+		r.drained(t)
+		closed := make(chan error)
+		go func() { closed <- r.a.Close() }()
+		canceled := 0
+		for {
+			n, err := r.a.CancelPostedSends(3)
+			if err != nil {
+				break
+			}
+			canceled += n
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+			t.Fatalf("after Close: %d, %v", n, err)
+		}
+		if canceled > 1 {
+			t.Fatalf("canceled %d times", canceled)
+		}
+	}
+}
