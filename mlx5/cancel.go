@@ -63,9 +63,10 @@ type cancelBox struct {
 // Like a post, it belongs to the QP's poster: call it from the goroutine
 // that posts, not during a batch. It needs DEVX (ErrNoDEVX) and returns
 // ErrClosed after Close (one racing Close may fail with the kernel's
-// error for the QP being destroyed). It works on verbs and DEVX QPs; only a
-// signature-pipelining QP (QPOptions.SigPipelining) ever stops in SQD on
-// mlx5_ib, the query says so for any other.
+// error for the QP being destroyed). It works on verbs and DEVX QPs and
+// does not require QPOptions.SigPipelining (libmlx5 does not either): the
+// query decides, and on mlx5_ib only a signature-pipelining QP stops in
+// SQD.
 func (qp *QP) CancelPostedSends(wrID uint64) (int, error) {
 	const op = "cancel posted sends"
 	if !qp.c.devx {
