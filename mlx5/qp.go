@@ -107,6 +107,7 @@ type QP struct {
 	maxWQE   int
 	mkeyConf bool
 	errs     postErrors
+	cancel   cancelBox // CancelPostedSends's QUERY_QP mailboxes (the poster's)
 
 	mu     sync.Mutex
 	res    resources
@@ -508,16 +509,17 @@ func (q qpcIn) set(f prm.Field, v uint64) { f.At(q.qpc).Set(q.in, v) }
 func (q qpcIn) bytes(f prm.Field) []byte  { return f.At(q.qpc).Bytes(q.in) }
 
 // modify runs one QP state transition command whose QP context fill
-// writes.
+// writes (2ERR and 2RST have none: fill is not called).
 func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, fill func(qpcIn)) error {
-	qpn, ok1 := l.Field("qpn")
-	qpc, ok2 := l.Field("qpc")
-	if !ok1 || !ok2 {
+	qpn, ok := l.Field("qpn")
+	if !ok {
 		return fmt.Errorf("%s: prm has no layout for it", name)
 	}
 	in := mailbox(l.Size, opcode)
 	qpn.Set(in, uint64(qp.qpn))
-	fill(qpcIn{in, qpc})
+	if qpc, ok := l.Field("qpc"); ok {
+		fill(qpcIn{in, qpc})
+	}
 	if err := qp.obj.Modify(in, make([]byte, outSize)); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
