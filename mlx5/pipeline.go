@@ -1,0 +1,107 @@
+package mlx5
+
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/sig"
+)
+
+// Signature pipelining lets a storage target post a transfer through a
+// signature mkey and, right behind it, the good response to its client,
+// fenced (SendFence), without waiting for the transfer's check. If the
+// check fails, the device stops the QP's send queue before the fenced
+// response runs (QPOptions.SigPipelining; the QP reaches SQD and the
+// context delivers EventSQDrained), and RecoverSigStop does what
+// mlx5dv_qp_cancel_posted_send_wrs(3) tells an application to do then.
+
+// SigTransfer is an open transfer of a signature-pipelining QP: the
+// signature mkey its data went through and the wr_id of the fenced
+// response posted behind it.
+type SigTransfer struct {
+	Mkey     *Mkey
+	Response uint64
+}
+
+// SigFailure is an open transfer whose mkey reported a signature error:
+// its index in RecoverSigStop's list, the error, and how many work
+// requests with its response's wr_id were canceled (they complete as
+// successes of their original opcode, having sent nothing).
+type SigFailure struct {
+	Transfer int
+	Err      sig.MkeyErr
+	Canceled int
+}
+
+// RecoverSigStop handles a signature-pipelining stop of the QP, in the
+// order mlx5dv_qp_cancel_posted_send_wrs(3) gives, and returns the
+// transfers that failed:
+//
+//  1. it checks that the send queue is drained (SQD), else the error wraps
+//     ErrNotDrained and nothing was done;
+//  2. it polls cq (the QP's send CQ) until a poll finds nothing, handing
+//     every batch of completions to deliver: the signature errors of the
+//     transfers arrive with them;
+//  3. it checks the mkey of every open transfer (Mkey.Check) and cancels
+//     the fenced response of each that failed (CancelPostedSends): the
+//     response never reaches the client. A check that cannot be decoded
+//     counts as a failure, with a zero Err;
+//  4. it moves the QP back to RTS (SQD to RTS), and the send queue goes
+//     on: canceled responses complete as successes, the work after them
+//     runs.
+//
+// Then post the failed transfers' error responses. Call it after
+// EventSQDrained from the goroutine that posts on the QP and polls cq (or
+// with both stopped): it does both. wc is the poll buffer (not empty).
+// A failure after step 2 leaves the QP in SQD; the returned failures are
+// those found so far.
+func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion), open []SigTransfer) ([]SigFailure, error) {
+	const op = "recover sig stop"
+	switch {
+	case !qp.sigPipelining:
+		return nil, invalid(op, qp.name, "the QP was created without SigPipelining")
+	case cq == nil || cq != qp.sendCQ:
+		return nil, invalid(op, qp.name, "cq must be the QP's send CQ")
+	case len(wc) == 0 || deliver == nil:
+		return nil, invalid(op, qp.name, "a poll buffer and a deliver function are needed")
+	}
+	for i, t := range open {
+		if t.Mkey == nil || !t.Mkey.sigMkey {
+			return nil, invalid(op, qp.name, "transfer %d: no signature mkey", i)
+		}
+	}
+	at, err := qp.Query(QPAttrState)
+	if err != nil {
+		return nil, err
+	}
+	if at.State != QPStateSQD || at.SQDraining {
+		return nil, opErr(op, qp.name, fmt.Errorf("state %v (draining %v): %w", at.State, at.SQDraining, ErrNotDrained))
+	}
+	for {
+		n, err := cq.Poll(wc)
+		if n > 0 {
+			deliver(wc[:n])
+		}
+		if err != nil {
+			return nil, opErr(op, qp.name, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var failed []SigFailure
+	for i, t := range open {
+		me, err := t.Mkey.Check()
+		if err == nil && me.OK() {
+			continue
+		}
+		f := SigFailure{Transfer: i, Err: me}
+		if f.Canceled, err = qp.CancelPostedSends(t.Response); err != nil {
+			return failed, err
+		}
+		failed = append(failed, f)
+	}
+	if err := qp.Modify(&QPAttr{State: QPStateRTS, CurState: QPStateSQD}, QPAttrState|QPAttrCurState); err != nil {
+		return failed, err
+	}
+	return failed, nil
+}
