@@ -61,7 +61,7 @@ func T10DIF(t *testing.T, c *mlx5.Context, objs Objects) {
 	configure(t, l, l.A, mA, srcMR, t10Data, attr, mlx5.AccessLocalWrite)
 	wire, wireMR := buffer(t, l.PD, t10Wire, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
 	write(t, l, mlx5.SendWR{WrID: 10, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: wireMR.Addr, RKey: wireMR.RKey,
-		SGL: []mlx5.SGE{{Addr: 0, Length: t10Data, LKey: mA.LKey}}})
+		SGL: []mlx5.SGE{{Addr: 0, Length: t10Wire, LKey: mA.LKey}}})
 	if !slices.Equal(wire, want) {
 		for b := range t10Blocks {
 			if got, w := wire[b*520:(b+1)*520], want[b*520:(b+1)*520]; !slices.Equal(got, w) {
