@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/mlx5"
 )
 
 // TestHWCRC64XP10 settles CRC64_XP10's parameters (docs/SIG.md): the device
@@ -27,7 +28,11 @@ func TestHWCRC64XP10(t *testing.T) {
 // TestHWT10DIF compares the device's T10-DIF insert, strip and check with
 // sig's software engine (flows.T10DIF), on verbs QPs and on DEVX ones.
 // Signature mkeys are DEVX objects, so both need DEVX.
-func TestHWT10DIF(t *testing.T) {
-	t.Run("verbs", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.VerbsObjects) })
-	t.Run("devx", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.DEVXObjects) })
+func TestHWT10DIF(t *testing.T) { devxKinds(t, flows.T10DIF) }
+
+// devxKinds runs flow on verbs QPs and on DEVX ones, on a context with
+// DEVX both times (mkeys are DEVX objects).
+func devxKinds(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
+	t.Run("verbs", func(t *testing.T) { flow(t, OpenDEVX(t), flows.VerbsObjects) })
+	t.Run("devx", func(t *testing.T) { flow(t, OpenDEVX(t), flows.DEVXObjects) })
 }

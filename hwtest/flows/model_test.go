@@ -81,3 +81,7 @@ func TestCRC64XP10OnModel(t *testing.T) {
 		}
 	})
 }
+
+// rdma-core's mkey scenarios (tests/test_mlx5_mkey.py).
+func TestMkeyLayoutsOnModel(t *testing.T)    { onEachKind(t, flows.MkeyLayouts) }
+func TestMkeyPastLayoutOnModel(t *testing.T) { onEachKind(t, flows.MkeyPastLayout) }
