@@ -17,6 +17,34 @@
 //   - TestHWCRC64XP10: settles CRC64_XP10's parameters; its log line goes
 //     into docs/SIG.md (flows.CRC64XP10).
 //
+// rdma-core's own mkey and signature scenarios (tests/test_mlx5_mkey.py
+// of rdma-core 44.0) and the examples of mlx5dv_wr_set_mkey_sig_block(3),
+// on verbs and DEVX QPs, every completion checked (status, opcode, byte
+// length, wr_id, exactly once), data and PI compared with sig's engine:
+//
+//   - TestHWMkeyLayouts: rdma-core's list and interleaved layouts
+//     (test_mkey_list_new_api, test_mkey_interleaved_new_api) with SEND,
+//     RDMA WRITE and READ through them (flows.MkeyLayouts).
+//   - TestHWMkeyPastLayout: an access past the layout
+//     (test_mkey_list_bad_flow): a SEND or an RDMA READ into the mkey
+//     fails with a local protection error, an RDMA WRITE or READ at it
+//     with a remote access error (flows.MkeyPastLayout).
+//   - TestHWT10DIFTraffic: test_mkey_sig_t10dif's T10-DIF over SEND (the
+//     sender's mkey, the receiver's, both; rdma-core's 512-byte lengths),
+//     RDMA WRITE and READ (the man page's examples 2 and 2.1), a bad
+//     reference tag found by the receiver and a bad guard by the reader
+//     (flows.T10DIFTraffic).
+//   - TestHWCRCSend: test_mkey_sig_crc's CRC32 over SEND, and CRC32C and
+//     CRC64_XP10 (sig's default parameters, unsettled) (flows.CRCSend).
+//   - TestHWSigBadGuard: test_mkey_sig_err, a bad guard in a CRC32 memory
+//     domain found by Mkey.Check (flows.SigBadGuard).
+//   - TestHWManPageCRC32: the man page's examples 1 and 1.1, a SEND from a
+//     CRC32 memory domain and a receive into one (flows.ManPageCRC32).
+//
+// Through a signature mkey an SGE's length counts the wire's bytes
+// (mlx5.SendWR), as those scenarios show. rdma-core's pipelining and
+// invalidation scenarios are not here yet.
+//
 // Its subdirectory lab is the kernel lab: Debian's kernel under QEMU with
 // ib_uverbs, rdma_rxe and mlx5_ib, where the project's TestLab* tests run.
 package hwtest

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/mlx5"
 )
 
 // TestHWCRC64XP10 settles CRC64_XP10's parameters (docs/SIG.md): the device
@@ -27,7 +28,33 @@ func TestHWCRC64XP10(t *testing.T) {
 // TestHWT10DIF compares the device's T10-DIF insert, strip and check with
 // sig's software engine (flows.T10DIF), on verbs QPs and on DEVX ones.
 // Signature mkeys are DEVX objects, so both need DEVX.
-func TestHWT10DIF(t *testing.T) {
-	t.Run("verbs", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.VerbsObjects) })
-	t.Run("devx", func(t *testing.T) { flows.T10DIF(t, OpenDEVX(t), flows.DEVXObjects) })
+func TestHWT10DIF(t *testing.T) { devxKinds(t, flows.T10DIF) }
+
+// devxKinds runs flow on verbs QPs and on DEVX ones, on a context with
+// DEVX both times (mkeys are DEVX objects).
+func devxKinds(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
+	t.Run("verbs", func(t *testing.T) { flow(t, OpenDEVX(t), flows.VerbsObjects) })
+	t.Run("devx", func(t *testing.T) { flow(t, OpenDEVX(t), flows.DEVXObjects) })
 }
+
+// rdma-core's signature scenarios (tests/test_mlx5_mkey.py) and the
+// examples of mlx5dv_wr_set_mkey_sig_block(3), compared with sig's
+// software engine.
+
+// TestHWT10DIFTraffic: T10-DIF over SEND (either side's mkey, or both),
+// RDMA WRITE and READ, and bad tags found by the receiver and by the
+// reader (flows.T10DIFTraffic).
+func TestHWT10DIFTraffic(t *testing.T) { devxKinds(t, flows.T10DIFTraffic) }
+
+// TestHWCRCSend: CRC32, CRC32C and CRC64_XP10 on the wire over SEND
+// (flows.CRCSend). CRC64_XP10 is compared with sig's default parameters,
+// which TestHWCRC64XP10 confirms or refutes.
+func TestHWCRCSend(t *testing.T) { devxKinds(t, flows.CRCSend) }
+
+// TestHWSigBadGuard: a CRC32 memory signature that was never generated
+// is reported by Mkey.Check as a bad guard (flows.SigBadGuard).
+func TestHWSigBadGuard(t *testing.T) { devxKinds(t, flows.SigBadGuard) }
+
+// TestHWManPageCRC32: a SEND from a CRC32 memory domain, and a receive
+// into one (flows.ManPageCRC32).
+func TestHWManPageCRC32(t *testing.T) { devxKinds(t, flows.ManPageCRC32) }

@@ -91,7 +91,12 @@ type SendWR struct {
 	Compare, SwapAdd uint64
 	// SGL is the local memory: gathered for sends and writes, scattered
 	// into by reads and atomics. An SGE may name an Mkey: with a signature
-	// block, its addresses and lengths count the mkey's memory domain.
+	// block, its addresses and lengths count the bytes of the wire domain
+	// (the message's), whatever the memory layout's length; the same holds
+	// for RemoteAddr through a peer's signature mkey. For example a 512-byte
+	// layout with a T10-DIF wire signature sends 520 bytes with an SGE of
+	// length 520, and a 516-byte layout with a CRC32 memory signature sends
+	// 512 with an SGE of length 512.
 	SGL []SGE
 	// Inline, when it holds bytes, is copied into the WQE instead of an
 	// SGL (ibv_wr_set_inline_data_list), up to the QP's MaxInlineData.

@@ -13,7 +13,9 @@ import (
 // (TestUserTypesAreTheEncoders pins that).
 
 // SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
-// the memory region or mkey with key LKey.
+// the memory region or mkey with key LKey. Through an mkey with a
+// signature block, Addr and Length count bytes of the wire domain, in a
+// send's SGL and a receive's alike (SendWR.SGL).
 type SGE struct {
 	Addr   uint64
 	Length uint32

@@ -724,7 +724,7 @@ func TestEventSQDrained(t *testing.T) {
 		pollN(t, cq, 1, 5*time.Second)
 		mem[2*520+17] ^= 0x40 // block 2's guard no longer matches
 		post(t, qp, &mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + 32768, RKey: r.mr.RKey,
-			SGL: []mlx5.SGE{{Addr: 0, Length: 4 * 520, LKey: mk.LKey}}})
+			SGL: []mlx5.SGE{{Addr: 0, Length: 4 * 512, LKey: mk.LKey}}}) // wire bytes: the PI is stripped
 		post(t, qp, &mlx5.SendWR{WrID: 3, Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
 		if wc := pollN(t, cq, 1, 5*time.Second); wc[0].WrID != 2 || wc[0].Status != mlx5.WCSuccess {
 			t.Fatalf("the write: %+v; %q", wc, r.dev.WQEErrors())

@@ -251,95 +251,63 @@ type sigEvent struct {
 	err sig.MkeyErr
 }
 
-// dataOffset converts the memory-domain offset off of a signature mkey
-// into the data offset TransferAt takes: blocks of the memory domain are
-// data plus signature.
-func (c *sigConf) dataOffset(off uint64) (uint64, bool) {
-	b, p := c.eng.Layout(sig.DomainMemory)
-	if b == 0 {
-		return off, true
-	}
-	if off%uint64(b+p) != 0 {
-		return 0, false
-	}
-	return off / uint64(b+p) * uint64(b), true
-}
-
-// read gathers n memory-domain bytes at addr of key for an operation of
-// access a by a QP of PD pdn and returns them as they go on the wire: a
-// signature mkey runs its engine's TX transfer (memory to wire), whose
-// check failure, if any, is returned as an event.
+// read gathers n bytes at addr of key for an operation of access a by a
+// QP of PD pdn and returns them as they go on the wire. Through a
+// signature mkey, addr and n count wire-domain bytes ("Signature mkeys"
+// in docs/MODEL.md): the memory behind them goes through the engine's TX
+// transfer (memory to wire), whose check failure, if any, is returned as
+// an event.
 func (h *hca) read(key, pdn uint32, addr, n uint64, a access) ([]byte, *sigEvent, *keyErr) {
 	mk, e := h.mkey(key, pdn, a)
 	if e != nil {
 		return nil, nil, e
 	}
-	spans, e := h.translate(nil, mk, key, addr, n, a, 0)
+	if !mk.sigOn() {
+		spans, e := h.translate(nil, mk, key, addr, n, a, 0)
+		if e != nil {
+			return nil, nil, e
+		}
+		return gatherSpans(spans, n), nil, nil
+	}
+	x, e := mk.sigPlan(key, addr, n)
 	if e != nil {
 		return nil, nil, e
 	}
-	mem := gatherSpans(spans, n)
-	if !mk.sigOn() {
-		return mem, nil, nil
-	}
-	return mk.transfer(key, sig.TX, mem, addr)
-}
-
-// wireLen returns how many wire bytes n memory-domain bytes of key make.
-func (h *hca) wireLen(key, pdn uint32, n uint64, a access) (uint64, *keyErr) {
-	mk, e := h.mkey(key, pdn, a)
+	spans, e := h.translate(nil, mk, key, x.memAddr, x.memLen, a, 0)
 	if e != nil {
-		return 0, e
+		return nil, nil, e
 	}
-	if !mk.sigOn() {
-		return n, nil
-	}
-	w, err := mk.sig.eng.OutputLen(sig.TX, int(n))
-	if err != nil {
-		return 0, keyFail("key %#x: %d memory bytes: %v", key, n, err)
-	}
-	return uint64(w), nil
-}
-
-// memLen returns how many memory-domain bytes of key w wire bytes fill.
-func (h *hca) memLen(key, pdn uint32, w uint64, a access) (uint64, *keyErr) {
-	mk, e := h.mkey(key, pdn, a)
+	wire, ev, e := mk.transfer(key, sig.TX, x, gatherSpans(spans, x.memLen))
 	if e != nil {
-		return 0, e
+		return nil, nil, e
 	}
-	if !mk.sigOn() {
-		return w, nil
-	}
-	m, err := mk.sig.eng.OutputLen(sig.RX, int(w))
-	if err != nil {
-		return 0, keyFail("key %#x: %d wire bytes: %v", key, w, err)
-	}
-	return uint64(m), nil
+	return wire[:n], ev, nil
 }
 
-// write scatters wire bytes into memory at addr of key: a signature mkey
-// runs its engine's RX transfer (wire to memory) first. It returns the
-// check failure, if any.
+// write scatters wire bytes at addr of key. Through a signature mkey,
+// addr counts wire-domain bytes and the bytes go through the engine's RX
+// transfer (wire to memory) first. It returns the check failure, if any.
 func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEvent, *keyErr) {
 	mk, e := h.mkey(key, pdn, a)
 	if e != nil {
 		return nil, e
 	}
-	mem, ev := wire, (*sigEvent)(nil)
+	mem, ev, where := wire, (*sigEvent)(nil), addr
 	if mk.sigOn() {
+		x, e := mk.sigPlan(key, addr, uint64(len(wire)))
+		if e != nil {
+			return nil, e
+		}
 		// The range first: a transfer that cannot land checks nothing.
-		n, err := mk.sig.eng.OutputLen(sig.RX, len(wire))
-		if err != nil {
-			return nil, keyFail("key %#x: %d wire bytes: %v", key, len(wire), err)
-		}
-		if _, e := inRange(mk, key, addr, uint64(n)); e != nil {
+		if _, e := inRange(mk, key, x.memAddr, x.memLen); e != nil {
 			return nil, e
 		}
-		if mem, ev, e = mk.transfer(key, sig.RX, wire, addr); e != nil {
+		if mem, ev, e = mk.transfer(key, sig.RX, x, wire); e != nil {
 			return nil, e
 		}
+		where = x.memAddr
 	}
-	spans, e := h.translate(nil, mk, key, addr, uint64(len(mem)), a, 0)
+	spans, e := h.translate(nil, mk, key, where, uint64(len(mem)), a, 0)
 	if e != nil {
 		return nil, e
 	}
@@ -349,30 +317,23 @@ func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEv
 	return ev, nil
 }
 
-// transfer runs the signature engine of mk over src, which starts at
-// memory-domain address addr.
-func (mk *mkeyObj) transfer(key uint32, dir sig.Direction, src []byte, addr uint64) ([]byte, *sigEvent, *keyErr) {
-	c := mk.sig
-	off, ok := c.dataOffset(addr - prm.Mkc.StartAddr.Get(mk.mkc))
-	if !ok {
-		return nil, nil, keyFail("key %#x: address %#x is not on a memory-domain block boundary", key, addr)
+// reach checks that n bytes at addr of key (wire-domain bytes for a
+// signature mkey) lie in the mkey and that it allows a, as a gather or
+// scatter would, without moving anything.
+func (h *hca) reach(key, pdn uint32, addr, n uint64, a access) *keyErr {
+	mk, e := h.mkey(key, pdn, a)
+	if e != nil {
+		return e
 	}
-	n, err := c.eng.OutputLen(dir, len(src))
-	if err != nil {
-		return nil, nil, keyFail("key %#x: signature transfer of %d bytes: %v", key, len(src), err)
+	if mk.sigOn() {
+		x, e := mk.sigPlan(key, addr, n)
+		if e != nil {
+			return e
+		}
+		addr, n = x.memAddr, x.memLen
 	}
-	dst := make([]byte, n)
-	me, err := c.eng.TransferAt(dir, dst, src, off)
-	if err != nil {
-		return nil, nil, keyFail("key %#x: signature transfer of %d bytes at data offset %d: %v", key, len(src), off, err)
-	}
-	if me.OK() {
-		return dst, nil, nil
-	}
-	if mk.sigErr == nil {
-		mk.sigErr = &me
-	}
-	return dst, &sigEvent{key, me}, nil
+	_, e = inRange(mk, key, addr, n)
+	return e
 }
 
 // gatherSpans concatenates spans (n bytes in all).

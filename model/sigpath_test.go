@@ -250,7 +250,7 @@ func TestSQWrap(t *testing.T) {
 		t.Fatalf("the configure ends at %d, counter %d", last, a.sqPI)
 	}
 	checkCQE(t, "UMR across the counter's wrap", a.scq.next(), a.wantReq(0x20, 2, 0, 0))
-	idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{4096, mk.key, 0}}})
+	idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{4104, mk.key, 0}}})
 	checkCQE(t, "RDMA WRITE through it", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 	eng, _ := sig.NewEngine(attr)
 	want := make([]byte, 4104)
@@ -323,7 +323,7 @@ func TestSignatureMkeys(t *testing.T) {
 		mk := r.freeMkey(1, true)
 		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(data), ByteCount: 4096, Mkey: kd.LKey}}, Sig: attr})
 		a.scq.next()
-		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{4096, mk.key, 0}}})
+		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{8 * 520, mk.key, 0}}})
 		checkCQE(t, "RDMA WRITE with PI inserted", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 		eng, err := sig.NewEngine(attr)
 		if err != nil {
@@ -340,13 +340,13 @@ func TestSignatureMkeys(t *testing.T) {
 		// block 2; and an RDMA READ from the signature mkey as an rkey
 		// inserts the same way at the responder.
 		clear(dst)
-		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{1024, mk.key, 1024}}})
+		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{2 * 520, mk.key, 2 * 520}}})
 		checkCQE(t, "RDMA WRITE from block 2", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 		if !bytes.Equal(dst[:2*520], want[2*520:4*520]) {
 			t.Error("RDMA WRITE from block 2: wrong reference tags")
 		}
 		clear(dst)
-		idx = b.post(twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, raddr: 512, rkey: mk.key, sges: []tsge{{3 * 520, kdst.LKey, addr(dst)}}})
+		idx = b.post(twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, raddr: 520, rkey: mk.key, sges: []tsge{{3 * 520, kdst.LKey, addr(dst)}}})
 		checkCQE(t, "RDMA READ from a signature mkey", b.scq.next(), b.wantReq(tOpRDMARead, idx, 3*520, 0))
 		if !bytes.Equal(dst[:3*520], want[520:4*520]) {
 			t.Error("RDMA READ from a signature mkey: wrong wire bytes")
@@ -375,7 +375,7 @@ func TestSignatureMkeys(t *testing.T) {
 		mk := r.freeMkey(1, true)
 		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 8 * 520, Mkey: km.LKey}}, Sig: attr})
 		a.scq.next()
-		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{8 * 520, mk.key, 0}}})
+		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{8 * 512, mk.key, 0}}})
 		checkCQE(t, "RDMA WRITE with PI stripped", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 		for i := range 8 {
 			if !bytes.Equal(dst[512*i:512*i+512], mem[520*i:520*i+512]) {
@@ -396,7 +396,7 @@ func TestSignatureMkeys(t *testing.T) {
 		if err != nil || wantErr.Type != sig.MkeyErrBadGuard || wantErr.Offset != 5*520 {
 			t.Fatalf("the engine finds %v, %v", wantErr, err)
 		}
-		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{8 * 520, mk.key, 0}}})
+		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{8 * 512, mk.key, 0}}})
 		nop := a.post(twqe{opcode: tOpNOP, fm: tSignaled})
 		checkSigErr(t, a.scq.next(), mk.key, a.qpn, wantErr, attr.Mem, 0)
 		checkCQE(t, "RDMA WRITE after the signature error", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
@@ -459,7 +459,7 @@ func TestSignatureMkeys(t *testing.T) {
 		if err != nil || wantErr.Type != sig.MkeyErrBadRefTag {
 			t.Fatal(wantErr, err)
 		}
-		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: 4096, rkey: mk.key, sges: []tsge{{3 * blk, kw.LKey, addr(wire[blk:])}}})
+		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: blk, rkey: mk.key, sges: []tsge{{3 * blk, kw.LKey, addr(wire[blk:])}}})
 		checkSigErr(t, b.rcq.next(), mk.key, b.qpn, wantErr, attr.Wire, 0)
 		checkCQE(t, "RDMA WRITE into a signature rkey", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 		if !bytes.Equal(mem[4096:], want) {
@@ -494,7 +494,7 @@ func TestSignatureMkeys(t *testing.T) {
 		if wantErr.Type != sig.MkeyErrBadGuard || wantErr.Offset != 3*516 {
 			t.Fatalf("the engine finds %v", wantErr)
 		}
-		idx := a.post(twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, raddr: addr(remote), rkey: kr.RKey, sges: []tsge{{4 * 512, mk.key, 0}}})
+		idx := a.post(twqe{opcode: tOpRDMARead, fm: tSignaled, hasRaddr: true, raddr: addr(remote), rkey: kr.RKey, sges: []tsge{{4 * 516, mk.key, 0}}})
 		checkSigErr(t, a.scq.next(), mk.key, a.qpn, wantErr, attr.Wire, 0)
 		checkCQE(t, "RDMA READ into a signature lkey", a.scq.next(), a.wantReq(tOpRDMARead, idx, 4*516, 0))
 		if !bytes.Equal(local, want) {
@@ -595,6 +595,151 @@ func FuzzWQE(f *testing.F) {
 		}
 		if q.state() == StateRTS && q.rnr == nil && q.sqCI != n && len(h.faults) == 0 {
 			t.Errorf("the QP stopped at %d of %d WQEBBs with no reason", q.sqCI, n)
+		}
+	})
+}
+
+// TestSignatureWireLengths pins down that an SGE, a remote address and a
+// length through a signature mkey count wire-domain bytes, and what a
+// range that ends inside a block does.
+func TestSignatureWireLengths(t *testing.T) {
+	all := uint32(accessLocalWrite | accessRemoteRead | accessRemoteWrite)
+	crc32 := func(seed uint64) *sig.Domain {
+		return &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize512, CRC: &sig.CRC{Type: sig.CRCTypeCRC32, Seed: seed}}
+	}
+	t.Run("memory signature, wire plain", func(t *testing.T) {
+		// rdma-core's test_mkey_sig_err: a 516-byte layout with a CRC32
+		// memory signature that was never generated, and a 512-byte
+		// SEND: the block is gathered whole, its CRC checked and
+		// stripped; the SEND succeeds and the check fails.
+		r := newRig(t, "cx6dx")
+		a, b := pair(t, r, qpOpts{})
+		mem, km := r.mr(516, all)
+		dst, kd := r.mr(1024, all)
+		pattern(mem, 40)
+		attr := &sig.BlockAttr{Mem: crc32(0xffffffff), CheckMask: sig.MaskCRC32}
+		eng, _ := sig.NewEngine(attr)
+		wantErr, _ := eng.Check(sig.DomainMemory, mem)
+		if wantErr.Type != sig.MkeyErrBadGuard {
+			t.Fatalf("the engine finds %v", wantErr)
+		}
+		mk := r.freeMkey(1, true)
+		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 516, Mkey: km.LKey}}, Sig: attr})
+		a.scq.next()
+		ri := b.recv(tsge{1024, kd.LKey, addr(dst)})
+		idx := a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{512, mk.key, 0}}})
+		checkCQE(t, "receive", b.rcq.next(), b.wantResp(2, ri, 512, 0, a.qpn, 0))
+		checkSigErr(t, a.scq.next(), mk.key, a.qpn, wantErr, attr.Mem, 0)
+		checkCQE(t, "SEND", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
+		if !bytes.Equal(dst[:512], mem[:512]) {
+			t.Error("the data did not arrive")
+		}
+		// 516 wire bytes need a second memory block: past the layout.
+		idx = a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{516, mk.key, 0}}})
+		checkCQE(t, "SEND past the layout", a.scq.next(), a.wantErr(13, SyndromeLocalProt, tOpSend, idx, 0))
+	})
+	t.Run("wire signature, memory plain", func(t *testing.T) {
+		r := newRig(t, "cx6dx")
+		a, b := pair(t, r, qpOpts{})
+		data, kdata := r.mr(1024, all)
+		pattern(data, 41)
+		attr := &sig.BlockAttr{Wire: t10dif(sig.BlockSize512, 9), CheckMask: 0xff}
+		eng, _ := sig.NewEngine(attr)
+		wire := make([]byte, 2*520)
+		if me, err := eng.Transfer(sig.TX, wire, data); err != nil || !me.OK() {
+			t.Fatal(me, err)
+		}
+		tx := r.freeMkey(1, true)
+		a.configure(tx, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(data), ByteCount: 1024, Mkey: kdata.LKey}}, Sig: attr})
+		a.scq.next()
+		mem, kmem := r.mr(1024, all)
+		rx := r.freeMkey(1, true)
+		b.configure(rx, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 1024, Mkey: kmem.LKey}}, Sig: attr})
+		b.scq.next()
+		// Two whole wire blocks (1040 bytes over a 1024-byte layout):
+		// inserted by the sender, checked and stripped by the receiver.
+		ri := b.recv(tsge{1040, rx.key, 0})
+		idx := a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{1040, tx.key, 0}}})
+		checkCQE(t, "receive", b.rcq.next(), b.wantResp(2, ri, 1040, 0, a.qpn, 0))
+		checkCQE(t, "SEND", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
+		if !bytes.Equal(mem, data) {
+			t.Error("the receiver's memory does not hold the data")
+		}
+		// rdma-core's test_mkey_sig_t10dif sends 512 bytes: the first
+		// block's data without its PI, which nobody checks.
+		clear(mem)
+		ri = b.recv(tsge{512, rx.key, 0})
+		idx = a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{512, tx.key, 0}}})
+		checkCQE(t, "receive of 512", b.rcq.next(), b.wantResp(2, ri, 512, 0, a.qpn, 0))
+		checkCQE(t, "SEND of 512", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
+		if !bytes.Equal(mem[:512], data[:512]) || !zero(mem[512:]) {
+			t.Error("512 wire bytes: the receiver's memory does not hold the first block's data alone")
+		}
+		// A range ending inside a PI: the block's PI is generated and
+		// cut; the receiver, missing part of it, checks nothing.
+		dst, kd := r.mr(2048, all)
+		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{520 + 516, tx.key, 0}}})
+		checkCQE(t, "RDMA WRITE ending inside a PI", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+		if !bytes.Equal(dst[:1036], wire[:1036]) {
+			t.Error("a range ending inside a PI: wrong wire bytes")
+		}
+		clear(mem)
+		dst[1033] ^= 1 // in the second block's cut PI
+		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: 0, rkey: rx.key, sges: []tsge{{1036, kd.LKey, addr(dst)}}})
+		checkCQE(t, "RDMA WRITE of a cut PI", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+		if !bytes.Equal(mem, data) {
+			t.Error("a cut PI: the data did not arrive")
+		}
+		b.rcq.none(time.Millisecond)
+		// A start inside a block is a protection error.
+		idx = a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{8, tx.key, 512}}})
+		checkCQE(t, "SEND from inside a block", a.scq.next(), a.wantErr(13, SyndromeLocalProt, tOpSend, idx, 0))
+		if f := r.d.Faults(); len(f) != 0 {
+			t.Errorf("faults: %q", f)
+		}
+	})
+	t.Run("different block sizes", func(t *testing.T) {
+		// Memory T10-DIF per 512 bytes, wire CRC32 per 4096: 2000 wire
+		// bytes end inside the first wire block. The three memory blocks
+		// whose data and PI were gathered are checked; the wire block is
+		// never complete, so it has no CRC.
+		r := newRig(t, "cx7")
+		a, _ := pair(t, r, qpOpts{})
+		mem, km := r.mr(8*520, all)
+		dst, kd := r.mr(4100, all)
+		attr := &sig.BlockAttr{Mem: t10dif(sig.BlockSize512, 3), Wire: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize4096,
+			CRC: &sig.CRC{Type: sig.CRCTypeCRC32, Seed: 0xffffffff}}, CheckMask: 0xff}
+		eng, _ := sig.NewEngine(attr)
+		for i := range 8 {
+			pattern(mem[520*i:520*i+512], uint64(50+i))
+		}
+		if err := eng.Generate(sig.DomainMemory, mem); err != nil {
+			t.Fatal(err)
+		}
+		mem[520+3] ^= 0x10 // block 1's data
+		wantErr, _ := eng.Check(sig.DomainMemory, mem)
+		mk := r.freeMkey(1, true)
+		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 8 * 520, Mkey: km.LKey}}, Sig: attr})
+		a.scq.next()
+		idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{2000, mk.key, 0}}})
+		checkSigErr(t, a.scq.next(), mk.key, a.qpn, wantErr, attr.Mem, 0)
+		checkCQE(t, "RDMA WRITE of part of a wire block", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+		for i := range 3 {
+			if !bytes.Equal(dst[512*i:512*i+512], mem[520*i:520*i+512]) {
+				t.Errorf("block %d's data did not arrive", i)
+			}
+		}
+		if !bytes.Equal(dst[1536:2000], mem[3*520:3*520+464]) {
+			t.Error("block 3's data did not arrive")
+		}
+		// The whole wire block: eight memory blocks, one CRC.
+		want := make([]byte, 4100)
+		eng.Transfer(sig.TX, want, mem)
+		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{4100, mk.key, 0}}})
+		a.scq.next() // the SIG_ERR CQE
+		checkCQE(t, "RDMA WRITE of the wire block", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+		if !bytes.Equal(dst, want) {
+			t.Error("the whole wire block differs from the engine's transfer")
 		}
 	})
 }

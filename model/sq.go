@@ -276,20 +276,17 @@ func (h *hca) gather(q *qpObj, sges []sge, inline []byte) ([]byte, []sigEvent, *
 	return msg, sigs, nil
 }
 
-// scatter writes msg into the buffers of sges (memory-domain lengths),
-// in order, as local writes of a QP of PD pdn. A message longer than the
-// buffers is a length error (long is true); a key that does not resolve
-// is a protection error.
+// scatter writes msg into the buffers of sges, in order, as local writes
+// of a QP of PD pdn; each takes up to its length of the message (wire
+// bytes, through a signature mkey too). A message longer than the buffers
+// is a length error (long is true); a key that does not resolve is a
+// protection error.
 func (h *hca) scatter(pdn uint32, sges []sge, msg []byte) (sigs []sigEvent, long bool, e *keyErr) {
 	for _, s := range sges {
 		if len(msg) == 0 {
 			break
 		}
-		w, e := h.wireLen(s.key, pdn, s.n, accLocalWrite)
-		if e != nil {
-			return sigs, false, e
-		}
-		w = min(w, uint64(len(msg)))
+		w := min(s.n, uint64(len(msg)))
 		ev, e := h.write(s.key, pdn, s.addr, msg[:w], accLocalWrite)
 		if e != nil {
 			return sigs, false, e
@@ -526,14 +523,7 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 		}
 	}
 	if len(msg) > 0 { // a zero-length RDMA WRITE checks no rkey
-		m, e := h.memLen(rkey, r.pdn, uint64(len(msg)), accRemoteWrite)
-		if e == nil {
-			_, e = inRangeKey(h, rkey, raddr, m)
-		}
-		var ev *sigEvent
-		if e == nil {
-			ev, e = h.write(rkey, r.pdn, raddr, msg, accRemoteWrite)
-		}
+		ev, e := h.write(rkey, r.pdn, raddr, msg, accRemoteWrite)
 		if e != nil {
 			if unreliable(q) {
 				return result{sigs: sigs} // class E: dropped
@@ -551,13 +541,9 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 	return result{sigs: sigs}
 }
 
-// inRangeKey checks the range of an mkey the caller already resolved.
-func inRangeKey(h *hca, key uint32, addr, n uint64) (uint64, *keyErr) {
-	return inRange(h.mkeys[key>>8], key, addr, n)
-}
-
 // rdmaRead runs RDMA_READ: the local data segments say how much to read
-// (their wire length) and where it goes.
+// (their lengths, wire bytes through a signature mkey too) and where it
+// goes.
 func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	if len(w.b) < ctrlSegSize+raddrSegSize {
 		return result{fail: qpOpErr("RDMA READ without a remote address segment")}
@@ -569,15 +555,10 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	}
 	var total uint64
 	for _, s := range sges {
-		n, e := h.wireLen(s.key, q.pdn, s.n, accLocalWrite)
-		if e == nil {
-			mk := h.mkeys[s.key>>8]
-			_, e = inRange(mk, s.key, s.addr, s.n)
-		}
-		if e != nil {
+		if e := h.reach(s.key, q.pdn, s.addr, s.n, accLocalWrite); e != nil {
 			return result{fail: protErr("lkey: %s", e.why)}
 		}
-		total += n
+		total += s.n
 	}
 	r, f := h.responder(q)
 	if f != nil {
@@ -589,11 +570,9 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	}
 	var msg []byte
 	if total > 0 {
-		m, e := h.memLen(rkey, r.pdn, total, accRemoteRead)
 		var ev *sigEvent
-		if e == nil {
-			msg, ev, e = h.read(rkey, r.pdn, raddr, m, accRemoteRead)
-		}
+		var e *keyErr
+		msg, ev, e = h.read(rkey, r.pdn, raddr, total, accRemoteRead)
 		if e != nil {
 			return h.respFail(q, r, nil, 0, &wqeFail{syndrome: SyndromeRemoteAccess, why: "rkey: " + e.why}, evWQAccessError)
 		}

@@ -100,13 +100,12 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 	total := uint64(len(grh) + len(msg))
 	var room uint64
 	for _, s := range rw.sges {
-		n, e := h.wireLen(s.key, r.pdn, s.n, accLocalWrite)
-		if e != nil {
+		if _, e := h.mkey(s.key, r.pdn, accLocalWrite); e != nil {
 			// A receive WQE with a bad key: completed in error, the QP
 			// goes to ERR; the sender knows nothing of it.
 			return h.respFail(q, r, rw, SyndromeLocalProt, nil, 0).with(sigs)
 		}
-		room += n
+		room += s.n
 	}
 	if total > room {
 		return done // too long for the receive WQE: class D, dropped

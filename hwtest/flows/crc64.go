@@ -49,6 +49,7 @@ const (
 func CRC64XP10(t *testing.T, c *mlx5.Context, objs Objects) []CRC64Result {
 	l := NewLoopback(t, c, objs)
 	const dataLen = crc64Blocks * crc64BlockSize
+	const wireLen = crc64Blocks * (crc64BlockSize + 8) // the SGE counts the wire's bytes
 	src, srcMR := buffer(t, l.PD, dataLen, mlx5.AccessLocalWrite)
 	for i := range src {
 		src[i] = byte(i*7 + i>>9*13 + 1) // every block different
@@ -57,7 +58,7 @@ func CRC64XP10(t *testing.T, c *mlx5.Context, objs Objects) []CRC64Result {
 
 	var results []CRC64Result
 	for _, seed := range []uint64{0, ^uint64(0)} {
-		dst, dstMR := buffer(t, l.PD, crc64Blocks*(crc64BlockSize+8), mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
+		dst, dstMR := buffer(t, l.PD, wireLen, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
 		attr := &sig.BlockAttr{
 			Wire:      &sig.Domain{Type: sig.SigTypeCRC, CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10, Seed: seed}, BlockSize: sig.BlockSize512},
 			CheckMask: sig.MaskCRC64XP10,
@@ -69,7 +70,7 @@ func CRC64XP10(t *testing.T, c *mlx5.Context, objs Objects) []CRC64Result {
 			t.Fatalf("seed %#x: mkey configure: %v", seed, err)
 		}
 		err = l.A.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: dstMR.Addr, RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: dataLen, LKey: mkey.LKey}}})
+			RemoteAddr: dstMR.Addr, RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: wireLen, LKey: mkey.LKey}}})
 		if err != nil {
 			t.Fatalf("seed %#x: RDMA write: %v", seed, err)
 		}

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -108,4 +109,91 @@ func buffer(t testing.TB, pd *mlx5.PD, n int, access mlx5.AccessFlags) ([]byte, 
 	}
 	t.Cleanup(func() { closeAll(t, mr, b) })
 	return b.Bytes(), mr
+}
+
+// post posts wr on qp, failing the test if the driver refuses it.
+func post(t testing.TB, qp *mlx5.QP, wr mlx5.SendWR) {
+	t.Helper()
+	if err := qp.PostSend(&wr); err != nil {
+		t.Fatalf("post %d: %v", wr.WrID, err)
+	}
+}
+
+// recv posts a receive of one SGE on qp.
+func recv(t testing.TB, qp *mlx5.QP, wrID uint64, sge mlx5.SGE) {
+	t.Helper()
+	if err := qp.PostRecv(wrID, []mlx5.SGE{sge}); err != nil {
+		t.Fatalf("post receive %d: %v", wrID, err)
+	}
+}
+
+// want is a completion a flow expects: its work request, QP and status;
+// for a success also its opcode and, for receives and RDMA READs, its
+// byte length. (The opcode of a failed completion is undefined, as
+// ibv_poll_cq(3) says.)
+type want struct {
+	wrID    uint64
+	qp      *mlx5.QP
+	status  mlx5.WCStatus
+	opcode  mlx5.WCOpcode
+	byteLen uint32
+}
+
+// ok is the successful completion of a send work request of qp; okLen
+// that of a receive or an RDMA READ of n bytes.
+func ok(qp *mlx5.QP, wrID uint64, op mlx5.WCOpcode) want {
+	return want{wrID: wrID, qp: qp, opcode: op}
+}
+
+func okLen(qp *mlx5.QP, wrID uint64, op mlx5.WCOpcode, n uint32) want {
+	return want{wrID: wrID, qp: qp, opcode: op, byteLen: n}
+}
+
+// expect polls the CQ for exactly the completions wants lists, in any
+// order (the two QPs' completions interleave), each once: a completion
+// of another work request, or a second one of the same, fails the test,
+// and so does one that arrives within a millisecond after the last.
+func (l *Loopback) expect(t testing.TB, wants ...want) {
+	t.Helper()
+	seen := make([]bool, len(wants))
+	for _, wc := range l.Wait(t, len(wants)) {
+		i := slices.IndexFunc(wants, func(w want) bool { return w.wrID == wc.WrID && w.qp.QPN() == wc.QPN })
+		switch {
+		case i < 0:
+			t.Fatalf("completion of a work request nobody waits for: %+v (want %v)", wc, wants)
+		case seen[i]:
+			t.Fatalf("a second completion of work request %d of QP %#x: %+v", wc.WrID, wc.QPN, wc)
+		}
+		seen[i] = true
+		w := wants[i]
+		switch {
+		case wc.Status != w.status:
+			t.Errorf("work request %d of QP %#x: %v (vendor syndrome %#x), want %v", wc.WrID, wc.QPN, wc.Status, wc.VendorErr, w.status)
+		case w.status != mlx5.WCSuccess:
+		case wc.Opcode != w.opcode:
+			t.Errorf("work request %d of QP %#x: opcode %v, want %v", wc.WrID, wc.QPN, wc.Opcode, w.opcode)
+		case (w.opcode == mlx5.WCRecv || w.opcode == mlx5.WCRDMARead) && wc.ByteLen != w.byteLen:
+			t.Errorf("work request %d of QP %#x: %d bytes, want %d", wc.WrID, wc.QPN, wc.ByteLen, w.byteLen)
+		}
+	}
+	l.quiet(t, time.Millisecond)
+}
+
+// quiet fails the test if a completion arrives within d.
+func (l *Loopback) quiet(t testing.TB, d time.Duration) {
+	t.Helper()
+	var wc [1]mlx5.Completion
+	for deadline := time.Now().Add(d); ; {
+		n, err := l.CQ.Poll(wc[:])
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if n != 0 {
+			t.Fatalf("unexpected completion %+v", wc[0])
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }

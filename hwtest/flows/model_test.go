@@ -81,3 +81,11 @@ func TestCRC64XP10OnModel(t *testing.T) {
 		}
 	})
 }
+
+// rdma-core's mkey scenarios (tests/test_mlx5_mkey.py).
+func TestMkeyLayoutsOnModel(t *testing.T)    { onEachKind(t, flows.MkeyLayouts) }
+func TestMkeyPastLayoutOnModel(t *testing.T) { onEachKind(t, flows.MkeyPastLayout) }
+func TestT10DIFTrafficOnModel(t *testing.T)  { onEachKind(t, flows.T10DIFTraffic) }
+func TestCRCSendOnModel(t *testing.T)        { onEachKind(t, flows.CRCSend) }
+func TestSigBadGuardOnModel(t *testing.T)    { onEachKind(t, flows.SigBadGuard) }
+func TestManPageCRC32OnModel(t *testing.T)   { onEachKind(t, flows.ManPageCRC32) }
