@@ -35,11 +35,12 @@ type cancelRig struct {
 
 // Offsets in the rig's 64 KiB buffer.
 const (
-	cancelRespOff  = 8192  // the responses' bytes, 16 per wr_id (mod 256)
-	cancelSigOff   = 12288 // the signature mkey's memory
-	cancelSigBytes = 4 * 520
-	cancelWriteOff = 16384 // where the WRITEs land at the peer
-	cancelRecvOff  = 32768 // the peer's receives, 64 bytes each (mod 256)
+	cancelRespOff   = 8192    // the responses' bytes, 16 per wr_id (mod 256)
+	cancelSigOff    = 12288   // the signature mkey's memory
+	cancelSigBytes  = 4 * 520 // in memory
+	cancelWireBytes = 4 * 512 // on the wire: an SGE through the mkey counts these
+	cancelWriteOff  = 16384   // where the WRITEs land at the peer
+	cancelRecvOff   = 32768   // the peer's receives, 64 bytes each (mod 256)
 )
 
 func newCancelRig(t testing.TB, opt model.Options, maxSendWR int) *cancelRig {
@@ -95,7 +96,7 @@ func (r *cancelRig) corrupt() { r.mem[2*520+17] ^= 0x40 }
 // into the peer, signaled: the transfer checks the guards.
 func (r *cancelRig) write(wrID uint64) *mlx5.SendWR {
 	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + cancelWriteOff,
-		RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: cancelSigBytes, LKey: r.mk.LKey}}}
+		RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: cancelWireBytes, LKey: r.mk.LKey}}}
 }
 
 // resp is a 16-byte response SEND carrying its wr_id.

@@ -81,8 +81,10 @@ func Example_signaturePipelining() {
 		b := target.Begin()
 		b.AddMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: uint64(10 * read), Mkey: mk,
 			List: []mlx5.KLM{{Addr: mr.Addr + uint64(read*4096), ByteCount: stored, Mkey: mr.LKey}}, Sig: attr})
+		// The SGE through the mkey counts the bytes on the wire: the
+		// data without its protection information.
 		b.Add(&mlx5.SendWR{WrID: uint64(10*read + 1), Opcode: mlx5.OpRDMAWrite, RemoteAddr: mr.Addr + 32768 + uint64(read*4096),
-			RKey: mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: stored, LKey: mk.LKey}}})
+			RKey: mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mk.LKey}}})
 		b.Add(&mlx5.SendWR{WrID: uint64(10*read + 2), Opcode: mlx5.OpSend, Flags: mlx5.SendFence | mlx5.SendSignaled,
 			SGL: []mlx5.SGE{{Addr: mr.Addr + uint64(16384+read*64), Length: 6, LKey: mr.LKey}}})
 		if err := client.PostRecv(uint64(read), []mlx5.SGE{{Addr: mr.Addr + 20480 + uint64(read*64), Length: 64, LKey: mr.LKey}}); err != nil {
