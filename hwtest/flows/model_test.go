@@ -89,3 +89,14 @@ func TestT10DIFTrafficOnModel(t *testing.T)  { onEachKind(t, flows.T10DIFTraffic
 func TestCRCSendOnModel(t *testing.T)        { onEachKind(t, flows.CRCSend) }
 func TestSigBadGuardOnModel(t *testing.T)    { onEachKind(t, flows.SigBadGuard) }
 func TestManPageCRC32OnModel(t *testing.T)   { onEachKind(t, flows.ManPageCRC32) }
+
+// Signature pipelining (mlx5dv_qp_cancel_posted_send_wrs(3)) on every
+// profile; rdma-core's good and bad cases, and the target's read path:
+// 1,000 reads with about 1 % of the blocks corrupted.
+func TestPipeliningGoodOnModel(t *testing.T) { onEachKind(t, flows.PipeliningGood) }
+func TestPipeliningBadOnModel(t *testing.T)  { onEachKind(t, flows.PipeliningBad) }
+func TestTargetPipelineOnModel(t *testing.T) {
+	onEachKind(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+		flows.TargetPipeline(t, c, objs, 1000, 12)
+	})
+}
