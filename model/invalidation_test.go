@@ -52,7 +52,7 @@ func TestLocalInvalidate(t *testing.T) {
 	layout := []wqe.KLM{{Addr: addr(data), ByteCount: 4096, Mkey: kd.LKey}}
 	mk := r.freeMkey(1, true)
 
-	a, b := pair(t, r, qpOpts{})
+	a, _ := pair(t, r, qpOpts{})
 	umr := a.configure(mk, wqe.MkeyConfigure{List: layout, Sig: attr})
 	checkCQE(t, "configure", a.scq.next(), a.wantReq(0x20, umr, 0, 0))
 	insert := func(q *tqp, what string) {
@@ -80,7 +80,7 @@ func TestLocalInvalidate(t *testing.T) {
 	// ERR).
 	idx = a.post(twqe{opcode: tOpRDMAWrite, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{512, mk.key, 0}}})
 	checkCQE(t, "RDMA WRITE from the invalidated mkey", a.scq.next(), a.wantErr(13, 0x04, tOpRDMAWrite, idx, 0))
-	a, b = pair(t, r, qpOpts{})
+	_, b := pair(t, r, qpOpts{})
 	src, ks := r.mr(4096, all)
 	idx = b.post(twqe{opcode: tOpRDMAWrite, hasRaddr: true, raddr: 0, rkey: mk.key, sges: []tsge{{520, ks.LKey, addr(src)}}})
 	checkCQE(t, "RDMA WRITE to the invalidated mkey", b.scq.next(), b.wantErr(13, 0x13, tOpRDMAWrite, idx, 0))
@@ -164,7 +164,7 @@ func TestSendInvalidate(t *testing.T) {
 	}
 	idx = a.post(twqe{opcode: tOpRDMAWrite, hasRaddr: true, raddr: 0, rkey: inv.key, sges: []tsge{{16, ks.LKey, addr(src)}}})
 	checkCQE(t, "RDMA WRITE to an invalidated mkey", a.scq.next(), a.wantErr(13, 0x13, tOpRDMAWrite, idx, 0))
-	a, b = pair(t, r, qpOpts{})
+	a, _ = pair(t, r, qpOpts{})
 	umr = a.configure(inv, wqe.MkeyConfigure{List: layout})
 	checkCQE(t, "UMR after the invalidation", a.scq.next(), a.wantReq(0x25, umr, 0, 0))
 	pattern(src, 3)
