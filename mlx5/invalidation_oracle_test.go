@@ -227,3 +227,32 @@ func unhex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// LOCAL_INV is an RC and UC operation, as libmlx5's
+// (MLX5_SUPPORTED_SEND_OPS_FLAGS_UD has SEND and SEND_WITH_IMM alone, and
+// a UD QP gets no wr_local_inv): on a UD QP it is refused before anything
+// is written. SEND with invalidate is RC's alone (the IB transport has no
+// UC opcode for it).
+func TestInvalidationQPTypes(t *testing.T) {
+	for _, c := range []struct {
+		typ QPType
+		op  Opcode
+		ok  bool
+	}{
+		{QPTypeRC, OpLocalInv, true}, {QPTypeUC, OpLocalInv, true}, {QPTypeUD, OpLocalInv, false},
+		{QPTypeRC, OpSendInv, true}, {QPTypeUC, OpSendInv, false}, {QPTypeUD, OpSendInv, false},
+	} {
+		qp, _ := testQP(t, &Context{}, 8)
+		qp.typ, qp.maxWQE = c.typ, 8
+		err := qp.PostSend(&SendWR{Opcode: c.op, InvalidateKey: 0x1234500, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}})
+		if c.ok {
+			if err != nil {
+				t.Errorf("%v on %v: %v", c.op, c.typ, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || qp.sq.pi != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) {
+			t.Errorf("%v on %v: %v, producer counter %d: want ErrInvalid and nothing written", c.op, c.typ, err, qp.sq.pi)
+		}
+	}
+}
