@@ -22,6 +22,12 @@ type MkeyOptions struct {
 	// (MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE): a BSF and one PSV per
 	// domain.
 	BlockSignature bool
+	// RemoteInvalidate lets a peer invalidate the mkey with a SEND with
+	// invalidate naming its RKey (MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE:
+	// mkc.en_rinval). Without it such a SEND fails at this side: its
+	// receive completes with WCRemInvReqErr and the receiving QP goes to
+	// the error state.
+	RemoteInvalidate bool
 }
 
 // Mkey is an indirect mkey (struct mlx5dv_mkey).
@@ -39,6 +45,7 @@ type Mkey struct {
 	// build by hand check nothing).
 	sigCaps   sig.Caps
 	checkCaps bool
+	rinval    bool
 	// LKey and RKey name the mkey in SGEs and remote accesses; they are
 	// the same key.
 	LKey, RKey uint32
@@ -122,7 +129,8 @@ const mkcAccessKLMs = 2
 // CreateMkey creates an indirect mkey in the PD (mlx5dv_create_mkey): for
 // a signature mkey, first a PSV for each domain (CREATE_PSV), then the
 // mkey (CREATE_MKEY), free, with UMR enabled, local read, KLM access mode,
-// and the BSF enabled; the same commands libmlx5 sends. A device without
+// the BSF enabled for a signature mkey and remote invalidation for
+// RemoteInvalidate; the same commands libmlx5 sends. A device without
 // block signature offload (Context.SigCaps) refuses BlockSignature with
 // ErrUnsupported before any command, as libmlx5 does.
 func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
@@ -143,7 +151,8 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 			return nil, unsupported(op, "", "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
 		}
 	}
-	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sigCaps: caps, checkCaps: o.BlockSignature, sentErrs: ^uint32(0)}
+	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sigCaps: caps, checkCaps: o.BlockSignature,
+		rinval: o.RemoteInvalidate, sentErrs: ^uint32(0)}
 	err := m.create()
 	if err == nil {
 		m.name = mkeyName(m.LKey)
@@ -187,6 +196,9 @@ func (m *Mkey) create() error {
 	if m.sigMkey {
 		set(prm.Mkc.BsfEn, 1)
 		set(prm.Mkc.BsfOctwordSize, wqe.BSFSegSize/16)
+	}
+	if m.rinval {
+		set(prm.Mkc.EnRinval, 1)
 	}
 	out := make([]byte, prm.CreateMkeyOut.Layout().Size)
 	obj, err := m.c.createObj("devx obj create", in, out)
@@ -237,6 +249,10 @@ func (m *Mkey) Close() error {
 
 // SigMkey reports whether the mkey has block signature support.
 func (m *Mkey) SigMkey() bool { return m.sigMkey }
+
+// RemoteInvalidate reports whether a peer's SEND with invalidate may
+// invalidate the mkey (MkeyOptions.RemoteInvalidate).
+func (m *Mkey) RemoteInvalidate() bool { return m.rinval }
 
 // PSVs returns the PSV indexes of the memory and wire domains (0 without
 // block signature).

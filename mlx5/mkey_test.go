@@ -14,17 +14,21 @@ import (
 
 // CreateMkey sends the commands libmlx5's mlx5dv_create_mkey sends: for a
 // signature mkey two CREATE_PSVs then CREATE_MKEY, byte for byte, and its
-// keys come from the output's mkey index.
+// keys come from the output's mkey index. RemoteInvalidate is libmlx5's
+// MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE (testdata/invalidation.jsonl):
+// mkc.en_rinval set, nothing else changed.
 func TestOracleCreateMkey(t *testing.T) {
 	for _, tc := range []struct {
-		kase string
-		opt  MkeyOptions
+		file, kase string
+		opt        MkeyOptions
 	}{
-		{"create_mkey_block_signature", MkeyOptions{MaxEntries: 4, BlockSignature: true}},
-		{"create_mkey_indirect", MkeyOptions{MaxEntries: 4}},
+		{"create_cmds", "create_mkey_block_signature", MkeyOptions{MaxEntries: 4, BlockSignature: true}},
+		{"create_cmds", "create_mkey_indirect", MkeyOptions{MaxEntries: 4}},
+		{"invalidation", "create_mkey_remote_invalidate", MkeyOptions{MaxEntries: 4, RemoteInvalidate: true}},
+		{"invalidation", "create_mkey_block_signature_remote_invalidate", MkeyOptions{MaxEntries: 4, BlockSignature: true, RemoteInvalidate: true}},
 	} {
 		t.Run(tc.kase, func(t *testing.T) {
-			c := oracle.Load(t, "testdata/create_cmds.jsonl", tc.kase)
+			c := oracle.Load(t, "testdata/"+tc.file+".jsonl", tc.kase)
 			var want []oracle.Call
 			for _, k := range c.KernelCmds {
 				if k.Method == "DEVX_OBJ_CREATE" {
@@ -65,8 +69,21 @@ func TestOracleCreateMkey(t *testing.T) {
 			if k := fmt.Sprintf("0x%08x", m.LKey); k != res.LKey || m.RKey != m.LKey {
 				t.Errorf("lkey %s rkey %#x, libmlx5 %s", k, m.RKey, res.LKey)
 			}
-			if mem, wire := m.PSVs(); tc.opt.BlockSignature && (mem != 0x301 || wire != 0x302) {
-				t.Errorf("PSVs %#x %#x, want 0x301 0x302 from the outputs", mem, wire)
+			if mem, wire := m.PSVs(); tc.opt.BlockSignature {
+				var psv []uint32
+				for _, k := range want[:2] {
+					out, err := hex.DecodeString(k.Attrs[2].OutHex)
+					if err != nil {
+						t.Fatal(err)
+					}
+					psv = append(psv, uint32(prm.CreatePsvOut.Psv0Index.Get(out)))
+				}
+				if mem != psv[0] || wire != psv[1] {
+					t.Errorf("PSVs %#x %#x, want %#x %#x from the outputs", mem, wire, psv[0], psv[1])
+				}
+			}
+			if m.RemoteInvalidate() != tc.opt.RemoteInvalidate {
+				t.Errorf("RemoteInvalidate %v", m.RemoteInvalidate())
 			}
 			calls = nil
 			if err := m.Close(); err != nil {

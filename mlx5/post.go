@@ -57,7 +57,7 @@ var opcodes = [numOpcodes]opInfo{
 	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC},
 	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC},
 	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC},
-	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onUC | onUD},
+	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onUC},
 	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onUC | onUD},
 }
 

@@ -462,7 +462,13 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 	case opSendInval:
 		op, imm = cqeRespSendIn, w.imm
 		if why := h.invalidate(r, w.imm); why != "" {
-			return h.respFail(q, r, rw, SyndromeRemoteInvalReq, &wqeFail{syndrome: SyndromeRemoteInvalReq, why: why}, 0)
+			// The IB transport's class J, as Linux's rxe handles it
+			// (rxe_resp.c, RESPST_ERR_INVALIDATE_RKEY): the message was
+			// received and is acknowledged, so the requester completes
+			// successfully; the receive WQE completes in error (remote
+			// invalid request) and the responder goes to ERR.
+			h.record(&h.wqeErrors, r.ctx, fmt.Sprintf("QP %#x receive WQE %d: %s", r.qpn, rw.counter, why))
+			return h.respFail(q, r, rw, SyndromeRemoteInvalReq, nil, 0).with(sigs)
 		}
 	}
 	h.consume(r, rw)
@@ -471,13 +477,18 @@ func (h *hca) send(q *qpObj, w *sendWQE) result {
 }
 
 // invalidate is SEND_INVAL's remote invalidation of key at responder r:
-// an mkey of r's PD that allows it (en_rinval) becomes free.
+// the mkey the key names (its index and its variant byte) must be in r's
+// PD and allow remote invalidation (mkc.en_rinval); it becomes free. Its
+// state is not checked: invalidating a free mkey succeeds, as rxe's
+// rxe_invalidate_mr and rdmavt's rvt_invalidate_rkey allow.
 func (h *hca) invalidate(r *qpObj, key uint32) string {
 	mk, ok := h.mkeys[key>>8]
-	if !ok || mk.pdn != r.pdn || uint8(key) != uint8(prm.Mkc.Mkey70.Get(mk.mkc)) || prm.Mkc.Free.Get(mk.mkc) != 0 {
-		return fmt.Sprintf("remote invalidation of key %#x: no such valid mkey in the responder's PD", key)
-	}
-	if prm.Mkc.EnRinval.Get(mk.mkc) == 0 {
+	switch {
+	case !ok || uint8(key) != uint8(prm.Mkc.Mkey70.Get(mk.mkc)):
+		return fmt.Sprintf("remote invalidation of key %#x: no such mkey", key)
+	case mk.pdn != r.pdn:
+		return fmt.Sprintf("remote invalidation of key %#x: the mkey is in PD %#x, the QP in PD %#x", key, mk.pdn, r.pdn)
+	case prm.Mkc.EnRinval.Get(mk.mkc) == 0:
 		return fmt.Sprintf("remote invalidation of key %#x: the mkey does not allow it (en_rinval)", key)
 	}
 	prm.Mkc.Free.Set(mk.mkc, 1)

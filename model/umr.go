@@ -31,6 +31,7 @@ const (
 const (
 	maskLen       = 1 << 0
 	maskStartAddr = 1 << 6
+	maskEnRinval  = 1 << 8 // MLX5_MKEY_MASK_EN_RINVAL (include/linux/mlx5/device.h)
 	maskSigErr    = 1 << 9
 	maskBSFEnable = 1 << 12
 	maskMkey      = 1 << 13
@@ -51,6 +52,7 @@ var maskFields = []struct {
 }{
 	{maskLen, []prm.Field{prm.Mkc.Len, prm.Mkc.Length64}},
 	{maskStartAddr, []prm.Field{prm.Mkc.StartAddr}},
+	{maskEnRinval, []prm.Field{prm.Mkc.EnRinval}},
 	{maskSigErr, []prm.Field{prm.Mkc.ExpectedSigerrCount}},
 	{maskBSFEnable, []prm.Field{prm.Mkc.BsfEn}},
 	{maskMkey, []prm.Field{prm.Mkc.Mkey70}},
