@@ -40,10 +40,21 @@
 //     domain found by Mkey.Check (flows.SigBadGuard).
 //   - TestHWManPageCRC32: the man page's examples 1 and 1.1, a SEND from a
 //     CRC32 memory domain and a receive into one (flows.ManPageCRC32).
+//   - TestHWRemoteInvalidate: test_mkey_remote_invalidate, a SEND with
+//     invalidate frees a peer's mkey; MkeyLayouts ends each layout with
+//     rdma-core's LOCAL_INVs (flows.RemoteInvalidate).
+//   - TestHWPipeliningGood, TestHWPipeliningBad:
+//     test_mkey_sig_pipelining_good and _bad: no stop for an unchecked
+//     CRC; a checked bad one stops the send queue before the fenced
+//     response (SQ_DRAINED, no completion), cancel returns 1, the response
+//     is posted again and the QP goes back to RTS (flows.PipeliningGood,
+//     flows.PipeliningBad).
+//   - TestHWTargetPipeline: a target's read path, 1,000 reads with about 1 %
+//     of the blocks corrupted, QP.RecoverSigStop after each stop
+//     (flows.TargetPipeline).
 //
 // Through a signature mkey an SGE's length counts the wire's bytes
-// (mlx5.SendWR), as those scenarios show. rdma-core's pipelining and
-// invalidation scenarios are not here yet.
+// (mlx5.SendWR), as those scenarios show.
 //
 // Its subdirectory lab is the kernel lab: Debian's kernel under QEMU with
 // ib_uverbs, rdma_rxe and mlx5_ib, where the project's TestLab* tests run.

@@ -15,3 +15,8 @@ func TestHWMkeyLayouts(t *testing.T) { devxKinds(t, flows.MkeyLayouts) }
 // TestHWMkeyPastLayout: accesses past an mkey's layout fail with a local
 // protection or a remote access error (flows.MkeyPastLayout).
 func TestHWMkeyPastLayout(t *testing.T) { devxKinds(t, flows.MkeyPastLayout) }
+
+// TestHWRemoteInvalidate: a peer's SEND with invalidate frees an mkey
+// created with remote invalidation; traffic through it fails after
+// (flows.RemoteInvalidate).
+func TestHWRemoteInvalidate(t *testing.T) { devxKinds(t, flows.RemoteInvalidate) }

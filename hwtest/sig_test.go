@@ -58,3 +58,12 @@ func TestHWSigBadGuard(t *testing.T) { devxKinds(t, flows.SigBadGuard) }
 // TestHWManPageCRC32: a SEND from a CRC32 memory domain, and a receive
 // into one (flows.ManPageCRC32).
 func TestHWManPageCRC32(t *testing.T) { devxKinds(t, flows.ManPageCRC32) }
+
+// Signature pipelining (needs a kernel with SQD to RTS and a verbs QP; the
+// DEVX kind skips with the reason): rdma-core's good and bad cases, and a
+// target's read path of 1,000 reads with about 1 % of the blocks corrupted.
+func TestHWPipeliningGood(t *testing.T) { devxKinds(t, flows.PipeliningGood) }
+func TestHWPipeliningBad(t *testing.T)  { devxKinds(t, flows.PipeliningBad) }
+func TestHWTargetPipeline(t *testing.T) {
+	devxKinds(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) { flows.TargetPipeline(t, c, objs, 1000, 12) })
+}

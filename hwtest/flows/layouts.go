@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mlx5go/mlx5go/mlx5"
 )
@@ -141,7 +142,10 @@ func fill(b []byte, c byte) {
 //     straddles pieces), then RDMA-READs B's mkey whole into a plain
 //     buffer;
 //  3. A RDMA-WRITEs from its mkey into a plain buffer of B's, and
-//     RDMA-READs B's plain bytes into its mkey.
+//     RDMA-READs B's plain bytes into its mkey;
+//  4. as rdma-core ends each test (invalidate_mkeys), A and B each
+//     invalidate their own mkey with a LOCAL_INV; the next layout's
+//     configure makes them usable again.
 //
 // Every completion is checked: status, opcode, byte length, wr_id, once.
 func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
@@ -221,7 +225,83 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 			if want := lay.scatter(before, 0, plainB[:n]); !slices.Equal(bufA, want) {
 				t.Fatalf("RDMA READ into A's mkey: A's buffer\n% x\nwant\n% x", bufA[:100], want[:100])
 			}
+
+			// 4. rdma-core's invalidate_mkeys.
+			ia, ib := next(), next()
+			post(t, l.A, mlx5.SendWR{WrID: ia, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mA.LKey})
+			post(t, l.B, mlx5.SendWR{WrID: ib, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.LKey})
+			l.expect(t, ok(l.A, ia, mlx5.WCLocalInv), ok(l.B, ib, mlx5.WCLocalInv))
 		})
+	}
+}
+
+// RemoteInvalidate runs rdma-core's test_mkey_remote_invalidate: A and B
+// lay mkeys created with remote invalidation (MkeyOptions.RemoteInvalidate)
+// over rdma-core's list layout and exchange a SEND through them; then A
+// SENDs with invalidate naming B's mkey into an empty receive of B's
+// (through that mkey): B's completion says it invalidated B's rkey.
+// After that a SEND into a receive through B's mkey fails: B's receive
+// with a local protection error, A's SEND with an error (rdma-core
+// expects traffic to fail, not a status).
+func RemoteInvalidate(t *testing.T, c *mlx5.Context, objs Objects) {
+	l := NewLoopback(t, c, objs)
+	lay := rdmaLayouts[0]
+	n := lay.len()
+	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
+	bufA, mrA := buffer(t, l.PD, 256, all)
+	bufB, mrB := buffer(t, l.PD, 256, all)
+	mk := func() *mlx5.Mkey {
+		m, err := l.PD.CreateMkey(mlx5.MkeyOptions{MaxEntries: 3, RemoteInvalidate: true})
+		if errors.Is(err, mlx5.ErrUnsupported) || errors.Is(err, mlx5.ErrNoDEVX) {
+			t.Skipf("no indirect mkeys: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("create mkey: %v", err)
+		}
+		t.Cleanup(func() { closeAll(t, m) })
+		return m
+	}
+	mA, mB := mk(), mk()
+	configureWR(t, l, l.A, lay.wr(1, mA, mrA, all))
+	configureWR(t, l, l.B, lay.wr(2, mB, mrB, all))
+	for j := range bufA {
+		bufA[j] = byte(j*3 + 1)
+	}
+	fill(bufB, 's')
+	before := slices.Clone(bufB)
+	recv(t, l.B, 100, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey})
+	post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+	l.expect(t, ok(l.A, 3, mlx5.WCSend), okLen(l.B, 100, mlx5.WCRecv, uint32(n)))
+	if want := lay.scatter(before, 0, lay.gather(bufA)); !slices.Equal(bufB, want) {
+		t.Fatalf("SEND through the mkeys: B's buffer % x, want % x", bufB[:80], want[:80])
+	}
+
+	// SEND with invalidate of B's mkey, as rdma-core posts it: no data.
+	recv(t, l.B, 101, mlx5.SGE{Addr: 0, Length: 0, LKey: mB.LKey})
+	post(t, l.A, mlx5.SendWR{WrID: 4, Opcode: mlx5.OpSendInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.RKey,
+		SGL: []mlx5.SGE{{Addr: 0, Length: 0, LKey: mA.LKey}}})
+	got := l.Wait(t, 2)
+	for _, w := range got {
+		switch {
+		case w.QPN == l.A.QPN() && w.WrID == 4 && w.Status == mlx5.WCSuccess && w.Opcode == mlx5.WCSend:
+		case w.QPN == l.B.QPN() && w.WrID == 101 && w.Status == mlx5.WCSuccess && w.Opcode == mlx5.WCRecv &&
+			w.WithInv && w.InvalidatedRkey == mB.RKey && w.ByteLen == 0:
+		default:
+			t.Fatalf("SEND with invalidate: completion %+v (B's rkey %#x)", w, mB.RKey)
+		}
+	}
+	l.quiet(t, time.Millisecond)
+
+	// Traffic through B's invalidated mkey fails.
+	recv(t, l.B, 102, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey})
+	post(t, l.A, mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+	for _, w := range l.Wait(t, 2) {
+		switch {
+		case w.QPN == l.B.QPN() && w.WrID == 102 && w.Status == mlx5.WCLocProtErr:
+		case w.QPN == l.A.QPN() && w.WrID == 5 && w.Status != mlx5.WCSuccess:
+		default:
+			t.Errorf("SEND into the invalidated mkey: completion %+v", w)
+		}
 	}
 }
 

@@ -100,3 +100,5 @@ func TestTargetPipelineOnModel(t *testing.T) {
 		flows.TargetPipeline(t, c, objs, 1000, 12)
 	})
 }
+
+func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
