@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/sig"
+	"golang.org/x/sys/unix"
 )
 
 // Signature pipelining lets a storage target post a transfer through a
@@ -37,7 +38,7 @@ type SigFailure struct {
 // transfers that failed:
 //
 //  1. it checks that the send queue is drained (SQD), else the error wraps
-//     ErrNotDrained and nothing was done;
+//     ErrNotDrained and EINVAL and nothing was done;
 //  2. it polls cq (the QP's send CQ) until a poll finds nothing, handing
 //     every batch of completions to deliver: the signature errors of the
 //     transfers arrive with them;
@@ -74,7 +75,11 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 		return nil, err
 	}
 	if at.State != QPStateSQD || at.SQDraining {
-		return nil, opErr(op, qp.name, fmt.Errorf("state %v (draining %v): %w", at.State, at.SQDraining, ErrNotDrained))
+		msg := fmt.Sprintf("the QP is in %v, not stopped in SQD", at.State)
+		if at.SQDraining {
+			msg = "the drain has not ended; wait for EventSQDrained"
+		}
+		return nil, &Error{Op: op, Obj: qp.name, Err: &reasonError{msg: msg, errs: []error{ErrNotDrained, unix.EINVAL}}}
 	}
 	for {
 		n, err := cq.Poll(wc)
