@@ -219,10 +219,12 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 	dst, dstMR := buffer(t, l.PD, mkeys*blocks*512, lw|mlx5.AccessRemoteWrite)
 	resp, respMR := buffer(t, l.PD, (reads+1)*respLen, lw)
 	inbox, inboxMR := buffer(t, l.PD, (reads+1)*respLen, lw)
-	attr := &sig.BlockAttr{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
-		T10DIF: &sig.T10DIF{Guard: sig.T10DIFGuardCRC, Seed: 0xffff, AppTag: 0x1234, RefTag: 0, Flags: sig.T10DIFRefRemap}},
-		CheckMask: sig.MaskT10DIFGuard}
-	eng := engine(t, attr)
+	// Each read's block: its reference tags count from its first LBA.
+	attrOf := func(lba int) *sig.BlockAttr {
+		return &sig.BlockAttr{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
+			T10DIF: &sig.T10DIF{Guard: sig.T10DIFGuardCRC, Seed: 0xffff, AppTag: 0x1234, RefTag: uint32(lba), Flags: sig.T10DIFRefRemap}},
+			CheckMask: sig.MaskT10DIFGuard}
+	}
 	mks := make([]*mlx5.Mkey, mkeys)
 	for i := range mks {
 		mks[i] = sigMkey(t, l.PD)
@@ -316,9 +318,8 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 			for j := range data {
 				data[j] = byte(i*131 + j*7)
 			}
-			attr.Mem.T10DIF.RefTag = uint32(i * blocks)
-			eng = engine(t, attr)
-			if err := eng.Generate(sig.DomainMemory, data); err != nil {
+			attr := attrOf(i * blocks)
+			if err := engine(t, attr).Generate(sig.DomainMemory, data); err != nil {
 				t.Fatal(err)
 			}
 			for blk := range blocks {
