@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -39,22 +40,38 @@ type Loopback struct {
 // says, and connects it; t's cleanup closes it.
 func NewLoopback(t testing.TB, c *mlx5.Context, objs Objects) *Loopback {
 	t.Helper()
+	devx := objs == DEVXObjects
+	opt := mlx5.QPOptions{MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 16, MaxRecvSGE: 2,
+		MkeyConfigure: true, MaxMkeyEntries: 4, DEVX: devx}
+	return newLoopback(t, c, mlx5.CQOptions{Entries: 64, DEVX: devx}, opt, opt)
+}
+
+// newLoopback creates a PD, a CQ of cqOpt, A of optA and B of optB on
+// them (their PD and CQs filled in), and connects the pair on port 1.
+// A QP option the device does not have (ErrUnsupported) skips the test.
+func newLoopback(t testing.TB, c *mlx5.Context, cqOpt mlx5.CQOptions, optA, optB mlx5.QPOptions) *Loopback {
+	t.Helper()
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatalf("alloc pd: %v", err)
 	}
-	devx := objs == DEVXObjects
-	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 64, DEVX: devx})
+	cq, err := c.CreateCQ(cqOpt)
 	if err != nil {
 		pd.Close()
 		t.Fatalf("create cq: %v", err)
 	}
 	l := &Loopback{PD: pd, CQ: cq}
 	t.Cleanup(func() { closeAll(t, l.A, l.B, l.CQ, l.PD) })
-	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 16, MaxRecvSGE: 2,
-		MkeyConfigure: true, MaxMkeyEntries: 4, DEVX: devx}
-	for _, qp := range []**mlx5.QP{&l.A, &l.B} {
-		if *qp, err = c.CreateQP(opt); err != nil {
+	for _, q := range []struct {
+		qp  **mlx5.QP
+		opt mlx5.QPOptions
+	}{{&l.A, optA}, {&l.B, optB}} {
+		q.opt.PD, q.opt.SendCQ, q.opt.RecvCQ = pd, cq, cq
+		*q.qp, err = c.CreateQP(q.opt)
+		if errors.Is(err, mlx5.ErrUnsupported) {
+			t.Skipf("create qp: %v", err)
+		}
+		if err != nil {
 			t.Fatalf("create qp: %v", err)
 		}
 	}

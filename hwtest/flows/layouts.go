@@ -99,7 +99,14 @@ func (lay layout) wr(wrID uint64, m *mlx5.Mkey, mr *mlx5.MR, access mlx5.AccessF
 // without them.
 func indirectMkey(t testing.TB, pd *mlx5.PD, n int) *mlx5.Mkey {
 	t.Helper()
-	m, err := pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: n})
+	return newMkey(t, pd, mlx5.MkeyOptions{MaxEntries: n})
+}
+
+// newMkey creates an mkey of o, or skips the test on a device or context
+// that makes none; t's cleanup closes it.
+func newMkey(t testing.TB, pd *mlx5.PD, o mlx5.MkeyOptions) *mlx5.Mkey {
+	t.Helper()
+	m, err := pd.CreateMkey(o)
 	if errors.Is(err, mlx5.ErrUnsupported) || errors.Is(err, mlx5.ErrNoDEVX) {
 		t.Skipf("no indirect mkeys: %v", err)
 	}
@@ -250,18 +257,8 @@ func RemoteInvalidate(t *testing.T, c *mlx5.Context, objs Objects) {
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
 	bufA, mrA := buffer(t, l.PD, 256, all)
 	bufB, mrB := buffer(t, l.PD, 256, all)
-	mk := func() *mlx5.Mkey {
-		m, err := l.PD.CreateMkey(mlx5.MkeyOptions{MaxEntries: 3, RemoteInvalidate: true})
-		if errors.Is(err, mlx5.ErrUnsupported) || errors.Is(err, mlx5.ErrNoDEVX) {
-			t.Skipf("no indirect mkeys: %v", err)
-		}
-		if err != nil {
-			t.Fatalf("create mkey: %v", err)
-		}
-		t.Cleanup(func() { closeAll(t, m) })
-		return m
-	}
-	mA, mB := mk(), mk()
+	rinval := mlx5.MkeyOptions{MaxEntries: 3, RemoteInvalidate: true}
+	mA, mB := newMkey(t, l.PD, rinval), newMkey(t, l.PD, rinval)
 	configureWR(t, l, l.A, lay.wr(1, mA, mrA, all))
 	configureWR(t, l, l.B, lay.wr(2, mB, mrB, all))
 	for j := range bufA {

@@ -3,7 +3,6 @@ package flows
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -30,40 +29,10 @@ func pipelinedLoopback(t testing.TB, c *mlx5.Context, objs Objects, sendWR int) 
 	case !c.Caps.SQD2RTS:
 		t.Skip("the kernel does not move QPs from SQD to RTS (no MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS): no signature pipelining")
 	}
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatalf("alloc pd: %v", err)
-	}
-	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 4 * sendWR})
-	if err != nil {
-		pd.Close()
-		t.Fatalf("create cq: %v", err)
-	}
-	l := &Loopback{PD: pd, CQ: cq}
-	t.Cleanup(func() { closeAll(t, l.A, l.B, l.CQ, l.PD) })
-	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: sendWR, MaxSendSGE: 1, MaxRecvWR: sendWR, MaxRecvSGE: 1,
-		MkeyConfigure: true, MaxMkeyEntries: 1}
+	opt := mlx5.QPOptions{MaxSendWR: sendWR, MaxSendSGE: 1, MaxRecvWR: sendWR, MaxRecvSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1}
 	pipelined := opt
 	pipelined.SigPipelining = true
-	if l.A, err = c.CreateQP(pipelined); errors.Is(err, mlx5.ErrUnsupported) {
-		t.Skipf("no signature pipelining: %v", err)
-	} else if err != nil {
-		t.Fatalf("create the pipelining qp: %v", err)
-	}
-	if l.B, err = c.CreateQP(opt); err != nil {
-		t.Fatalf("create qp: %v", err)
-	}
-	path, err := c.LoopbackPath(1)
-	if err != nil {
-		t.Fatalf("loopback path: %v", err)
-	}
-	if err := l.A.Connect(l.B.QPN(), path); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.B.Connect(l.A.QPN(), path); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return newLoopback(t, c, mlx5.CQOptions{Entries: 4 * sendWR}, pipelined, opt)
 }
 
 // sqDrained waits for A's SQ_DRAINED, failing on any other event of A or
