@@ -407,6 +407,26 @@ func (cq *CQ) cleanLocked(qpn uint32, srq *SRQ) {
 	}
 	cq.g.pause()
 	defer cq.g.resume()
+	cq.cleanPaused(qpn, srq)
+}
+
+// closeQPLocked is cleanLocked and detachLocked for a destroyed QP, in
+// one pause of the poller: no Poll call can begin between the clean and
+// the detach and find qp under a number the device may already have
+// given to a new QP.
+func (cq *CQ) closeQPLocked(qp *QP) {
+	if cq.closed {
+		cq.detachLocked(qp)
+		return
+	}
+	cq.g.pause()
+	defer cq.g.resume()
+	cq.cleanPaused(qp.qpn, qp.srq)
+	cq.detachLocked(qp)
+}
+
+// cleanPaused is cleanLocked's work, with the poller paused.
+func (cq *CQ) cleanPaused(qpn uint32, srq *SRQ) {
 	size := uint32(1) << cq.logSize
 	slot := func(i uint32) []byte {
 		off := (i & (size - 1)) * cqeSize
@@ -520,7 +540,14 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		}
 		qp := qps[q.QPN]
 		if qp == nil {
-			continue // a closed QP's (a clean removes those; this is a stray)
+			// A QP attached since this call read the table: read it
+			// again. A QP is attached before it can post, and
+			// detached only with its CQEs cleaned out, so a CQE
+			// whose QP is not in the table read now is a stray.
+			qps = *cq.qps.Load()
+			if qp = qps[q.QPN]; qp == nil {
+				continue
+			}
 		}
 		if qp.complete(&q, &wc[n]) {
 			n++

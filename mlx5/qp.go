@@ -559,8 +559,7 @@ func (qp *QP) Close() error {
 		cqs = cqs[:1]
 	}
 	for _, cq := range cqs {
-		cq.cleanLocked(qp.qpn, qp.srq)
-		cq.detachLocked(qp)
+		cq.closeQPLocked(qp)
 	}
 	if qp.srq != nil {
 		qp.srq.unref()

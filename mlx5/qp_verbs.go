@@ -56,22 +56,29 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 		drv.SqBufAddr = o.DCAccessKey // the union's access_key
 	}
 	if o.Type != QPTypeDCT {
-		buf, err := allocBuffer(rq.wqeCnt<<rq.wqeShift + sq.wqeCnt*wqe.WQEBB)
-		if err != nil {
-			return err
+		// A QP on an SRQ without a send queue has no work queue memory:
+		// the kernel maps none for a zero buf_size (mlx5_ib's
+		// _create_user_qp), and libmlx5 sends a size of 0 for it.
+		var wq []byte
+		if n := rq.wqeCnt<<rq.wqeShift + sq.wqeCnt*wqe.WQEBB; n > 0 {
+			buf, err := allocBuffer(n)
+			if err != nil {
+				return err
+			}
+			qp.res.add(buf)
+			wq = buf.mem
 		}
-		qp.res.add(buf)
 		dbr, err := allocBuffer(4096)
 		if err != nil {
 			return err
 		}
 		qp.res.add(dbr)
-		qp.rings(buf.mem, sq, rq)
+		qp.rings(wq, sq, rq)
 		if qp.bf, err = c.getBFReg(); err != nil {
 			return err
 		}
 		qp.hasBF = true
-		drv.BufAddr, drv.DbAddr = addrOf(buf.mem), addrOf(dbr.mem)
+		drv.BufAddr, drv.DbAddr = addrOf(wq), addrOf(dbr.mem)
 		drv.SqWqeCount, drv.RqWqeCount, drv.RqWqeShift = uint32(sq.wqeCnt), uint32(rq.wqeCnt), uint32(rq.wqeShift)
 		drv.Flags |= mlx5abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
 		drv.BfregIndex = qp.bf.uar.PageID
