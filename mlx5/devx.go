@@ -295,14 +295,20 @@ type UMem struct {
 	c      *Context
 	handle seam.Handle
 	// ID is the umem id PRM commands refer to.
-	ID     uint32
-	child  bool
+	ID    uint32
+	child bool
+	// hold keeps the memory for the device until the UMEM is closed.
+	hold   *memHold
 	mu     sync.Mutex
 	closed bool
 }
 
-// RegUMem registers mem, which must be outside the Go heap (mmap), with
-// the access rights (local write, remote write, remote read).
+// RegUMem registers mem with the access rights (local write, remote
+// write, remote read) for DEVX objects (mlx5dv_devx_umem_reg). As with
+// PD.RegMR, mem may be all or part of a Buffer (or of adjacent Buffers),
+// which the UMEM keeps mapped until it is closed; memory the program
+// mapped itself; or Go memory, which the UMEM pins until it is closed.
+// Queues and doorbell records belong in a Buffer.
 func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
 	if access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead) != 0 {
 		return nil, invalid("devx umem reg", "", "access %#x: a UMEM takes local write, remote write and remote read", uint32(access))
@@ -328,14 +334,22 @@ func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
 	if len(mem) == 0 {
 		return nil, invalid(op, "", "empty region")
 	}
+	hold, err := holdMem(op, "", mem)
+	if err != nil {
+		return nil, err
+	}
 	h, id, err := c.dev.UMemReg(mem, access)
 	if err != nil {
+		hold.release()
 		return nil, opErr(op, "", err)
 	}
-	return &UMem{c: c, handle: h, ID: id}, nil
+	return &UMem{c: c, handle: h, ID: id, hold: hold}, nil
 }
 
-// Close deregisters the memory. Closing twice is safe.
+// Close deregisters the memory (mlx5dv_devx_umem_dereg) and lets go of
+// it, as MR.Close does. While a DEVX object uses the UMEM the firmware
+// refuses (DESTROY_UMEM: EINVAL from BAD_RES_STATE, see docs/MLX5.md),
+// and the UMEM stays registered and usable. Closing twice is safe.
 func (u *UMem) Close() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -344,10 +358,11 @@ func (u *UMem) Close() error {
 	}
 	if !u.c.closedNow() {
 		if err := u.c.dev.UMemDereg(u.handle); err != nil {
-			return opErr("devx umem dereg", "", err)
+			return opErr("devx umem dereg", fmt.Sprintf("UMEM %#x", u.ID), err)
 		}
 	}
 	u.closed = true
+	u.hold.release()
 	if u.child {
 		u.c.forget(u)
 	}

@@ -70,12 +70,21 @@ type MR struct {
 	// Len is the region's length in bytes.
 	Len uint64
 
+	// hold keeps the memory for the device until the MR is closed.
+	hold *memHold
+
 	mu     sync.Mutex
 	closed bool
 }
 
-// RegMR registers mem, which must be outside the Go heap (a Buffer), with
-// the given access rights.
+// RegMR registers mem with the given access rights (ibv_reg_mr). mem may
+// be all or part of a Buffer (or of adjacent Buffers), which the MR then
+// keeps mapped until it is closed, even past Buffer.Close; memory the
+// program mapped itself, which it must keep mapped while the MR lives; or
+// Go memory (one allocation, such as a slice from make), which the MR
+// pins (runtime.Pinner) so that the garbage collector neither frees nor
+// moves it before Close. The memory of a closed Buffer is refused with
+// ErrClosed.
 func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	const op = "reg mr"
 	if err := p.c.checkOpen(op); err != nil {
@@ -96,11 +105,16 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	if closed {
 		return nil, opErr(op, fmt.Sprintf("PD %#x", p.pdn), ErrClosed)
 	}
+	hold, err := holdMem(op, fmt.Sprintf("PD %#x", p.pdn), mem)
+	if err != nil {
+		return nil, err
+	}
 	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
 	if err != nil {
+		hold.release()
 		return nil, opErr(op, "", err)
 	}
-	mr := &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem))}
+	mr := &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem)), hold: hold}
 	if err := p.c.adopt(mr); err != nil {
 		mr.Close()
 		return nil, opErr(op, "", err)
@@ -108,7 +122,9 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	return mr, nil
 }
 
-// Close deregisters the region. Closing twice is safe.
+// Close deregisters the region and lets go of its memory: a Buffer it
+// kept is unmapped if it was closed, Go memory is unpinned. Closing twice
+// is safe.
 func (m *MR) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -121,6 +137,7 @@ func (m *MR) Close() error {
 		}
 	}
 	m.closed = true
+	m.hold.release()
 	m.c.forget(m)
 	return nil
 }

@@ -562,7 +562,14 @@ func (d *Device) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error)
 	return d.newHandle(&uobj{kind: kindUMem, umemID: id}), id, nil
 }
 
-// UMemDereg is MLX5_IB_METHOD_DEVX_UMEM_DEREG (DESTROY_UMEM).
+// UMemDereg is MLX5_IB_METHOD_DEVX_UMEM_DEREG: devx_umem_cleanup runs
+// the DESTROY_UMEM recorded at registration and returns its errno
+// (mlx5_cmd_exec); if it fails, uverbs_destroy_uobject keeps the handle
+// and the UMEM stays. The firmware refuses a UMEM that a CQ or QP uses,
+// with BAD_RES_STATE as for every destroy of an object in use
+// (docs/MODEL.md "Failures"): EINVAL, carrying the command's failure
+// unless Options.StatusErrno. No uobject count is involved: a DEVX
+// object names its UMEMs by id in its mailbox, not by handle.
 func (d *Device) UMemDereg(h seam.Handle) error {
 	const call = "devx umem dereg"
 	d.h.mu.Lock()
@@ -575,7 +582,10 @@ func (d *Device) UMemDereg(h seam.Handle) error {
 		return err
 	}
 	if d.h.umems[o.umemID].refs > 0 {
-		return &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR), Rule: "DESTROY_UMEM: a QP still uses the UMEM"}
+		destroy := make([]byte, hdrLen)
+		prm.MboxIn.Opcode.Set(destroy, prm.MLX5_CMD_OP_DESTROY_UMEM)
+		e := inUse()
+		return d.failed(call, destroy, nil, nil, e.status, e.syndrome)
 	}
 	delete(d.h.umems, o.umemID)
 	delete(d.handles, h)

@@ -312,7 +312,7 @@ func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEv
 		return nil, e
 	}
 	for _, s := range spans {
-		mem = mem[copy(s, mem):]
+		mem = mem[dmaCopy(s, mem):]
 	}
 	return ev, nil
 }
@@ -336,14 +336,13 @@ func (h *hca) reach(key, pdn uint32, addr, n uint64, a access) *keyErr {
 	return e
 }
 
-// gatherSpans concatenates spans (n bytes in all).
+// gatherSpans concatenates spans (n bytes in all), with the device's DMA
+// (dmaCopy).
 func gatherSpans(spans [][]byte, n uint64) []byte {
-	if len(spans) == 1 {
-		return append([]byte(nil), spans[0]...)
-	}
-	out := make([]byte, 0, n)
+	out := make([]byte, n)
+	at := out
 	for _, s := range spans {
-		out = append(out, s...)
+		at = at[dmaCopy(at, s):]
 	}
-	return out
+	return out[:len(out)-len(at)]
 }

@@ -54,8 +54,11 @@ type MR struct {
 	Length     uint64
 }
 
-// RegMR registers mem, which must not be in the Go heap (use memory from
-// mmap), for the device with the given access rights. iova is the address
+// RegMR registers mem for the device with the given access rights. The
+// kernel keeps only its address: mem must be memory the garbage
+// collector neither frees nor moves while the MR lives (mmap'd memory, or
+// Go memory the caller pins with a runtime.Pinner until Close, as
+// mlx5.PD.RegMR does). iova is the address
 // the device uses for the first byte; pass uint64 of &mem[0] for the usual
 // identity mapping. drvIn and drvOut are provider data (may be nil).
 func (p *PD) RegMR(mem []byte, iova uint64, access AccessFlags, drvIn, drvOut []byte) (*MR, error) {

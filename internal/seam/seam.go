@@ -96,7 +96,9 @@ type Device interface {
 	Subscribe(ch EventChannel, h Handle, types []uint16, cookie uint64) error
 
 	// UMemReg registers mem for DEVX objects (mlx5dv_devx_umem_reg) and
-	// returns its handle and the umem id commands refer to.
+	// returns its handle and the umem id commands refer to. The caller
+	// keeps mem mapped (and pinned, if it is Go memory) until UMemDereg
+	// succeeds; the device may use it in place until then.
 	UMemReg(mem []byte, access uint32) (Handle, uint32, error)
 	UMemDereg(h Handle) error
 	// UARAlloc allocates a UAR page of the given type (0 BlueFlame, 1
@@ -116,7 +118,8 @@ type Device interface {
 	DeallocPD(h Handle) error
 	// RegMR registers mem in the protection domain pd (ibv_reg_mr, with
 	// the iova equal to mem's address). access is enum
-	// ib_uverbs_access_flags.
+	// ib_uverbs_access_flags. As for UMemReg, the caller keeps mem until
+	// DeregMR succeeds.
 	RegMR(pd Handle, mem []byte, access uint32) (MR, error)
 	DeregMR(h Handle) error
 
