@@ -25,7 +25,8 @@ const (
 // both, as the PSVs of the two domains each report their first error
 // (docs/MODEL.md, "Signature errors"); Check must return the first, as
 // mlx5dv_mkey_check(3) says, and then nothing. With the model's
-// SigErrPerMkey the mkey reports only the first; the answer is the same.
+// SigErrOncePerMkey the mkey reports only the first; the answer is the
+// same.
 // A configure then re-arms the mkey: the same corrupted gather is
 // reported again.
 func TestSigErrKeptUntilCheckOnModel(t *testing.T) {
@@ -34,6 +35,7 @@ func TestSigErrKeptUntilCheckOnModel(t *testing.T) {
 		opt  model.Options
 	}{
 		{"per PSV", model.Options{}},
+		{"per mkey", model.Options{SigErrOncePerMkey: true}},
 	} {
 		t.Run(o.name, func(t *testing.T) { sigErrKeptUntilCheck(t, o.opt) })
 	}
