@@ -206,6 +206,58 @@ func benchPoll(b *testing.B, n int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/cqe")
 }
 
+// BenchmarkPollSigErr is one Poll of a corrupted transfer's CQEs: the
+// SIG_ERR CQE the Poll hands to its mkey, then the work request's REQ CQE.
+// The mkey keeps the first report (no Check runs): every later one is
+// counted and dropped.
+func BenchmarkPollSigErr(b *testing.B) {
+	c := &Context{}
+	cq := testCQ(b, c, 1024, 0)
+	qp, _ := testQP(b, c, 1024)
+	cq.attachLocked(qp)
+	m := &Mkey{c: c, sigMkey: true, LKey: 0x200200, RKey: 0x200200, maxEntries: 1, sentErrs: ^uint32(0)}
+	c.addMkey(m)
+	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
+		SGL: []SGE{{Addr: 0, Length: 4096, LKey: m.LKey}}}
+	fill := func() {
+		qp.sq.tail.Store(uint32(qp.sq.pi))
+		for i := range uint32(512) {
+			if err := qp.PostSend(&wr); err != nil {
+				b.Fatal(err)
+			}
+			ci := cq.ci + 2*i
+			e := cq.ring[(ci&1023)*cqeSize:][:cqeSize]
+			clear(e)
+			binary.BigEndian.PutUint16(e[32:], 0x2000) // a bad guard
+			e[35] = 1                                  // in the memory domain
+			binary.BigEndian.PutUint32(e[36:], m.LKey)
+			binary.BigEndian.PutUint32(e[56:], qp.qpn)
+			e[63] = wqe.CQESigErr<<4 | byte(ci>>10)&1
+			e = cq.ring[((ci+1)&1023)*cqeSize:][:cqeSize]
+			clear(e)
+			binary.BigEndian.PutUint32(e[56:], 0x08<<24|qp.qpn)
+			binary.BigEndian.PutUint16(e[60:], qp.sq.pi-1)
+			e[63] = byte((ci+1)>>10) & 1 // REQ, owner bit of its pass
+		}
+	}
+	fill()
+	wc := make([]Completion, 1)
+	b.ReportAllocs()
+	polled := 0
+	for b.Loop() {
+		if polled == 512 {
+			b.StopTimer()
+			fill()
+			polled = 0
+			b.StartTimer()
+		}
+		if k, err := cq.Poll(wc); k != 1 || err != nil {
+			b.Fatalf("%d completions: %v", k, err)
+		}
+		polled++
+	}
+}
+
 // BenchmarkPostRecv is one receive of one SGE: the WQE and the doorbell
 // record.
 func BenchmarkPostRecv(b *testing.B) {

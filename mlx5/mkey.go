@@ -68,11 +68,16 @@ type Mkey struct {
 	sigErrs atomic.Uint32
 	dead    atomic.Bool // Close began: configures are refused
 
-	// The signature error the CQ saw, for Check (the poller's and the
-	// checker's; errors only, off the hot path).
-	mu      sync.Mutex
-	pending *sigErrInfo
-	closed  bool
+	// The signature error report Check returns (the poller's and the
+	// checker's; errors only, off the hot path): the first the CQ handed
+	// over since the last Check that decoded one (hasPending), and whether
+	// a Check has read it and failed to decode it (pendingRead: a later
+	// report may then replace it).
+	mu          sync.Mutex
+	pending     sigErrInfo
+	hasPending  bool
+	pendingRead bool
+	closed      bool
 }
 
 // sigShape packs, per domain, whether it has a signature, and whether it
@@ -258,15 +263,21 @@ func (m *Mkey) RemoteInvalidate() bool { return m.rinval }
 // block signature).
 func (m *Mkey) PSVs() (mem, wire uint32) { return m.psvIndex[0], m.psvIndex[1] }
 
-// Check returns the signature error the device reported on the mkey since
-// the last Check, and forgets it (mlx5dv_mkey_check): the zero MkeyErr when
-// there was none. The error arrives with the CQ poll that reads its SIG_ERR
-// CQE: poll the QP's CQ first. The result is decoded with the signature
-// block the mkey had when it was last configured; a report that does not
-// fit it (an unknown syndrome, a domain without a signature, a
+// Check returns the first signature error the device reported on the mkey
+// since the last Check, and forgets it (mlx5dv_mkey_check): the zero
+// MkeyErr when there was none. As mlx5dv_mkey_check(3) says, the first
+// error is kept until Check reads it, whatever the device reports after it
+// (libmlx5 44.0 keeps the last; docs/MLX5.md, "Differences from
+// libmlx5"). The error arrives with the CQ poll that reads its SIG_ERR
+// CQE: poll the QP's CQ first. The device reports the first error of each
+// signature domain and ignores the next ones until a configure re-arms
+// the mkey, as every PostMkeyConfigure after an error does
+// (docs/MODEL.md, "Signature errors"). The result is decoded with the
+// signature block the mkey had when the poll read the CQE; a report that
+// does not fit it (an unknown syndrome, a domain without a signature, a
 // transaction signature) is an error wrapping EINVAL, and the report is
-// kept, as libmlx5 keeps it: every Check returns the same error until the
-// next signature error replaces it.
+// kept, as libmlx5 keeps it: every Check returns the same error until
+// another signature error replaces it.
 func (m *Mkey) Check() (sig.MkeyErr, error) {
 	const op = "mkey check"
 	m.mu.Lock()
@@ -277,15 +288,15 @@ func (m *Mkey) Check() (sig.MkeyErr, error) {
 	if !m.sigMkey {
 		return sig.MkeyErr{}, invalid(op, m.name, "the mkey has no block signature")
 	}
-	e := m.pending
-	if e == nil {
+	if !m.hasPending {
 		return sig.MkeyErr{}, nil
 	}
-	me, err := e.decode()
+	me, err := m.pending.decode()
 	if err != nil {
+		m.pendingRead = true
 		return sig.MkeyErr{}, opErr(op, m.name, err)
 	}
-	m.pending = nil
+	m.hasPending = false
 	return me, nil
 }
 
@@ -315,12 +326,16 @@ func (s sigShape) attr() *sig.Domain {
 	return &sig.Domain{Type: sig.SigTypeCRC, CRC: &sig.CRC{Type: sig.CRCTypeCRC32}}
 }
 
-// recordSigErr keeps a SIG_ERR CQE's report for Check and makes the next
-// configure of the mkey update the device's signature error counter.
+// recordSigErr keeps a SIG_ERR CQE's report for Check, unless an earlier
+// one waits there that no Check has read, and makes the next configure of
+// the mkey update the device's signature error counter (one step per CQE,
+// kept or not, as libmlx5 counts them).
 func (m *Mkey) recordSigErr(c sig.SigErrCQE) {
-	e := sigErrInfo{cqe: c, shape: sigShape(m.shape.Load())}
 	m.mu.Lock()
-	m.pending = &e
+	if !m.hasPending || m.pendingRead {
+		m.pending = sigErrInfo{cqe: c, shape: sigShape(m.shape.Load())}
+		m.hasPending, m.pendingRead = true, false
+	}
 	m.mu.Unlock()
 	m.sigErrs.Add(1)
 }

@@ -46,6 +46,17 @@ type Options struct {
 	// and the firmware objects the kernel creates for the context carry uid
 	// 0. See docs/MODEL.md, "Contexts without DEVX".
 	NoDEVX bool
+	// SigErrOncePerMkey makes an mkey, and not only its PSVs, hold back
+	// signature errors: after it reported one, the mkey reports none until
+	// a UMR with the SIG_ERR mask bit writes an expected_sigerr_count
+	// other than its count of reported errors (modulo 2), as libmlx5 and
+	// mlx5_ib do after every error ("Next UMR, Arm SIGERR"). By default
+	// only the PSVs do: the PSV of the domain whose check failed reports
+	// the first failure and ignores the next ones until a SET_PSV
+	// (rdma-core commit 88ec631), so a transfer checked in the other
+	// domain still reports. The public sources allow both (docs/MODEL.md,
+	// "Signature errors"). It is the HCA's, as ReuseQPN.
+	SigErrOncePerMkey bool
 }
 
 // Device is one context on a software ConnectX, with DEVX or without
@@ -129,8 +140,8 @@ type uobj struct {
 // opens a DEVX context on it.
 func New(profile string) (*Device, error) { return NewWithOptions(profile, Options{}) }
 
-// NewWithOptions is New with options: opt.ReuseQPN is the HCA's, the rest
-// the context's.
+// NewWithOptions is New with options: opt.ReuseQPN and
+// opt.SigErrOncePerMkey are the HCA's, the rest the context's.
 func NewWithOptions(profile string, opt Options) (*Device, error) {
 	p, ok := profiles[profile]
 	if !ok {
@@ -138,6 +149,7 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 	}
 	h := newHCA(p)
 	h.reuseQPN = opt.ReuseQPN
+	h.sigErrOncePerMkey = opt.SigErrOncePerMkey
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.open(opt)
@@ -149,8 +161,9 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
-// with its own options (NoDEVX, StatusErrno, ManualDrain); ReuseQPN is the
-// HCA's, set when it was made, and opt's is ignored.
+// with its own options (NoDEVX, StatusErrno, ManualDrain); ReuseQPN and
+// SigErrOncePerMkey are the HCA's, set when it was made, and opt's are
+// ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -160,7 +173,7 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 // open is mlx5_ib_alloc_ucontext: with DEVX, mlx5_ib_devx_create's
 // CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
-	opt.ReuseQPN = h.reuseQPN
+	opt.ReuseQPN, opt.SigErrOncePerMkey = h.reuseQPN, h.sigErrOncePerMkey
 	uid := uint16(0)
 	if !opt.NoDEVX {
 		var ok bool

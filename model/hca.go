@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/mlx5go/mlx5go/prm"
-	"github.com/mlx5go/mlx5go/sig"
 )
 
 // hca is the software ConnectX's firmware state, shared by every context
@@ -42,6 +41,9 @@ type hca struct {
 	next map[string]uint32 // allocation cursor per table
 	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
 	reuseQPN bool
+	// sigErrOncePerMkey: an mkey reports one signature error until a UMR
+	// re-arms it (Options.SigErrOncePerMkey).
+	sigErrOncePerMkey bool
 	// subs are the DEVX event subscriptions of every context, filed as
 	// devx.c files them (see subKey).
 	subs map[subKey][]*subscription
@@ -114,9 +116,11 @@ type mkeyObj struct {
 	// sig is the signature configuration the last UMR with a BSF set; it
 	// applies while mkc.bsf_en is 1.
 	sig *sigConf
-	// sigErr is the first signature error a check found on the mkey since
-	// a UMR last set its SIG_ERR mask bit (nil for none).
-	sigErr *sig.MkeyErr
+	// reported counts, modulo 2, the signature errors the mkey reported
+	// (0 at CREATE_MKEY): with Options.SigErrOncePerMkey it reports one
+	// only while this differs from mkc.expected_sigerr_count
+	// (docs/MODEL.md, "Signature errors").
+	reported uint8
 }
 
 type psvObj struct {
@@ -125,6 +129,10 @@ type psvObj struct {
 	pdn uint32
 	// transient is the signature the last SET_PSV loaded.
 	transient uint64
+	// failed is the PSV's ERROR state: its domain's check failed and was
+	// reported; it ignores further failures until a SET_PSV puts it back
+	// in INIT (docs/MODEL.md, "Signature errors").
+	failed bool
 }
 
 type cqObj struct {

@@ -281,7 +281,7 @@ func (h *hca) read(key, pdn uint32, addr, n uint64, a access) ([]byte, *sigEvent
 	if e != nil {
 		return nil, nil, e
 	}
-	return wire[:n], ev, nil
+	return wire[:n], h.sigReport(mk, ev), nil
 }
 
 // write scatters wire bytes at addr of key. Through a signature mkey,
@@ -314,7 +314,36 @@ func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEv
 	for _, s := range spans {
 		mem = mem[dmaCopy(s, mem):]
 	}
-	return ev, nil
+	return h.sigReport(mk, ev), nil
+}
+
+// sigReport returns the check failure ev of a transfer through signature
+// mkey mk if the device reports it in a SIG_ERR CQE, nil if it ignores
+// it ("Signature errors" in docs/MODEL.md). The PSV of the failed domain
+// reports its first failure and goes to its ERROR state, where it ignores
+// the next ones until a SET_PSV; with Options.SigErrOncePerMkey the mkey
+// also reports only while its count of reported errors (modulo 2) differs
+// from expected_sigerr_count, which a UMR's SIG_ERR mask bit sets. An
+// ignored failure changes nothing: the data moved all the same.
+func (h *hca) sigReport(mk *mkeyObj, ev *sigEvent) *sigEvent {
+	if ev == nil {
+		return nil
+	}
+	n := mk.sig.memPSV
+	if ev.err.Domain == sig.DomainWire {
+		n = mk.sig.wirePSV
+	}
+	p, ok := h.psvs[n]
+	if !ok {
+		h.fault(mk.ctx, "mkey %#x: a signature error in a domain whose PSV %#x was destroyed is not modelled; reported", ev.key, n)
+		return ev
+	}
+	if p.failed || h.sigErrOncePerMkey && uint64(mk.reported) == prm.Mkc.ExpectedSigerrCount.Get(mk.mkc) {
+		return nil
+	}
+	p.failed = true
+	mk.reported ^= 1
+	return ev
 }
 
 // reach checks that n bytes at addr of key (wire-domain bytes for a

@@ -77,6 +77,13 @@ func (r *rig) mkeyState(key uint32) mkeyObj {
 	return mk
 }
 
+// psvFailed reports whether PSV n is in its ERROR state.
+func (r *rig) psvFailed(n uint32) bool {
+	r.d.h.mu.Lock()
+	defer r.d.h.mu.Unlock()
+	return r.d.h.psvs[n].failed
+}
+
 // configure posts an mkey configure work request built by the driver's
 // encoder (access LW|RR|RW, signaled) and returns the counter of its last
 // WQE, the one that completes.
@@ -409,17 +416,22 @@ func TestSignatureMkeys(t *testing.T) {
 			t.Errorf("QUERY_QP: state %#x, hw_sq_wqebb_counter %d; want 0x5 and %d", st, ci, nop)
 		}
 		a.scq.none(2 * time.Millisecond)
-		if e := r.mkeyState(mk.key).sigErr; e == nil || *e != wantErr {
-			t.Errorf("the mkey's error is %v", e)
+		if !r.psvFailed(mk.memPSV) || r.psvFailed(mk.wirePSV) || r.mkeyState(mk.key).reported != 1 {
+			t.Errorf("after the error: memory PSV failed %v, wire PSV failed %v, the mkey's count %d; want true, false, 1",
+				r.psvFailed(mk.memPSV), r.psvFailed(mk.wirePSV), r.mkeyState(mk.key).reported)
 		}
 		// SQD -> RTS resumes the queue: the NOP runs.
 		a.modify(prm.MLX5_CMD_OP_SQD_RTS_QP, nil)
 		checkCQE(t, "NOP after SQD->RTS", a.scq.next(), a.wantReq(tOpNOP, nop, 0, 0))
-		// A UMR with the SIG_ERR mask bit clears the mkey's error.
-		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 8 * 520, Mkey: km.LKey}}, Sig: attr, UpdateSigErr: true})
+		// A UMR with the SIG_ERR mask bit and the block's SET_PSVs re-arm
+		// the mkey: expected_sigerr_count is the next count, the PSV is
+		// out of its error state.
+		a.configure(mk, wqe.MkeyConfigure{List: []wqe.KLM{{Addr: addr(mem), ByteCount: 8 * 520, Mkey: km.LKey}}, Sig: attr,
+			UpdateSigErr: true, SigErrs: 1})
 		a.scq.next()
-		if e := r.mkeyState(mk.key).sigErr; e != nil {
-			t.Errorf("after a UMR with SIG_ERR the mkey's error is %v", e)
+		if r.psvFailed(mk.memPSV) || prm.Mkc.ExpectedSigerrCount.Get(r.mkeyState(mk.key).mkc) != 0 {
+			t.Errorf("after a UMR with SIG_ERR and SET_PSVs: memory PSV failed %v, expected_sigerr_count %d; want false, 0",
+				r.psvFailed(mk.memPSV), prm.Mkc.ExpectedSigerrCount.Get(r.mkeyState(mk.key).mkc))
 		}
 	})
 	t.Run("responder", func(t *testing.T) {
@@ -721,11 +733,12 @@ func TestSignatureWireLengths(t *testing.T) {
 		if !bytes.Equal(dst[1536:2000], mem[3*520:3*520+464]) {
 			t.Error("block 3's data did not arrive")
 		}
-		// The whole wire block: eight memory blocks, one CRC.
+		// The whole wire block: eight memory blocks, one CRC. Block 1 fails
+		// again, but the memory PSV, in its error state since the first
+		// report, ignores it: no SIG_ERR CQE ("Signature errors").
 		want := make([]byte, 4100)
 		eng.Transfer(sig.TX, want, mem)
 		idx = a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kd.RKey, sges: []tsge{{4100, mk.key, 0}}})
-		a.scq.next() // the SIG_ERR CQE
 		checkCQE(t, "RDMA WRITE of the wire block", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
 		if !bytes.Equal(dst, want) {
 			t.Error("the whole wire block differs from the engine's transfer")

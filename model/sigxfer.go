@@ -173,8 +173,5 @@ func (mk *mkeyObj) transfer(key uint32, dir sig.Direction, x sigXfer, src []byte
 	if me.OK() {
 		return dst, nil, nil
 	}
-	if mk.sigErr == nil {
-		mk.sigErr = &me
-	}
 	return dst, &sigEvent{key, me}, nil
 }

@@ -169,9 +169,6 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 		h.fault(q.ctx, "QP %#x UMR on mkey %#x: mkey mask bits %#x are not modelled and were ignored", q.qpn, n, mask&^known)
 	}
 	mk.mkc = next
-	if mask&maskSigErr != 0 {
-		mk.sigErr = nil
-	}
 	if xlt > 0 {
 		mk.klms, mk.rep = klms, rep
 	}
@@ -182,7 +179,8 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 }
 
 // execSetPSV runs a SET_PSV WQE: the PSV, which must be in the QP's PD,
-// takes the transient signature.
+// takes the transient signature and goes to INIT, out of its ERROR state
+// if a signature error put it there.
 func (h *hca) execSetPSV(q *qpObj, w *sendWQE) *wqeFail {
 	if len(w.b) < 32 {
 		return qpOpErr("SET_PSV: ds %d, not 2", w.ds)
@@ -193,6 +191,7 @@ func (h *hca) execSetPSV(q *qpObj, w *sendWQE) *wqeFail {
 		return protErr("SET_PSV: no PSV %#x in PD %#x", n, q.pdn)
 	}
 	p.transient = binary.BigEndian.Uint64(w.b[24:])
+	p.failed = false
 	return nil
 }
 
