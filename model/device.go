@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"sort"
 	"sync/atomic"
 	"unsafe"
@@ -29,6 +30,12 @@ type Options struct {
 	// can see the draining state; by default the context's doorbell
 	// goroutine ends the drain at its next pass (SQD and SQ_DRAINED).
 	ManualDrain bool
+	// SigStop says where, in the window the man page of
+	// mlx5dv_qp_cancel_posted_send_wrs allows, the send queue of one of
+	// the context's QPs with drain_sigerr stops after a requester-side
+	// signature error: by default right after the WQE whose check failed;
+	// see SigStop and docs/MODEL.md, "The drain".
+	SigStop SigStop
 	// ReuseQPN makes CREATE_QP take the lowest free QP number, so that a
 	// destroyed QP's number comes back at once: a test mode for drivers,
 	// which must not take a destroyed QP's stale completions or events for
@@ -75,6 +82,9 @@ type Device struct {
 	// goroutine, which reads it without the lock.
 	drains        []*qpObj
 	pendingDrains atomic.Int32
+	// sigStops draws the stops of Options.SigStop's SigStopSeeded; nil
+	// for the other policies.
+	sigStops *rand.Rand
 
 	// The verbs event files: the async event file (opened with the
 	// context, as libmlx5 does) and the completion channels.
@@ -149,7 +159,7 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
-// with its own options (NoDEVX, StatusErrno, ManualDrain); ReuseQPN is the
+// with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop); ReuseQPN is the
 // HCA's, set when it was made, and opt's is ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
@@ -161,6 +171,9 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 // CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
 	opt.ReuseQPN = h.reuseQPN
+	if err := opt.SigStop.check(); err != nil {
+		return nil, err
+	}
 	uid := uint16(0)
 	if !opt.NoDEVX {
 		var ok bool
@@ -172,6 +185,9 @@ func (h *hca) open(opt Options) (*Device, error) {
 	d := &Device{h: h, id: h.nextCtx, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
 		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{},
 		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
+	if opt.SigStop.Policy == SigStopSeeded {
+		d.sigStops = rand.New(rand.NewPCG(opt.SigStop.Seed, sigStopStream))
+	}
 	h.ctxs[d.id] = d
 	return d, nil
 }
