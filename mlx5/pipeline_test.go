@@ -2,6 +2,7 @@ package mlx5_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -123,4 +124,165 @@ func TestRecoverSigStop(t *testing.T) {
 	if len(got) != 2 || got[0] != 12 || got[1] != 30 {
 		t.Errorf("the client got responses %v, want [12 30]", got)
 	}
+}
+
+// RecoverSigStop wherever the device stops in the window
+// mlx5dv_qp_cancel_posted_send_wrs(3) allows (model.Options.SigStop): a
+// target posts, with one doorbell, a transfer A whose check fails, the
+// configure and transfer of a clean B, the configure and transfer of a
+// failing C, the unfenced response of a read without protection, the
+// fenced responses of A, B and C, and an unfenced response behind them.
+// The model stops right after A (two stops: A, then C), right before A's
+// response (one stop, both failures), inside B's configure, or anywhere
+// in between by seed. At each stop RecoverSigStop finds the transfers
+// that failed, and the target sends their BAD responses: the client gets
+// exactly one response per read, BAD for A and C, and every work request
+// completes exactly once.
+func TestRecoverSigStopWindow(t *testing.T) {
+	policies := []struct {
+		stop  model.SigStop
+		stops []int // failed transfers at each stop; nil: any
+	}{
+		{model.SigStop{}, []int{1, 1}},
+		{model.SigStop{Policy: model.SigStopLatest}, []int{2}},
+		{model.SigStop{Policy: model.SigStopAfter, After: 1}, []int{1, 1}}, // inside B's configure, then after the plain response
+		{model.SigStop{Policy: model.SigStopAfter, After: 6}, []int{2}},    // right after C's transfer (a configure is a UMR and a SET_PSV)
+	}
+	for seed := range uint64(8) {
+		policies = append(policies, struct {
+			stop  model.SigStop
+			stops []int
+		}{model.SigStop{Policy: model.SigStopSeeded, Seed: seed}, nil})
+	}
+	for _, p := range policies {
+		t.Run(fmt.Sprintf("%v/%d/%d", p.stop.Policy, p.stop.After, p.stop.Seed), func(t *testing.T) {
+			got := recoverWindow(t, p.stop)
+			if p.stops != nil && !slices.Equal(got, p.stops) {
+				t.Errorf("failures per stop %v, want %v", got, p.stops)
+			}
+		})
+	}
+}
+
+// recoverWindow runs TestRecoverSigStopWindow's target under stop and
+// returns how many transfers failed at each stop.
+func recoverWindow(t *testing.T, stop model.SigStop) []int {
+	r := newCancelRig(t, model.Options{SigStop: stop}, 64)
+	// B reads a clean copy of the rig's blocks, C a corrupted one, A the
+	// rig's own, corrupted.
+	const goodOff, badOff = 24576, 28672
+	buf := r.buf.Bytes()
+	copy(buf[goodOff:], r.mem)
+	copy(buf[badOff:], r.mem)
+	buf[badOff+520+3] ^= 0x01
+	r.corrupt()
+	defer r.corrupt()
+	mkey := func() *mlx5.Mkey {
+		m, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	good, bad := mkey(), mkey()
+	configure := func(id uint64, m *mlx5.Mkey, off int) *mlx5.MkeyConfigureWR {
+		c := r.configure(id)
+		c.Mkey = m
+		c.List = []mlx5.KLM{{Addr: r.mr.Addr + uint64(off), ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+		return c
+	}
+	write := func(id uint64, m *mlx5.Mkey) *mlx5.SendWR {
+		w := r.write(id)
+		w.SGL[0].LKey = m.LKey
+		return w
+	}
+	fenced := mlx5.SendSignaled | mlx5.SendFence
+	for range 5 {
+		r.peerRecv(t)
+	}
+	b := r.a.Begin()
+	b.Add(r.write(11))
+	b.AddMkeyConfigure(configure(20, good, goodOff))
+	b.Add(write(21, good))
+	b.AddMkeyConfigure(configure(30, bad, badOff))
+	b.Add(write(31, bad))
+	b.Add(r.resp(40, mlx5.SendSignaled)) // an unprotected read's response
+	b.Add(r.resp(12, fenced))
+	b.Add(r.resp(22, fenced))
+	b.Add(r.resp(32, fenced))
+	b.Add(r.resp(50, mlx5.SendSignaled)) // work behind
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	open := []mlx5.SigTransfer{{Mkey: r.mk, Response: 12}, {Mkey: good, Response: 22}, {Mkey: bad, Response: 32}}
+	names := map[uint64]string{12: "A", 22: "B", 32: "C"}
+	done := map[uint64]int{}
+	deliver := func(ws []mlx5.Completion) {
+		for _, w := range ws {
+			if w.Status != mlx5.WCSuccess {
+				t.Fatalf("completion %+v", w)
+			}
+			done[w.WrID]++
+			open = slices.DeleteFunc(open, func(o mlx5.SigTransfer) bool { return o.Response == w.WrID })
+		}
+	}
+	want := []uint64{11, 20, 21, 30, 31, 40, 12, 22, 32, 50, 112, 132}
+	var stops []int
+	wc := make([]mlx5.Completion, 3)
+	for end := time.Now().Add(5 * time.Second); len(done) < len(want); {
+		n, err := r.scq.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliver(wc[:n])
+		if n > 0 {
+			continue
+		}
+		at, err := r.a.Query(mlx5.QPAttrState)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case at.State == mlx5.QPStateSQD && !at.SQDraining:
+			r.drained(t)
+			// The list RecoverSigStop's indexes refer to: deliver takes
+			// transfers off open as their responses complete.
+			list := slices.Clone(open)
+			failed, err := r.a.RecoverSigStop(r.scq, wc, deliver, list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stops = append(stops, len(failed))
+			for _, f := range failed {
+				id := list[f.Transfer].Response
+				if (id != 12 && id != 32) || f.Canceled != 1 || f.Err.OK() {
+					t.Fatalf("transfer %s reported %+v", names[id], f)
+				}
+				post(t, r.a, r.resp(id+100, mlx5.SendSignaled))
+			}
+		case time.Now().After(end):
+			t.Fatalf("stuck in %v; completions %v", at.State, done)
+		default:
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	for _, id := range want {
+		if done[id] != 1 {
+			t.Errorf("wr_id %d completed %d times", id, done[id])
+		}
+	}
+	if len(done) != len(want) {
+		t.Errorf("completions %v, want one each of %v", done, want)
+	}
+	var client []uint64
+	for _, w := range pollN(t, r.pcq, 5, 5*time.Second) {
+		client = append(client, r.received(t, w))
+	}
+	slices.Sort(client)
+	if want := []uint64{22, 40, 50, 112, 132}; !slices.Equal(client, want) {
+		t.Errorf("the client got %v, want %v: one response per read, BAD (1xx) for A and C", client, want)
+	}
+	if f := r.dev.Faults(); len(f) != 0 {
+		t.Errorf("faults: %q", f)
+	}
+	return stops
 }
