@@ -244,17 +244,17 @@ func recoverWindow(t *testing.T, stop model.SigStop) []int {
 			t.Fatal(err)
 		case at.State == mlx5.QPStateSQD && !at.SQDraining:
 			r.drained(t)
-			// The list RecoverSigStop's indexes refer to: deliver takes
-			// transfers off open as their responses complete.
+			// deliver takes transfers off open, in place, as their
+			// responses complete; the indexes refer to open as passed.
 			list := slices.Clone(open)
-			failed, err := r.a.RecoverSigStop(r.scq, wc, deliver, list)
+			failed, err := r.a.RecoverSigStop(r.scq, wc, deliver, open)
 			if err != nil {
 				t.Fatal(err)
 			}
 			stops = append(stops, len(failed))
 			for _, f := range failed {
 				id := list[f.Transfer].Response
-				if (id != 12 && id != 32) || f.Canceled != 1 || f.Err.OK() {
+				if (id != 12 && id != 32) || f.Response != id || f.Canceled != 1 || f.Err.OK() {
 					t.Fatalf("transfer %s reported %+v", names[id], f)
 				}
 				post(t, r.a, r.resp(id+100, mlx5.SendSignaled))
@@ -285,4 +285,160 @@ func recoverWindow(t *testing.T, stop model.SigStop) []int {
 		t.Errorf("faults: %q", f)
 	}
 	return stops
+}
+
+// A target that posts its reads' data before it posts their responses:
+// two transfers whose checks fail, nothing fenced behind them yet. Right
+// after the first failing WQE, the QP stops with only the first failed;
+// at the end of the posted work, with both. Either way RecoverSigStop
+// reports every failed transfer it is given, with nothing to cancel
+// (Canceled 0): the target must list a transfer as open from the post of
+// its data, and send BAD, not GOOD, for each failure.
+func TestRecoverSigStopResponsesNotPosted(t *testing.T) {
+	for _, c := range []struct {
+		stop  model.SigStop
+		stops []int
+	}{{model.SigStop{}, []int{1, 1}}, {model.SigStop{Policy: model.SigStopLatest}, []int{2}}} {
+		t.Run(c.stop.Policy.String(), func(t *testing.T) {
+			r := newCancelRig(t, model.Options{SigStop: c.stop}, 64)
+			const badOff = 28672
+			buf := r.buf.Bytes()
+			copy(buf[badOff:], r.mem)
+			buf[badOff+3*520+100] ^= 0x80
+			r.corrupt()
+			defer r.corrupt()
+			bad, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := r.configure(20)
+			cfg.Mkey = bad
+			cfg.List = []mlx5.KLM{{Addr: r.mr.Addr + badOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+			if err := r.a.PostMkeyConfigure(cfg); err != nil {
+				t.Fatal(err)
+			}
+			pollN(t, r.scq, 1, 5*time.Second)
+			w := r.write(21)
+			w.SGL[0].LKey = bad.LKey
+			b := r.a.Begin()
+			b.Add(r.write(11))
+			b.Add(w)
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			open := []mlx5.SigTransfer{{Mkey: r.mk, Response: 12}, {Mkey: bad, Response: 22}}
+			var stops []int
+			var done []uint64
+			for len(open) > 0 {
+				r.drained(t)
+				failed, err := r.a.RecoverSigStop(r.scq, make([]mlx5.Completion, 4), func(ws []mlx5.Completion) {
+					for _, w := range ws {
+						done = append(done, w.WrID)
+					}
+				}, open)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stops = append(stops, len(failed))
+				var rest []mlx5.SigTransfer
+				for i, o := range open {
+					if !slices.ContainsFunc(failed, func(f mlx5.SigFailure) bool { return f.Transfer == i }) {
+						rest = append(rest, o)
+					}
+				}
+				for _, f := range failed {
+					if f.Canceled != 0 || f.Err.OK() {
+						t.Errorf("%+v, want a failure with nothing canceled", f)
+					}
+					r.peerRecv(t)
+					post(t, r.a, r.resp(open[f.Transfer].Response+100, mlx5.SendSignaled))
+				}
+				open = rest
+			}
+			if !slices.Equal(stops, c.stops) {
+				t.Errorf("failures per stop %v, want %v", stops, c.stops)
+			}
+			for _, w := range pollN(t, r.scq, 2, 5*time.Second) {
+				done = append(done, w.WrID)
+			}
+			slices.Sort(done)
+			if want := []uint64{11, 21, 112, 122}; !slices.Equal(done, want) {
+				t.Errorf("completions %v, want %v", done, want)
+			}
+			var client []uint64
+			for _, w := range pollN(t, r.pcq, 2, 5*time.Second) {
+				client = append(client, r.received(t, w))
+			}
+			slices.Sort(client)
+			if want := []uint64{112, 122}; !slices.Equal(client, want) {
+				t.Errorf("the client got %v, want the BAD responses %v", client, want)
+			}
+		})
+	}
+}
+
+// A deliver that takes each transfer off the caller's open list as its
+// response completes, in place (slices.DeleteFunc on the slice it passed):
+// the good transfer's response, run before the stop, completes during
+// RecoverSigStop's poll. RecoverSigStop still checks the transfers it was
+// given, as they were when it was called: the bad one fails, with its own
+// index and response, and only its response is canceled; the client gets
+// the good response and the one behind, never the bad one's.
+func TestRecoverSigStopDeliverTakesOff(t *testing.T) {
+	r := newCancelRig(t, model.Options{}, 64)
+	good, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r.peerRecv(t)
+	}
+	const goodOff = 24576
+	copy(r.buf.Bytes()[goodOff:], r.mem)
+	cfg := r.configure(10)
+	cfg.Mkey = good
+	cfg.List = []mlx5.KLM{{Addr: r.mr.Addr + goodOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+	w := r.write(11)
+	w.SGL[0].LKey = good.LKey
+	r.corrupt()
+	defer r.corrupt()
+	b := r.a.Begin()
+	b.AddMkeyConfigure(cfg)
+	b.Add(w)
+	b.Add(r.resp(12, mlx5.SendSignaled|mlx5.SendFence))
+	b.Add(r.write(21))
+	b.Add(r.resp(22, mlx5.SendSignaled|mlx5.SendFence))
+	b.Add(r.resp(30, mlx5.SendSignaled))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r.drained(t)
+	open := []mlx5.SigTransfer{{Mkey: good, Response: 12}, {Mkey: r.mk, Response: 22}}
+	orig := slices.Clone(open)
+	var delivered []uint64
+	failed, err := r.a.RecoverSigStop(r.scq, make([]mlx5.Completion, 4), func(ws []mlx5.Completion) {
+		for _, w := range ws {
+			delivered = append(delivered, w.WrID)
+			open = slices.DeleteFunc(open, func(o mlx5.SigTransfer) bool { return o.Response == w.WrID })
+		}
+	}, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].Transfer != 1 || orig[failed[0].Transfer].Response != 22 || failed[0].Canceled != 1 {
+		t.Fatalf("failed %+v, want transfer 1 (response 22) with its response canceled", failed)
+	}
+	if want := []uint64{10, 11, 12, 21}; !slices.Equal(delivered, want) {
+		t.Errorf("delivered %v, want %v", delivered, want)
+	}
+	if wcs := pollN(t, r.scq, 2, 5*time.Second); wcs[0].WrID != 22 || wcs[1].WrID != 30 {
+		t.Errorf("after the resume: %+v", wcs)
+	}
+	var client []uint64
+	for _, w := range pollN(t, r.pcq, 2, 5*time.Second) {
+		client = append(client, r.received(t, w))
+	}
+	if !slices.Equal(client, []uint64{12, 30}) {
+		t.Errorf("the client got %v, want [12 30]", client)
+	}
 }
