@@ -53,7 +53,21 @@ func TestRecoverSigStopRefusals(t *testing.T) {
 // delivers every completion it polls, cancels only the failed transfer's
 // response, and resumes; the other response and the work behind go out.
 func TestRecoverSigStop(t *testing.T) {
-	r := newCancelRig(t, model.Options{}, 64)
+	for _, stop := range sigStops() {
+		t.Run(fmt.Sprintf("%v/%d/%d", stop.Policy, stop.After, stop.Seed), func(t *testing.T) { recoverSigStop(t, stop) })
+	}
+}
+
+// sigStops are the stops the pipelining tests run under: right after the
+// failing WQE, right before the next fenced one, one WQE into the window,
+// and three seeded.
+func sigStops() []model.SigStop {
+	return []model.SigStop{{}, {Policy: model.SigStopLatest}, {Policy: model.SigStopAfter, After: 1},
+		{Policy: model.SigStopSeeded, Seed: 1}, {Policy: model.SigStopSeeded, Seed: 2}, {Policy: model.SigStopSeeded, Seed: 3}}
+}
+
+func recoverSigStop(t *testing.T, stop model.SigStop) {
+	r := newCancelRig(t, model.Options{SigStop: stop}, 64)
 	good, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +399,13 @@ func TestRecoverSigStopResponsesNotPosted(t *testing.T) {
 // index and response, and only its response is canceled; the client gets
 // the good response and the one behind, never the bad one's.
 func TestRecoverSigStopDeliverTakesOff(t *testing.T) {
-	r := newCancelRig(t, model.Options{}, 64)
+	for _, stop := range sigStops() {
+		t.Run(fmt.Sprintf("%v/%d/%d", stop.Policy, stop.After, stop.Seed), func(t *testing.T) { deliverTakesOff(t, stop) })
+	}
+}
+
+func deliverTakesOff(t *testing.T, stop model.SigStop) {
+	r := newCancelRig(t, model.Options{SigStop: stop}, 64)
 	good, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
 	if err != nil {
 		t.Fatal(err)
