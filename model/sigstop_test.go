@@ -31,8 +31,16 @@ type stopRig struct {
 
 func newStopRig(t *testing.T, opt Options) *stopRig {
 	t.Helper()
+	return newStopRigQP(t, opt, qpOpts{})
+}
+
+// newStopRigQP is newStopRig with the QPs made as o says (drain_sigerr
+// added).
+func newStopRigQP(t *testing.T, opt Options, o qpOpts) *stopRig {
+	t.Helper()
 	s := &stopRig{r: newRigOpts(t, "cx7", opt)}
-	s.a, s.b = pair(t, s.r, qpOpts{drainSigerr: true})
+	o.drainSigerr = true
+	s.a, s.b = pair(t, s.r, o)
 	s.ch = newChannel(t, s.r.d)
 	if err := s.r.d.Subscribe(s.ch, s.a.h, []uint16{evSQDrained}, 7); err != nil {
 		t.Fatal(err)
@@ -241,7 +249,9 @@ func TestSigStopWindow(t *testing.T) {
 // SMALL_AND_FENCE ends it, the initiator small fence does not; the
 // doorbell record does (SigStopLatest stops right after the failing WQE
 // when nothing more was posted before it ran); a WQE of the window that
-// completes in error moves the QP to ERR (no drain: it flushes the rest).
+// completes in error moves the QP to ERR (no drain: it flushes the rest);
+// one that waits for the responder's receive WQE (RNR) holds the stop
+// back until it has run.
 func TestSigStopWindowEnds(t *testing.T) {
 	latest := Options{SigStop: SigStop{Policy: SigStopLatest}}
 	for _, fm := range []uint8{fenceModeFence, fenceModeStrongOrdering, fenceModeSmallAndFence} {
@@ -269,6 +279,21 @@ func TestSigStopWindowEnds(t *testing.T) {
 		s.a.scq.none(time.Millisecond)
 		s.a.modify(prm.MLX5_CMD_OP_SQD_RTS_QP, nil)
 		checkCQE(t, "the NOP after the resume", s.a.scq.next(), s.a.wantReq(tOpNOP, nop, 0, 0))
+	})
+	t.Run("an RNR wait in the window", func(t *testing.T) {
+		s := newStopRigQP(t, latest, qpOpts{rnrRetry: 7, minRNRNak: 1})
+		idx, _ := s.postAll(s.badWrite(0, 0), s.send(tSignaled), twqe{opcode: tOpNOP, fm: tSignaled | fenceModeFence<<5})
+		s.wantSigErr(t, "the failing WRITE", s.a.scq.next(), s.bad[0])
+		time.Sleep(2 * time.Millisecond)
+		if st, hw := s.hw(t); st != StateRTS || hw != idx[1] {
+			t.Errorf("the SEND waiting for a receive: state %#x at %d, want RTS at %d", st, hw, idx[1])
+		}
+		ridx := s.b.recv(tsge{64, s.dmr.LKey, addr(s.dst[12288:])})
+		checkCQE(t, "the SEND", s.a.scq.next(), s.a.wantReq(tOpSend, idx[1], 0, 0))
+		checkCQE(t, "its receive", s.b.rcq.next(), s.b.wantResp(2, ridx, 32, 0, s.a.qpn, 0))
+		if hw := s.stopped(t); hw != idx[2] {
+			t.Errorf("stopped at %d, want %d (before the fenced NOP)", hw, idx[2])
+		}
 	})
 	t.Run("error in the window", func(t *testing.T) {
 		s := newStopRig(t, latest)
