@@ -34,7 +34,7 @@ type Options struct {
 	// mlx5dv_qp_cancel_posted_send_wrs allows, the send queue of one of
 	// the context's QPs with drain_sigerr stops after a requester-side
 	// signature error: by default right after the WQE whose check failed;
-	// see SigStop and docs/MODEL.md, "The drain".
+	// see SigStop and docs/MODEL.md, "Where it stops".
 	SigStop SigStop
 	// ReuseQPN makes CREATE_QP take the lowest free QP number, so that a
 	// destroyed QP's number comes back at once: a test mode for drivers,
@@ -230,7 +230,8 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 // created or modified with drain_sigerr stops in SQ_DRAINING, and its
 // drain ends as the data path's does (SQD and SQ_DRAINED: at the doorbell
 // goroutine's next pass, at once for a context with no mapped UAR page, at
-// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. Without
+// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. No WQE
+// failed, so the stop is at once whatever Options.SigStop says. Without
 // drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()

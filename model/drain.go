@@ -60,6 +60,7 @@ const (
 
 var sigStopPolicyNames = [...]string{"earliest", "latest", "seeded", "after"}
 
+// String names the policy: earliest, latest, seeded or after.
 func (p SigStopPolicy) String() string {
 	if int(p) < len(sigStopPolicyNames) {
 		return sigStopPolicyNames[p]
@@ -69,7 +70,7 @@ func (p SigStopPolicy) String() string {
 
 // SigStop is Options.SigStop: where a QP with drain_sigerr stops after a
 // requester-side signature error, within the window the man page allows
-// (docs/MODEL.md, "The drain"). The zero value is SigStopEarliest.
+// (docs/MODEL.md, "Where it stops"). The zero value is SigStopEarliest.
 type SigStop struct {
 	Policy SigStopPolicy
 	Seed   uint64 // SigStopSeeded's seed

@@ -65,7 +65,7 @@ type qpObj struct {
 	rnr *rnrWait
 	// stopIn, when not 0, is how many more WQEs the send queue runs
 	// before it stops after a signature error (drain_sigerr and
-	// Options.SigStop: the window of "The drain").
+	// Options.SigStop: the window of docs/MODEL.md, "Where it stops").
 	stopIn int
 
 	// srq is the SRQ whose WQEs the responder takes (rq_type SRQ), nil
