@@ -50,8 +50,10 @@
 //     is posted again and the QP goes back to RTS (flows.PipeliningGood,
 //     flows.PipeliningBad).
 //   - TestHWTargetPipeline: a target's read path, 1,000 reads with about 1 %
-//     of the blocks corrupted, QP.RecoverSigStop after each stop
-//     (flows.TargetPipeline).
+//     of the blocks corrupted, posted in batches whose fenced responses
+//     follow all their data, a quarter of them unprotected and answered
+//     at once, QP.RecoverSigStop after each stop wherever the device
+//     stops (flows.TargetPipeline).
 //
 // Through a signature mkey an SGE's length counts the wire's bytes
 // (mlx5.SendWR), as those scenarios show.

@@ -65,5 +65,7 @@ func TestHWManPageCRC32(t *testing.T) { devxKinds(t, flows.ManPageCRC32) }
 func TestHWPipeliningGood(t *testing.T) { devxKinds(t, flows.PipeliningGood) }
 func TestHWPipeliningBad(t *testing.T)  { devxKinds(t, flows.PipeliningBad) }
 func TestHWTargetPipeline(t *testing.T) {
-	devxKinds(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) { flows.TargetPipeline(t, c, objs, 1000, 12) })
+	devxKinds(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+		flows.TargetPipeline(t, c, objs, flows.TargetLoad{Reads: 1000, Seed: 12})
+	})
 }

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mlx5go/mlx5go/sig"
 	"golang.org/x/sys/unix"
@@ -14,10 +15,19 @@ import (
 // response runs (QPOptions.SigPipelining; the QP reaches SQD and the
 // context delivers EventSQDrained), and RecoverSigStop does what
 // mlx5dv_qp_cancel_posted_send_wrs(3) tells an application to do then.
+//
+// Where it stops is the device's choice, anywhere from right after the
+// failing work request to right before the next fenced one: the unfenced
+// work between may have run (other transfers, responses without a fence),
+// and more than one transfer may have failed by then. RecoverSigStop
+// finds them all, among the transfers it is given.
 
 // SigTransfer is an open transfer of a signature-pipelining QP: the
 // signature mkey its data went through and the wr_id of the fenced
-// response posted behind it.
+// response posted behind it. A transfer is open from the post of its data
+// until its response completes: list it even when its response is not
+// posted yet, for a stop after another transfer's failure may have run
+// it, and its failure is then reported with nothing to cancel.
 type SigTransfer struct {
 	Mkey     *Mkey
 	Response uint64
@@ -26,9 +36,13 @@ type SigTransfer struct {
 // SigFailure is an open transfer whose mkey reported a signature error:
 // its index in RecoverSigStop's list, the error, and how many work
 // requests with its response's wr_id were canceled (they complete as
-// successes of their original opcode, having sent nothing).
+// successes of their original opcode, having sent nothing; 0 when the
+// response was not posted yet, or was canceled before).
 type SigFailure struct {
 	Transfer int
+	// Response is the transfer's response wr_id (its SigTransfer's, as
+	// RecoverSigStop was given it).
+	Response uint64
 	Err      sig.MkeyErr
 	Canceled int
 }
@@ -40,17 +54,23 @@ type SigFailure struct {
 //  1. it checks that the send queue is drained (SQD), else the error wraps
 //     ErrNotDrained and EINVAL and nothing was done;
 //  2. it polls cq (the QP's send CQ) until a poll finds nothing, handing
-//     every batch of completions to deliver: the signature errors of the
-//     transfers arrive with them;
+//     every batch of completions to deliver: the completions of the work
+//     the device ran before it stopped, past the failure too, and the
+//     signature errors of the transfers arrive with them;
 //  3. it checks the mkey of every open transfer (Mkey.Check) and cancels
 //     the fenced response of each that failed (CancelPostedSends): the
-//     response never reaches the client. A check that cannot be decoded
-//     counts as a failure, with a zero Err;
+//     response never reaches the client. Every transfer that failed
+//     before the stop is found, one or several. A check that cannot be
+//     decoded counts as a failure, with a zero Err;
 //  4. it moves the QP back to RTS (SQD to RTS), and the send queue goes
 //     on: canceled responses complete as successes, the work after them
 //     runs.
 //
-// Then post the failed transfers' error responses. Call it after
+// Then post the failed transfers' error responses. RecoverSigStop works
+// on a copy of open made when it is called, so deliver may change the
+// caller's list (take transfers off it as their responses complete): a
+// failure's Transfer is its index in open as it was passed, and its
+// Response says which it is either way. Call it after
 // EventSQDrained from the goroutine that posts on the QP and polls cq (or
 // with both stopped): it does both. wc is the poll buffer (not empty).
 // A failure after step 2 leaves the QP in SQD; the returned failures are
@@ -70,6 +90,9 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 			return nil, invalid(op, qp.name, "transfer %d: no signature mkey", i)
 		}
 	}
+	// deliver may change the caller's open (its backing array too):
+	// check the transfers as they were.
+	open = slices.Clone(open)
 	at, err := qp.Query(QPAttrState)
 	if err != nil {
 		return nil, err
@@ -99,7 +122,7 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 		if err == nil && me.OK() {
 			continue
 		}
-		f := SigFailure{Transfer: i, Err: me}
+		f := SigFailure{Transfer: i, Response: t.Response, Err: me}
 		if f.Canceled, err = qp.CancelPostedSends(t.Response); err != nil {
 			return failed, err
 		}

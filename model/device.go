@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"sort"
 	"sync/atomic"
 	"unsafe"
@@ -29,6 +30,12 @@ type Options struct {
 	// can see the draining state; by default the context's doorbell
 	// goroutine ends the drain at its next pass (SQD and SQ_DRAINED).
 	ManualDrain bool
+	// SigStop says where, in the window the man page of
+	// mlx5dv_qp_cancel_posted_send_wrs allows, the send queue of one of
+	// the context's QPs with drain_sigerr stops after a requester-side
+	// signature error: by default right after the WQE whose check failed;
+	// see SigStop and docs/MODEL.md, "Where it stops".
+	SigStop SigStop
 	// ReuseQPN makes CREATE_QP take the lowest free QP number, so that a
 	// destroyed QP's number comes back at once: a test mode for drivers,
 	// which must not take a destroyed QP's stale completions or events for
@@ -86,6 +93,9 @@ type Device struct {
 	// goroutine, which reads it without the lock.
 	drains        []*qpObj
 	pendingDrains atomic.Int32
+	// sigStops draws the stops of Options.SigStop's SigStopSeeded; nil
+	// for the other policies.
+	sigStops *rand.Rand
 
 	// The verbs event files: the async event file (opened with the
 	// context, as libmlx5 does) and the completion channels.
@@ -161,9 +171,9 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
-// with its own options (NoDEVX, StatusErrno, ManualDrain); ReuseQPN and
-// SigErrOncePerMkey are the HCA's, set when it was made, and opt's are
-// ignored.
+// with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop);
+// ReuseQPN and SigErrOncePerMkey are the HCA's, set when it was made, and
+// opt's are ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -174,6 +184,9 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 // CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
 	opt.ReuseQPN, opt.SigErrOncePerMkey = h.reuseQPN, h.sigErrOncePerMkey
+	if err := opt.SigStop.check(); err != nil {
+		return nil, err
+	}
 	uid := uint16(0)
 	if !opt.NoDEVX {
 		var ok bool
@@ -185,6 +198,9 @@ func (h *hca) open(opt Options) (*Device, error) {
 	d := &Device{h: h, id: h.nextCtx, uid: uid, opt: opt, handles: map[seam.Handle]*uobj{},
 		fds: map[*asyncFD]bool{}, chans: map[*eventChannel]bool{}, maps: map[*byte][]byte{}, uars: map[*byte]uint32{},
 		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
+	if opt.SigStop.Policy == SigStopSeeded {
+		d.sigStops = rand.New(rand.NewPCG(opt.SigStop.Seed, sigStopStream))
+	}
 	h.ctxs[d.id] = d
 	return d, nil
 }
@@ -227,7 +243,8 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 // created or modified with drain_sigerr stops in SQ_DRAINING, and its
 // drain ends as the data path's does (SQD and SQ_DRAINED: at the doorbell
 // goroutine's next pass, at once for a context with no mapped UAR page, at
-// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. Without
+// FinishDrain with Options.ManualDrain); SQD_RTS resumes it. No WQE
+// failed, so the stop is at once whatever Options.SigStop says. Without
 // drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()

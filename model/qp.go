@@ -63,6 +63,10 @@ type qpObj struct {
 	sqCI, rqCI uint16
 	// rnr is set while a send waits for the responder's receive WQE.
 	rnr *rnrWait
+	// stopIn, when not 0, is how many more WQEs the send queue runs
+	// before it stops after a signature error (drain_sigerr and
+	// Options.SigStop: the window of docs/MODEL.md, "Where it stops").
+	stopIn int
 
 	// srq is the SRQ whose WQEs the responder takes (rq_type SRQ), nil
 	// for a QP with its own receive queue.

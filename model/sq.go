@@ -123,6 +123,9 @@ func (h *hca) runSQ(q *qpObj) {
 		pi := uint16(dbrWord(q.dbr, 1))
 		avail := pi - q.sqCI
 		if avail == 0 {
+			if q.stopIn != 0 {
+				h.drainStop(q) // the window was counted in what is posted: not reached
+			}
 			return
 		}
 		if int(avail) > q.sq.entries {
@@ -172,11 +175,23 @@ func (h *hca) runSQ(q *qpObj) {
 			h.toErr(q)
 			return
 		}
+		if q.stopIn != 0 {
+			// A WQE of the window after a signature error ran (its own
+			// signature errors reported, the window unchanged).
+			if q.stopIn--; q.stopIn == 0 {
+				h.drainStop(q)
+				return
+			}
+			continue
+		}
 		if len(r.sigs) > 0 && prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
 			// Signature pipelining: the send queue stops after the WQE
-			// whose check failed, drains, and waits for SQD_RTS.
-			h.drainStop(q)
-			return
+			// whose check failed, or after some of the unfenced WQEs
+			// behind it (Options.SigStop), drains, and waits for SQD_RTS.
+			if q.stopIn = h.sigStopAfter(q); q.stopIn == 0 {
+				h.drainStop(q)
+				return
+			}
 		}
 	}
 }
@@ -601,6 +616,7 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 // toErr moves q to ERR as the data path does on an error: its posted
 // receive and send WQEs complete with flush errors.
 func (h *hca) toErr(q *qpObj) {
+	q.stopIn = 0
 	from := q.state()
 	prm.Qpc.State.Set(q.qpc, StateERR)
 	h.flush(q)
@@ -671,6 +687,9 @@ func (h *hca) flushSQ(q *qpObj) {
 // entering RTS runs what is posted, one entering ERR flushes it, one
 // entering RST starts its queues over.
 func (h *hca) transitioned(q *qpObj, from uint8) {
+	if q.state() != StateRTS {
+		q.stopIn = 0 // a stop pending after a signature error is moot
+	}
 	switch q.state() {
 	case StateRTS:
 		if q.wq != nil && q.dbr != nil && q.sq.entries > 0 {

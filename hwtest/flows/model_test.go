@@ -15,9 +15,14 @@ import (
 // remains are the context's own UAR pages, which it keeps for its QPs and
 // CQs as libmlx5 does), and closing the context leaves none.
 func onEveryProfile(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
+	onEveryProfileOpt(t, model.Options{}, flow)
+}
+
+// onEveryProfileOpt is onEveryProfile on contexts opened with opt.
+func onEveryProfileOpt(t *testing.T, opt model.Options, flow func(*testing.T, *mlx5.Context)) {
 	for _, p := range model.Profiles() {
 		t.Run(p, func(t *testing.T) {
-			dev, err := model.New(p)
+			dev, err := model.NewWithOptions(p, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,9 +52,14 @@ func TestT10DIFOnModel(t *testing.T) { onEachKind(t, flows.T10DIF) }
 
 // onEachKind runs flow with each kind of objects on every profile.
 func onEachKind(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
+	onEachKindOpt(t, model.Options{}, flow)
+}
+
+// onEachKindOpt is onEachKind on contexts opened with opt.
+func onEachKindOpt(t *testing.T, opt model.Options, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
 	for _, objs := range []flows.Objects{flows.VerbsObjects, flows.DEVXObjects} {
 		t.Run(objs.String(), func(t *testing.T) {
-			onEveryProfile(t, func(t *testing.T, c *mlx5.Context) { flow(t, c, objs) })
+			onEveryProfileOpt(t, opt, func(t *testing.T, c *mlx5.Context) { flow(t, c, objs) })
 		})
 	}
 }
@@ -91,14 +101,62 @@ func TestSigBadGuardOnModel(t *testing.T)    { onEachKind(t, flows.SigBadGuard) 
 func TestManPageCRC32OnModel(t *testing.T)   { onEachKind(t, flows.ManPageCRC32) }
 
 // Signature pipelining (mlx5dv_qp_cancel_posted_send_wrs(3)) on every
-// profile; rdma-core's good and bad cases, and the target's read path:
-// 1,000 reads with about 1 % of the blocks corrupted.
-func TestPipeliningGoodOnModel(t *testing.T) { onEachKind(t, flows.PipeliningGood) }
-func TestPipeliningBadOnModel(t *testing.T)  { onEachKind(t, flows.PipeliningBad) }
+// profile, wherever in the window the man page allows the device stops
+// (model.Options.SigStop: right after the failing WQE, right before the
+// next fenced one, a fixed count between, and by seed): rdma-core's good
+// and bad cases, and the target's read path.
+func TestPipeliningGoodOnModel(t *testing.T) { onEachStop(t, flows.PipeliningGood) }
+func TestPipeliningBadOnModel(t *testing.T)  { onEachStop(t, flows.PipeliningBad) }
+
+// The target's read path: 1,000 reads with about 1 % of the blocks
+// corrupted, as on a ConnectX, then 1,000 with 5 % so that stops with
+// several failed reads and work run past a failure are sure to come. A
+// stop right after the failing WQE runs nothing past it and finds one
+// failed read; a stop right before the fenced response runs the window
+// whole, and some stop finds more than one.
 func TestTargetPipelineOnModel(t *testing.T) {
-	onEachKind(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
-		flows.TargetPipeline(t, c, objs, 1000, 12)
+	onEachStop(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+		flows.TargetPipeline(t, c, objs, flows.TargetLoad{Reads: 1000, Seed: 12})
 	})
+	for _, s := range sigStops {
+		t.Run("5%/"+s.name, func(t *testing.T) {
+			onEachKindOpt(t, model.Options{SigStop: s.stop}, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+				st := flows.TargetPipeline(t, c, objs, flows.TargetLoad{Reads: 1000, CorruptPercent: 5, Seed: 15})
+				switch s.stop.Policy {
+				case model.SigStopEarliest:
+					if st.PastFailure != 0 || st.MaxFailed != 1 {
+						t.Errorf("stopping right after the failing WQE: %+v; want nothing run past a failure, one failed read per stop", st)
+					}
+				case model.SigStopLatest:
+					if st.PastFailure == 0 || st.MaxFailed < 2 {
+						t.Errorf("stopping right before the fenced WQE: %+v; want work run past a failure and a stop with several failed reads", st)
+					}
+				}
+			})
+		})
+	}
+}
+
+// sigStops are the stops the pipelining flows run under.
+var sigStops = []struct {
+	name string
+	stop model.SigStop
+}{
+	{"earliest", model.SigStop{}},
+	{"latest", model.SigStop{Policy: model.SigStopLatest}},
+	{"after1", model.SigStop{Policy: model.SigStopAfter, After: 1}},
+	{"after3", model.SigStop{Policy: model.SigStopAfter, After: 3}},
+	{"seed1", model.SigStop{Policy: model.SigStopSeeded, Seed: 1}},
+	{"seed2", model.SigStop{Policy: model.SigStopSeeded, Seed: 2}},
+	{"seed3", model.SigStop{Policy: model.SigStopSeeded, Seed: 3}},
+}
+
+// onEachStop runs flow under each of sigStops, with each kind of objects
+// on every profile.
+func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects)) {
+	for _, s := range sigStops {
+		t.Run(s.name, func(t *testing.T) { onEachKindOpt(t, model.Options{SigStop: s.stop}, flow) })
+	}
 }
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }

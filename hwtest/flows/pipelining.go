@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,30 +162,69 @@ func PipeliningBad(t *testing.T, c *mlx5.Context, objs Objects) {
 	checkMkey(t, l, mB, sig.MkeyErr{})
 }
 
+// TargetLoad is what TargetPipeline serves.
+type TargetLoad struct {
+	Reads int // reads to serve
+	// CorruptPercent is each protected block's chance, in percent, of a
+	// flipped bit (1 when 0).
+	CorruptPercent int
+	Seed           uint64 // draws the batches, the plain reads and the corruption
+}
+
+// TargetStats is what TargetPipeline saw.
+type TargetStats struct {
+	Reads, Plain, Corrupted int
+	// Stops is how many times the send queue stopped, MaxFailed the most
+	// failed reads one stop found.
+	Stops, MaxFailed int
+	// PastFailure counts the work requests posted behind a failed read's
+	// WRITE that completed before its stop: those the device ran in the
+	// window mlx5dv_qp_cancel_posted_send_wrs(3) allows between a failing
+	// WQE and the next fenced one.
+	PastFailure int
+}
+
 // TargetPipeline is a storage target's read path with pipelining, at
-// scale (issue 12's target-side scenario): reads RDMA WRITE their blocks (T10-DIF with a CRC guard in the
-// target's memory, plain on the wire) through one of 8 signature mkeys
-// each, followed by the fenced GOOD response SEND, with about 1 % of the
-// blocks corrupted at random. After each stop (SQ_DRAINED), RecoverSigStop
-// finds the failed reads, cancels their GOOD responses and resumes; the
-// target then sends a BAD response for each. The client must get exactly
-// one response per read, GOOD for the clean reads and BAD for the
-// corrupted ones, with the clean reads' data intact; every work request
-// (configure, WRITE, response, all signaled) must complete exactly once
-// (good, or canceled: a success that sent nothing); and clean reads take
-// no extra step (no more stops than corrupted reads).
-func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed uint64) {
+// scale (issue 12's target-side scenario): load.Reads reads, posted in
+// batches of 1 to 4 with one doorbell each, the data first and the
+// responses of protected reads last. Three in four reads are protected:
+// they RDMA WRITE their blocks (T10-DIF with a CRC guard in the target's
+// memory, plain on the wire) through one of 8 signature mkeys, and their
+// GOOD response SEND is fenced; a block is corrupted with a chance of
+// load.CorruptPercent. The others read unprotected memory and respond at
+// once, unfenced, right behind their WRITE: work a stop may run past a
+// failure. The device may stop anywhere from the failing WRITE to the
+// next fenced response, with more than one read failed by then. After
+// each stop (SQ_DRAINED), RecoverSigStop finds the failed reads, cancels
+// their GOOD responses and resumes; the target then sends a BAD response
+// for each. The client must get exactly one response per read, GOOD for
+// the clean reads and BAD for the corrupted ones, with the clean reads'
+// data intact; every work request (configure, WRITE, response, all
+// signaled) must complete exactly once (good, or canceled: a success that
+// sent nothing); and clean reads take no extra step (no more stops than
+// corrupted reads).
+func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad) TargetStats {
 	const (
 		mkeys   = 8
 		blocks  = 4
 		stored  = blocks * 520
-		window  = mkeys // reads in flight: one per mkey
+		window  = mkeys // reads in flight: one per slot
 		respLen = 16
+		maxRun  = 4 // reads per batch
 	)
+	reads := load.Reads
+	pct := load.CorruptPercent
+	if pct == 0 {
+		pct = 1
+	}
 	l := pipelinedLoopback(t, c, objs, 4*window+4)
-	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	// The reads are drawn in order from the seed; the batches from a
+	// stream of their own, as the free slots (the timing) allow.
+	rng := rand.New(rand.NewPCG(load.Seed, load.Seed^0x5eed))
+	batches := rand.New(rand.NewPCG(load.Seed, load.Seed^0xba7c))
 	lw := mlx5.AccessLocalWrite
 	mem, memMR := buffer(t, l.PD, mkeys*stored, lw)
+	plain, plainMR := buffer(t, l.PD, mkeys*blocks*512, lw)
 	dst, dstMR := buffer(t, l.PD, mkeys*blocks*512, lw|mlx5.AccessRemoteWrite)
 	resp, respMR := buffer(t, l.PD, (reads+1)*respLen, lw)
 	inbox, inboxMR := buffer(t, l.PD, (reads+1)*respLen, lw)
@@ -200,14 +240,39 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 	}
 
 	type read struct {
-		corrupt, done, answered bool
-		bad                     bool // the client got BAD
-		slot                    int
+		plain, corrupt, done, answered bool
+		bad                            bool  // the client got BAD
+		flips                          []int // bits flipped in a protected read's stored blocks
+		slot                           int
 	}
 	rs := make([]read, reads)
+	var st TargetStats
+	st.Reads = reads
+	for i := range rs {
+		if rs[i].plain = rng.IntN(4) == 0; rs[i].plain {
+			st.Plain++
+			continue
+		}
+		for blk := range blocks {
+			if rng.IntN(100) < pct {
+				rs[i].flips = append(rs[i].flips, 8*(blk*520+rng.IntN(512))+rng.IntN(8))
+			}
+		}
+		if rs[i].corrupt = len(rs[i].flips) > 0; rs[i].corrupt {
+			st.Corrupted++
+		}
+	}
 	wrDone := map[uint64]int{} // completions per wr_id of A
+	seq := map[uint64]int{}    // A's work requests in the order posted
+	posted := 0
+	var sinceStop []uint64 // A's completions since the last stop
 	var open []mlx5.SigTransfer
 	var openRead []int
+	var inflight []int // reads whose response has not completed
+	free := make([]int, mkeys)
+	for i := range free {
+		free[i] = i
+	}
 	respond := func(i int, good bool) mlx5.SendWR {
 		off := uint64(i * respLen)
 		word := "GOOD"
@@ -216,8 +281,12 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 		}
 		copy(resp[off:], word)
 		binary.LittleEndian.PutUint64(resp[off+8:], uint64(i))
-		return mlx5.SendWR{WrID: uint64(3*i + 2), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled | mlx5.SendFence,
+		wr := mlx5.SendWR{WrID: uint64(3*i + 2), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
 			SGL: []mlx5.SGE{{Addr: respMR.Addr + off, Length: respLen, LKey: respMR.LKey}}}
+		if !rs[i].plain {
+			wr.Flags |= mlx5.SendFence
+		}
+		return wr
 	}
 	badResp := func(i int) mlx5.SendWR {
 		wr := respond(i, false)
@@ -225,7 +294,6 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 		wr.Flags = mlx5.SendSignaled
 		return wr
 	}
-	corrupted := 0
 	deliver := func(ws []mlx5.Completion) {
 		for _, w := range ws {
 			switch {
@@ -241,6 +309,7 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 					t.Fatalf("target completion %+v", w)
 				}
 				wrDone[w.WrID]++
+				sinceStop = append(sinceStop, w.WrID)
 			default:
 				t.Fatalf("completion of another QP: %+v", w)
 			}
@@ -255,11 +324,15 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 		deliver(wc[:n])
 		return n
 	}
-	// recover handles a stop: the failed reads' GOOD responses are
+	postA := func(b *mlx5.Batch, wr *mlx5.SendWR) {
+		seq[wr.WrID] = posted
+		posted++
+		b.Add(wr)
+	}
+	// recoverStop handles a stop: the failed reads' GOOD responses are
 	// canceled, BAD ones sent.
-	stops := 0
 	recoverStop := func() {
-		stops++
+		st.Stops++
 		failed, err := l.A.RecoverSigStop(l.CQ, wc, deliver, open)
 		if err != nil {
 			t.Fatal(err)
@@ -267,56 +340,85 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 		if len(failed) == 0 {
 			t.Fatal("a stop without a failed read")
 		}
+		st.MaxFailed = max(st.MaxFailed, len(failed))
+		first := posted
 		for _, f := range failed {
 			i := openRead[f.Transfer]
 			if !rs[i].corrupt || f.Canceled != 1 || f.Err.Type != sig.MkeyErrBadGuard {
 				t.Fatalf("read %d (corrupt %v) reported %+v", i, rs[i].corrupt, f)
 			}
-			post(t, l.A, badResp(i))
+			first = min(first, seq[uint64(3*i+1)])
 		}
-	}
-	next := 0
-	posted := 0
-	progress := time.Now()
-	for next < reads || posted > 0 {
-		// Post reads while a slot is free.
-		for next < reads && len(open) < window {
-			i, slot := next, next%mkeys
-			next++
-			data := mem[slot*stored : (slot+1)*stored]
-			for j := range data {
-				data[j] = byte(i*131 + j*7)
+		for _, id := range sinceStop {
+			if seq[id] > first {
+				st.PastFailure++
 			}
-			attr := attrOf(i * blocks)
-			if err := engine(t, attr).Generate(sig.DomainMemory, data); err != nil {
-				t.Fatal(err)
-			}
-			for blk := range blocks {
-				if rng.IntN(100) == 0 {
-					data[blk*520+rng.IntN(512)] ^= 1 << rng.IntN(8)
-					rs[i].corrupt = true
-				}
-			}
-			if rs[i].corrupt {
-				corrupted++
-			}
-			rs[i].slot = slot
-			if err := l.B.PostRecv(uint64(i), []mlx5.SGE{{Addr: inboxMR.Addr + uint64(i*respLen), Length: respLen, LKey: inboxMR.LKey}}); err != nil {
-				t.Fatal(err)
-			}
+		}
+		sinceStop = sinceStop[:0]
+		for _, f := range failed {
 			b := l.A.Begin()
-			b.AddMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: uint64(3 * i), Mkey: mks[slot], Flags: mlx5.SendSignaled,
-				List: []mlx5.KLM{{Addr: memMR.Addr + uint64(slot*stored), ByteCount: stored, Mkey: memMR.LKey}}, Sig: attr})
-			b.Add(&mlx5.SendWR{WrID: uint64(3*i + 1), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr + uint64(slot*blocks*512),
-				RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mks[slot].LKey}}})
-			gr := respond(i, true)
-			b.Add(&gr)
+			wr := badResp(openRead[f.Transfer])
+			postA(b, &wr)
 			if err := b.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			open = append(open, mlx5.SigTransfer{Mkey: mks[slot], Response: gr.WrID})
-			openRead = append(openRead, i)
-			posted++
+		}
+	}
+	next := 0
+	progress := time.Now()
+	for next < reads || len(inflight) > 0 {
+		// Post a batch while slots are free.
+		if run := min(1+batches.IntN(maxRun), len(free), reads-next); run > 0 {
+			b := l.A.Begin()
+			var fenced []mlx5.SendWR
+			for range run {
+				i, slot := next, free[len(free)-1]
+				free = free[:len(free)-1]
+				next++
+				rs[i].slot = slot
+				if err := l.B.PostRecv(uint64(i), []mlx5.SGE{{Addr: inboxMR.Addr + uint64(i*respLen), Length: respLen, LKey: inboxMR.LKey}}); err != nil {
+					t.Fatal(err)
+				}
+				inflight = append(inflight, i)
+				remote := dstMR.Addr + uint64(slot*blocks*512)
+				if rs[i].plain {
+					data := plain[slot*blocks*512 : (slot+1)*blocks*512]
+					for j := range data {
+						data[j] = byte(i*131 + (j/512*520+j%512)*7)
+					}
+					postA(b, &mlx5.SendWR{WrID: uint64(3*i + 1), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: remote,
+						RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: plainMR.Addr + uint64(slot*blocks*512), Length: blocks * 512, LKey: plainMR.LKey}}})
+					gr := respond(i, true)
+					postA(b, &gr)
+					continue
+				}
+				data := mem[slot*stored : (slot+1)*stored]
+				for j := range data {
+					data[j] = byte(i*131 + j*7)
+				}
+				attr := attrOf(i * blocks)
+				if err := engine(t, attr).Generate(sig.DomainMemory, data); err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range rs[i].flips {
+					data[f/8] ^= 1 << (f % 8)
+				}
+				seq[uint64(3*i)] = posted
+				posted++
+				b.AddMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: uint64(3 * i), Mkey: mks[slot], Flags: mlx5.SendSignaled,
+					List: []mlx5.KLM{{Addr: memMR.Addr + uint64(slot*stored), ByteCount: stored, Mkey: memMR.LKey}}, Sig: attr})
+				postA(b, &mlx5.SendWR{WrID: uint64(3*i + 1), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: remote,
+					RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mks[slot].LKey}}})
+				fenced = append(fenced, respond(i, true))
+				open = append(open, mlx5.SigTransfer{Mkey: mks[slot], Response: uint64(3*i + 2)})
+				openRead = append(openRead, i)
+			}
+			for k := range fenced {
+				postA(b, &fenced[k])
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// Poll; a read is over when its response (GOOD, or the canceled
 		// GOOD) completed on A.
@@ -329,28 +431,31 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 				sqDrained(t, c, l.A)
 				recoverStop()
 			case time.Since(progress) > 10*time.Second:
-				t.Fatalf("no progress for 10 s: QP %v, %d reads open", at.State, len(open))
+				t.Fatalf("no progress for 10 s: QP %v, %d reads in flight", at.State, len(inflight))
 			default:
 				time.Sleep(20 * time.Microsecond)
 			}
 		} else {
 			progress = time.Now()
 		}
-		for k := 0; k < len(open); {
-			i := openRead[k]
-			if wrDone[uint64(3*i+2)] == 1 {
-				rs[i].done = true
-				open = append(open[:k], open[k+1:]...)
-				openRead = append(openRead[:k], openRead[k+1:]...)
-				posted--
-				if !rs[i].corrupt {
-					if got := dst[rs[i].slot*blocks*512 : (rs[i].slot+1)*blocks*512]; !cleanData(got, i) {
-						t.Fatalf("read %d: the client's data differs", i)
-					}
-				}
+		for k := 0; k < len(inflight); {
+			i := inflight[k]
+			if wrDone[uint64(3*i+2)] != 1 {
+				k++
 				continue
 			}
-			k++
+			rs[i].done = true
+			inflight = append(inflight[:k], inflight[k+1:]...)
+			if j := slices.Index(openRead, i); j >= 0 {
+				open = slices.Delete(open, j, j+1)
+				openRead = slices.Delete(openRead, j, j+1)
+			}
+			if !rs[i].corrupt {
+				if got := dst[rs[i].slot*blocks*512 : (rs[i].slot+1)*blocks*512]; !cleanData(got, i) {
+					t.Fatalf("read %d (plain %v): the client's data differs", i, rs[i].plain)
+				}
+			}
+			free = append(free, rs[i].slot)
 		}
 	}
 	// Every response reaches the client.
@@ -373,19 +478,25 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, reads int, seed
 		if r.bad != r.corrupt {
 			t.Errorf("read %d (corrupt %v): the client got BAD %v", i, r.corrupt, r.bad)
 		}
-		for _, id := range []uint64{uint64(3 * i), uint64(3*i + 1), uint64(3*i + 2)} {
+		ids := []uint64{uint64(3 * i), uint64(3*i + 1), uint64(3*i + 2)}
+		if r.plain {
+			ids = ids[1:]
+		}
+		for _, id := range ids {
 			if wrDone[id] != 1 {
 				t.Errorf("read %d: wr_id %d completed %d times", i, id, wrDone[id])
 			}
 		}
 	}
-	if len(wrDone) != 3*reads+corrupted {
-		t.Errorf("%d wr_ids completed, want %d", len(wrDone), 3*reads+corrupted)
+	if want := 3*reads - st.Plain + st.Corrupted; len(wrDone) != want {
+		t.Errorf("%d wr_ids completed, want %d", len(wrDone), want)
 	}
-	if stops > corrupted || (corrupted > 0 && stops == 0) {
-		t.Errorf("%d stops for %d corrupted reads", stops, corrupted)
+	if st.Stops > st.Corrupted || (st.Corrupted > 0 && st.Stops == 0) {
+		t.Errorf("%d stops for %d corrupted reads", st.Stops, st.Corrupted)
 	}
-	t.Logf("%d reads, %d with a corrupted block, %d stops", reads, corrupted, stops)
+	t.Logf("%d reads (%d plain), %d with a corrupted block, %d stops, at most %d failed reads in one, %d work requests run past a failure",
+		reads, st.Plain, st.Corrupted, st.Stops, st.MaxFailed, st.PastFailure)
+	return st
 }
 
 // cleanData reports whether a clean read's data (blocks of 512 bytes
