@@ -339,6 +339,7 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	bad := func(format string, args ...any) error {
 		return &reasonError{msg: fmt.Sprintf(format, args...), errs: []error{ErrInvalid, unix.EINVAL}}
 	}
+	lim := c.Caps.limits()
 	switch {
 	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
 		return bad("PD, SendCQ and RecvCQ are required")
@@ -346,10 +347,12 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("PD, CQ or SRQ of another context")
 	case o.Type > QPTypeDCT:
 		return bad("QP type %v", o.Type)
-	case o.Type != QPTypeDCT && (o.MaxSendWR < 0 || o.MaxSendWR > 1<<15):
+	case o.MaxSendWR < 0 || o.MaxSendWR > 1<<15:
 		return bad("MaxSendWR %d (0 to 32768)", o.MaxSendWR)
-	case o.MaxSendSGE < 0 || o.MaxRecvSGE < 0:
-		return bad("MaxSendSGE %d, MaxRecvSGE %d", o.MaxSendSGE, o.MaxRecvSGE)
+	case o.MaxSendSGE < 0 || o.MaxSendSGE > lim.maxSQDesc/dataSegSize:
+		return bad("MaxSendSGE %d (0 to %d: a send WQE takes at most %d bytes)", o.MaxSendSGE, lim.maxSQDesc/dataSegSize, lim.maxSQDesc)
+	case o.MaxRecvSGE < 0 || o.MaxRecvSGE > lim.maxRQDesc/dataSegSize:
+		return bad("MaxRecvSGE %d (0 to %d: a receive WQE takes at most %d bytes)", o.MaxRecvSGE, lim.maxRQDesc/dataSegSize, lim.maxRQDesc)
 	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
 		return bad("MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
 	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:

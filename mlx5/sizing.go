@@ -93,11 +93,17 @@ type sqGeometry struct {
 }
 
 // sqSize is mlx5_calc_sq_size for maxWR work requests of up to maxSGE SGEs
-// or maxInline inline bytes of the operations ops.
+// or maxInline inline bytes of the operations ops. Every size is checked against the device's limits before any
+// arithmetic is done with it: none can overflow.
 func sqSize(lim *deviceLimits, t QPType, ops OpcodeSet, maxWR, maxSGE, maxInline int) (sqGeometry, error) {
 	var g sqGeometry
-	if maxWR == 0 {
+	switch {
+	case maxWR < 0 || maxSGE < 0 || maxInline < 0:
+		return g, fmt.Errorf("%d send work requests of %d SGEs or %d inline bytes", maxWR, maxSGE, maxInline)
+	case maxWR == 0:
 		return g, nil
+	case maxInline > lim.maxSQDesc:
+		return g, fmt.Errorf("%d inline bytes: a WQE takes at most %d bytes", maxInline, lim.maxSQDesc)
 	}
 	over, err := sqOverhead(t, ops)
 	if err != nil {
@@ -115,7 +121,7 @@ func sqSize(lim *deviceLimits, t QPType, ops OpcodeSet, maxWR, maxSGE, maxInline
 		return g, fmt.Errorf("a WQE of %d bytes: the device takes at most %d (fewer SGEs or less inline data)", size, lim.maxSQDesc)
 	}
 	g.wqeSize = align(size, wqe.WQEBB)
-	if maxWR > 0x7fffffff/lim.maxSQDesc {
+	if maxWR > 0x7fffffff/max(lim.maxSQDesc, 1) {
 		return g, fmt.Errorf("%d send work requests", maxWR)
 	}
 	ring := roundPow2(maxWR * g.wqeSize)
@@ -137,20 +143,23 @@ type rqGeometry struct {
 
 // rqSize is mlx5_calc_rq_size (no WQE signature): receive WQEs of
 // maxSGE data segments rounded up to a power of two, at least a WQEBB of
-// them.
+// them. Both sizes are checked against the device's limits before any
+// arithmetic (libmlx5's mlx5_calc_rcv_wqe multiplies first, in 32 bits:
+// its check that the WQE fits max_rq_desc_sz is the same for every count
+// whose product does not wrap).
 func rqSize(lim *deviceLimits, maxWR, maxSGE int) (rqGeometry, error) {
 	var g rqGeometry
-	if maxWR == 0 {
+	switch {
+	case maxWR < 0 || maxSGE < 0:
+		return g, fmt.Errorf("%d receive work requests of %d SGEs", maxWR, maxSGE)
+	case maxWR == 0:
 		return g, nil
-	}
-	if maxWR > lim.maxRecvWR {
+	case maxWR > lim.maxRecvWR:
 		return g, fmt.Errorf("%d receive work requests: the device takes at most %d", maxWR, lim.maxRecvWR)
-	}
-	size := dataSegSize * max(maxSGE, 1)
-	if size > lim.maxRQDesc {
+	case maxSGE > lim.maxRQDesc/dataSegSize:
 		return g, fmt.Errorf("%d receive SGEs: a receive WQE takes at most %d", maxSGE, lim.maxRQDesc/dataSegSize)
 	}
-	size = roundPow2(size)
+	size := roundPow2(dataSegSize * max(maxSGE, 1))
 	ring := max(roundPow2(maxWR)*size, wqe.WQEBB)
 	g.wqeCnt = ring / size
 	g.wqeShift = bits.Len(uint(size - 1))
