@@ -262,8 +262,12 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		if !fits {
 			// libmlx5: ENOMEM (mlx5_send_wr_set_mkey_layout,
 			// umr_wqe_finalize; sizing.go).
-			b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a layout of %d entries%s does not fit the QP's %d bytes of inline data (QPOptions.MaxInlineData or MaxMkeyEntries)",
-				b.n, wr.WrID, len(wr.List)+len(wr.Interleaved), map[bool]string{true: " and a signature block"}[wr.Sig != nil], qp.sq.maxInline))
+			what, verb := "a layout", "does"
+			if wr.Sig != nil {
+				what, verb = "a signature block and a layout", "do"
+			}
+			b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %s of %d entries %s not fit the QP's %d bytes of inline data (QPOptions.MaxInlineData or MaxMkeyEntries)",
+				b.n, wr.WrID, what, len(wr.List)+len(wr.Interleaved), verb, qp.sq.maxInline))
 			return b
 		}
 		b.fail(op, &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{
