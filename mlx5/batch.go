@@ -240,19 +240,34 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	if wr.Sig != nil && m.checkCaps {
 		capsErr = m.sigCaps.Supports(wr.Sig)
 	}
+	// libmlx5 rounds an mkey's max_entries up to a multiple of 4
+	// (mlx5dv_create_mkey's num_desc), and takes layouts that long.
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
-		MaxEntries: m.maxEntries, Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
+		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
-	if capsErr != nil {
-		// A block the device cannot do is refused before anything is
-		// written, but an invalid work request is refused as such first,
-		// as libmlx5 refuses it (EINVAL): the builder, given no room,
-		// checks everything and writes nothing, and says ErrNoRoom only
-		// when the work request is valid.
+	fits := umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil)
+	if capsErr != nil || !fits {
+		// A block the device cannot do, or a configure larger than the
+		// QP's inline data holds, is refused before anything is written,
+		// but an invalid work request is refused as such first, as
+		// libmlx5 refuses it (EINVAL): the builder, given no room, checks
+		// everything and writes nothing, and says ErrNoRoom only when the
+		// work request is valid.
 		res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, 0, &c)
 		if err != wqe.ErrNoRoom {
 			b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
+			return b
+		}
+		if !fits {
+			// libmlx5: ENOMEM (mlx5_send_wr_set_mkey_layout,
+			// umr_wqe_finalize; sizing.go).
+			what, verb := "a layout", "does"
+			if wr.Sig != nil {
+				what, verb = "a signature block and a layout", "do"
+			}
+			b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %s of %d entries %s not fit the QP's %d bytes of inline data (QPOptions.MaxInlineData or MaxMkeyEntries)",
+				b.n, wr.WrID, what, len(wr.List)+len(wr.Interleaved), verb, qp.sq.maxInline))
 			return b
 		}
 		b.fail(op, &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{
@@ -339,6 +354,10 @@ func (b *Batch) rollback() {
 // than the QP was created for, or it is invalid (ErrInvalid, with the
 // builder's reason).
 func (qp *QP) wrErr(op postOp, n int, wrID uint64, needs int, err error) error {
+	if err == wqe.ErrRing {
+		// The QP's ring is sound: the work request is larger than all of it.
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) is larger than the send queue's %d WQEBBs (QPOptions.MaxSendWR)", n, wrID, len(qp.sq.slots))
+	}
 	if err == wqe.ErrNoRoom {
 		if needs > qp.maxWQE {
 			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, needs, qp.maxWQE)

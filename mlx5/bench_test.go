@@ -126,7 +126,7 @@ func BenchmarkPostRDMAWriteChunked(b *testing.B) {
 func BenchmarkPostMkeyConfigure(b *testing.B) {
 	c := &Context{devx: true}
 	qp, _ := testQP(b, c, 1024)
-	qp.maxWQE, qp.mkeyConf = 1024, true
+	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	m := &Mkey{c: c, LKey: 0x200200, RKey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true} // as CreateMkey makes it on cx7
 	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | SendInline, SetAccess: true,

@@ -128,7 +128,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)
 	qp, _ := testQP(t, c, 1024) // the harness's main_rc: 1024 WQEBBs, QPN 0x1a2
-	qp.maxWQE, qp.mkeyConf = 1024, true
+	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	cq.attachLocked(qp)
 
 	// The harness's configure: access, the layout, the case's signature

@@ -140,7 +140,7 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 	c.addMkey(m)
 	const cqEntries = 256 // the harness's main CQ
 	qp, uar := testQP(t, c, r.QP.WQECnt)
-	qp.qpn, qp.maxWQE, qp.mkeyConf = r.QP.QPN, r.QP.WQECnt, true
+	qp.qpn, qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
 	var cq *CQ
 
 	for i := range r.Steps {

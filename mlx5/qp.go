@@ -38,9 +38,23 @@ type QPOptions struct {
 	// MaxRecvWR and MaxRecvSGE size the receive queue; MaxRecvWR 0 makes
 	// a QP without one (it cannot receive SENDs).
 	MaxRecvWR, MaxRecvSGE int
-	// MkeyConfigure sizes the send queue for PostMkeyConfigure work
-	// requests (MLX5DV_QP_EX_WITH_MKEY_CONFIGURE) on mkeys of up to
-	// MaxMkeyEntries layout entries (0 means 4), signature included.
+	// MkeyConfigure lets the QP post mkey configures
+	// (MLX5DV_QP_EX_WITH_MKEY_CONFIGURE; an RC QP only, as libmlx5). It
+	// changes nothing of the QP's size, as in libmlx5: a configure's
+	// translations (16 bytes a layout entry, padded to 64) and a new
+	// signature block's 64-byte BSF travel as the UMR's inline data and
+	// must fit the QP's Caps.MaxInlineData + 4 bytes, or PostMkeyConfigure
+	// refuses it (ErrInvalid; libmlx5's ENOMEM). An RC QP of the default
+	// operations with up to 4 SGEs and 60 inline bytes grants 60: room for
+	// a list of 4 entries without a signature block, or a signature block
+	// without a list ("Default WQE size can fit only 4 SGE entries",
+	// mlx5dv_wr_mkey_configure(3)). For more, ask MaxInlineData, or
+	// MaxMkeyEntries: not 0, it asks as much inline data as a list of that
+	// many entries with a signature block takes (16 × MaxMkeyEntries
+	// rounded up to 4 entries, + 60 bytes; an interleaved layout's repeat
+	// block takes one entry more). A configure takes more WQEBBs than a
+	// send: the UMR's 128 bytes of control segments, its inline data and
+	// a SET_PSV per signature domain.
 	MkeyConfigure  bool
 	MaxMkeyEntries int
 	// SigPipelining makes the QP stop its send queue after a work
@@ -233,14 +247,12 @@ func (o *QPOptions) geometry(lim *deviceLimits) (sqGeometry, rqGeometry, int, er
 		ops = defaultOps(o.Type)
 	}
 	inline := o.MaxInlineData
-	entries := o.MaxMkeyEntries
-	if entries == 0 {
-		entries = 4
-	}
-	if o.MkeyConfigure {
-		// libmlx5 carries a configure's translations and BSF as the UMR's
-		// inline data: the QP must grant that much.
-		inline = max(inline, umrInline(entries))
+	if o.MkeyConfigure && o.MaxMkeyEntries > 0 {
+		// A configure's translations and BSF travel as the UMR's inline
+		// data: MaxMkeyEntries asks for as much as a list of that many
+		// entries with a signature block takes, as a libmlx5 program asks
+		// max_inline_data. Without it the QP is libmlx5's for its caps.
+		inline = max(inline, umrInline(o.MaxMkeyEntries))
 	}
 	sq, err := sqSize(lim, o.Type, ops, o.MaxSendWR, max(o.MaxSendSGE, 1), inline)
 	if err != nil {
@@ -254,7 +266,10 @@ func (o *QPOptions) geometry(lim *deviceLimits) (sqGeometry, rqGeometry, int, er
 	}
 	largest := sq.wqeSize / wqe.WQEBB
 	if o.MkeyConfigure {
-		largest = max(largest, umrWQEBBs(entries))
+		// No work request is larger than the ring: a configure that
+		// needs more than it holds is refused (libmlx5 writes it over
+		// itself).
+		largest = min(max(largest, umrLargest(sq.maxInline)), sq.wqeCnt)
 	}
 	return sq, rq, largest, nil
 }
@@ -339,6 +354,7 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	bad := func(format string, args ...any) error {
 		return &reasonError{msg: fmt.Sprintf(format, args...), errs: []error{ErrInvalid, unix.EINVAL}}
 	}
+	lim := c.Caps.limits()
 	switch {
 	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
 		return bad("PD, SendCQ and RecvCQ are required")
@@ -346,10 +362,12 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("PD, CQ or SRQ of another context")
 	case o.Type > QPTypeDCT:
 		return bad("QP type %v", o.Type)
-	case o.Type != QPTypeDCT && (o.MaxSendWR < 0 || o.MaxSendWR > 1<<15):
+	case o.MaxSendWR < 0 || o.MaxSendWR > 1<<15:
 		return bad("MaxSendWR %d (0 to 32768)", o.MaxSendWR)
-	case o.MaxSendSGE < 0 || o.MaxRecvSGE < 0:
-		return bad("MaxSendSGE %d, MaxRecvSGE %d", o.MaxSendSGE, o.MaxRecvSGE)
+	case o.MaxSendSGE < 0 || o.MaxSendSGE > lim.maxSQDesc/dataSegSize:
+		return bad("MaxSendSGE %d (0 to %d: a send WQE takes at most %d bytes)", o.MaxSendSGE, lim.maxSQDesc/dataSegSize, lim.maxSQDesc)
+	case o.MaxRecvSGE < 0 || o.MaxRecvSGE > lim.maxRQDesc/dataSegSize:
+		return bad("MaxRecvSGE %d (0 to %d: a receive WQE takes at most %d bytes)", o.MaxRecvSGE, lim.maxRQDesc/dataSegSize, lim.maxRQDesc)
 	case o.MaxRecvWR < 0 || o.MaxRecvWR > 1<<15:
 		return bad("MaxRecvWR %d (0 to 32768)", o.MaxRecvWR)
 	case o.MaxInlineData < 0 || o.MaxInlineData > 1024:
@@ -362,10 +380,13 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("a DCT receives through an SRQ")
 	case o.Type != QPTypeDCI && o.DCIStreams != nil:
 		return bad("DCI streams on a %v QP", o.Type)
-	case o.MkeyConfigure && o.Type != QPTypeRC && o.Type != QPTypeUC:
-		return bad("mkey configures on a %v QP", o.Type)
 	case o.SendOps != 0 && o.SendOps&^(1<<numOpcodes-2) != 0:
 		return bad("SendOps %#x", uint32(o.SendOps))
+	}
+	if o.MkeyConfigure && o.Type != QPTypeRC {
+		// libmlx5 44.0's mlx5_qp_fill_wr_pfns offers
+		// MLX5DV_QP_EX_WITH_MKEY_CONFIGURE on RC QPs only: EOPNOTSUPP.
+		return &reasonError{msg: fmt.Sprintf("mkey configures on a %v QP (RC only)", o.Type), errs: []error{ErrUnsupported, unix.EOPNOTSUPP}}
 	}
 	if o.SigPipelining {
 		switch {

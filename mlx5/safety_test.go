@@ -180,8 +180,8 @@ func TestPostRoomIsExact(t *testing.T) {
 	}
 	wr.List = wr.List[1:]
 	wr.Sig = nil
-	if err := qp.PostMkeyConfigure(wr); !errors.Is(err, mlx5.ErrInvalid) || !strings.Contains(err.Error(), "WQEBBs") {
-		t.Errorf("configure of 32 entries on a QP made for 1: %v, want ErrInvalid naming the WQEBBs", err)
+	if err := qp.PostMkeyConfigure(wr); !errors.Is(err, mlx5.ErrInvalid) || !strings.Contains(err.Error(), "inline data") {
+		t.Errorf("configure of 32 entries on a QP made for 1: %v, want ErrInvalid naming the QP's inline data", err)
 	}
 }
 
@@ -233,7 +233,7 @@ func TestCloseDuringPostAndPoll(t *testing.T) {
 // or failed.
 func TestMkeyConfigureCompletesOnce(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 256)
-	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8, MkeyConfigure: true}, true)
+	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8, MkeyConfigure: true, MaxMkeyEntries: 1}, true)
 	m := mkey(t, r, r.pd, 1)
 
 	// A configure whose UMR fails: an mkey of another PD. Its SET_PSVs

@@ -150,7 +150,7 @@ func newSigRig(t *testing.T, edit func(general []byte)) *sigRig {
 	if r.mr, err = r.pd.RegMR(r.buf.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead); err != nil {
 		t.Fatal(err)
 	}
-	if r.qp, err = c.CreateQP(QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, MaxSendWR: 8, MkeyConfigure: true}); err != nil {
+	if r.qp, err = c.CreateQP(QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, MaxSendWR: 8, MkeyConfigure: true, MaxMkeyEntries: 1}); err != nil {
 		t.Fatal(err)
 	}
 	path, err := c.LoopbackPath(1)

@@ -93,11 +93,17 @@ type sqGeometry struct {
 }
 
 // sqSize is mlx5_calc_sq_size for maxWR work requests of up to maxSGE SGEs
-// or maxInline inline bytes of the operations ops.
+// or maxInline inline bytes of the operations ops. Every size is checked against the device's limits before any
+// arithmetic is done with it: none can overflow.
 func sqSize(lim *deviceLimits, t QPType, ops OpcodeSet, maxWR, maxSGE, maxInline int) (sqGeometry, error) {
 	var g sqGeometry
-	if maxWR == 0 {
+	switch {
+	case maxWR < 0 || maxSGE < 0 || maxInline < 0:
+		return g, fmt.Errorf("%d send work requests of %d SGEs or %d inline bytes", maxWR, maxSGE, maxInline)
+	case maxWR == 0:
 		return g, nil
+	case maxInline > lim.maxSQDesc:
+		return g, fmt.Errorf("%d inline bytes: a WQE takes at most %d bytes", maxInline, lim.maxSQDesc)
 	}
 	over, err := sqOverhead(t, ops)
 	if err != nil {
@@ -115,7 +121,7 @@ func sqSize(lim *deviceLimits, t QPType, ops OpcodeSet, maxWR, maxSGE, maxInline
 		return g, fmt.Errorf("a WQE of %d bytes: the device takes at most %d (fewer SGEs or less inline data)", size, lim.maxSQDesc)
 	}
 	g.wqeSize = align(size, wqe.WQEBB)
-	if maxWR > 0x7fffffff/lim.maxSQDesc {
+	if maxWR > 0x7fffffff/max(lim.maxSQDesc, 1) {
 		return g, fmt.Errorf("%d send work requests", maxWR)
 	}
 	ring := roundPow2(maxWR * g.wqeSize)
@@ -137,20 +143,23 @@ type rqGeometry struct {
 
 // rqSize is mlx5_calc_rq_size (no WQE signature): receive WQEs of
 // maxSGE data segments rounded up to a power of two, at least a WQEBB of
-// them.
+// them. Both sizes are checked against the device's limits before any
+// arithmetic (libmlx5's mlx5_calc_rcv_wqe multiplies first, in 32 bits:
+// its check that the WQE fits max_rq_desc_sz is the same for every count
+// whose product does not wrap).
 func rqSize(lim *deviceLimits, maxWR, maxSGE int) (rqGeometry, error) {
 	var g rqGeometry
-	if maxWR == 0 {
+	switch {
+	case maxWR < 0 || maxSGE < 0:
+		return g, fmt.Errorf("%d receive work requests of %d SGEs", maxWR, maxSGE)
+	case maxWR == 0:
 		return g, nil
-	}
-	if maxWR > lim.maxRecvWR {
+	case maxWR > lim.maxRecvWR:
 		return g, fmt.Errorf("%d receive work requests: the device takes at most %d", maxWR, lim.maxRecvWR)
-	}
-	size := dataSegSize * max(maxSGE, 1)
-	if size > lim.maxRQDesc {
+	case maxSGE > lim.maxRQDesc/dataSegSize:
 		return g, fmt.Errorf("%d receive SGEs: a receive WQE takes at most %d", maxSGE, lim.maxRQDesc/dataSegSize)
 	}
-	size = roundPow2(size)
+	size := roundPow2(dataSegSize * max(maxSGE, 1))
 	ring := max(roundPow2(maxWR)*size, wqe.WQEBB)
 	g.wqeCnt = ring / size
 	g.wqeShift = bits.Len(uint(size - 1))
@@ -161,18 +170,50 @@ func rqSize(lim *deviceLimits, maxWR, maxSGE int) (rqGeometry, error) {
 
 func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
 
-// umrWQEBBs is the WQEBBs of an mkey configure of an mkey of entries
-// layout entries with a signature block: the UMR (control, UMR control,
-// mkey context, translations, BSF) and a SET_PSV per domain.
-func umrWQEBBs(entries int) int {
-	umr := wqe.CtrlSegSize + wqe.UMRCtrlSegSize + wqe.MkcSegSize + ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize
+// An mkey configure carries its translations and a new signature block's
+// BSF as the UMR's inline data, which libmlx5 bounds by what the QP
+// granted: max_inline_data + 4 bytes, the inline segment's header
+// included (rdma-core 44.0 providers/mlx5/qp.c). mlx5_send_wr_set_mkey_layout
+// refuses more layout entries than that holds, 16 bytes each (an
+// interleaved layout's repeat block takes one), and umr_wqe_finalize
+// translations and a BSF that together exceed it, both with ENOMEM.
+// The QP's WQE size is libmlx5's for its caps alone: mkey configures add
+// nothing to it (_sq_overhead), so a QP that is to configure more must
+// ask for more inline data (mlx5dv_wr_mkey_configure(3): "Default WQE
+// size can fit only 4 SGE entries. To allow more the QP should be created
+// with a larger WQE size ... using the max_inline_data attribute").
+
+// umrFits reports whether a configure fits a QP that granted maxInline
+// bytes of inline data: a layout of n entries (0: none), interleaved or a
+// list, and a new signature block if sig.
+func umrFits(maxInline, n int, interleaved, sig bool) bool {
+	room := maxInline + inlineHdrSize
+	xlat := n * wqe.KLMSegSize
+	if interleaved {
+		room -= wqe.KLMSegSize // the repeat block
+		if n > 0 {
+			xlat += wqe.KLMSegSize
+		}
+	}
+	if n*wqe.KLMSegSize > room {
+		return false
+	}
+	return !sig || align(xlat, wqe.WQEBB)+wqe.BSFSegSize <= maxInline+inlineHdrSize
+}
+
+// umrLargest is the WQEBBs of the largest mkey configure a QP that granted
+// maxInline bytes of inline data takes: a UMR of its control segments and
+// as many whole 64-byte blocks of translations and BSF as fit (no more
+// than a WQE's 63 16-byte units), and a SET_PSV per domain.
+func umrLargest(maxInline int) int {
+	umr := wqe.CtrlSegSize + wqe.UMRCtrlSegSize + wqe.MkcSegSize + (maxInline+inlineHdrSize)&^(wqe.WQEBB-1)
+	umr = min(umr, wqe.MaxDS*16)
 	return (umr+wqe.WQEBB-1)/wqe.WQEBB + 2*psvWQEBBs
 }
 
-// umrInline is the inline data libmlx5 needs a QP to grant for mkey
-// configures of entries layout entries with a signature block: the
-// translations and the BSF travel as the UMR's inline data
-// (umr_wqe_finalize's max_data_size).
+// umrInline is the inline data a QP must grant for mkey configures of
+// lists of up to entries entries with a signature block: the translations
+// and the BSF, less the inline segment's header (QPOptions.MaxMkeyEntries).
 func umrInline(entries int) int {
 	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize - inlineHdrSize
 }

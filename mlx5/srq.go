@@ -82,6 +82,10 @@ type SRQCaps struct {
 // WQE.
 const srqNextSegSize = 16
 
+// maxSRQWR is the most receive work requests an SRQ takes here: its ring
+// of at most 2^16 WQEs (pow2(MaxWR+1) without the wait queue) holds them.
+const maxSRQWR = 1 << 15
+
 // CreateSRQ creates a shared receive queue (ibv_create_srq), as libmlx5's
 // mlx5_create_srq and mlx5_alloc_srq_buf do: WQEs of a next segment and
 // MaxSGE data segments, rounded up to a power of two (at least 32 bytes),
@@ -97,6 +101,10 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	if maxSRQ == 0 {
 		maxSRQ = 1<<15 - 1
 	}
+	// An SRQ's WQEs are named by 16-bit indexes (the next segment's
+	// next_wqe_index, a CQE's wqe_counter): its ring, wait queue included,
+	// holds at most 2^16 of them, whatever the device says.
+	maxSRQ = min(maxSRQ, maxSRQWR)
 	switch {
 	case !c.speaksVerbs():
 		return nil, unsupported(op, "", "the device makes no verbs objects")
@@ -109,8 +117,19 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	case o.Limit < 0 || o.Limit > o.MaxWR:
 		return nil, invalid(op, "", "Limit %d (0 to MaxWR)", o.Limit)
 	}
+	// libmlx5 tells the kernel the size of its ring and the SGEs its
+	// rounded-up WQE holds, and mlx5_ib_create_srq refuses a max_wr of
+	// max_srq_recv_wr (1 << log_max_srq_sz) or more, and more SGEs than
+	// max_wqe_sz_rq / 16 (EINVAL): MaxWR = max_srq_recv_wr makes a ring
+	// twice that, 32 SGEs a 1024-byte WQE of 63. Refused here first.
+	switch g := srqSize(maxSRQ, o.MaxWR, o.MaxSGE); {
+	case g.wqes-1 > maxSRQ:
+		return nil, invalid(op, "", "MaxWR %d: its ring of %d WQEs is more than the kernel takes (%d)", o.MaxWR, g.wqes, maxSRQ)
+	case g.maxSGE > lim.maxRQDesc/dataSegSize:
+		return nil, invalid(op, "", "MaxSGE %d: its %d-byte WQE holds %d SGEs, more than the kernel takes (%d)", o.MaxSGE, g.stride, g.maxSGE, lim.maxRQDesc/dataSegSize)
+	}
 	s := &SRQ{c: c, pd: o.PD}
-	err := s.create(&o, maxSRQ)
+	err := s.create(&o, srqSize(maxSRQ, o.MaxWR, o.MaxSGE))
 	if err == nil {
 		s.name = fmt.Sprintf("SRQ %#x", s.srqn)
 		err = c.adopt(s)
@@ -148,9 +167,8 @@ func srqSize(maxSRQ, maxWR, maxSGE int) srqGeometry {
 		maxPost: roundPow2(maxWR+1) - 1, waitQueue: waitQueue}
 }
 
-func (s *SRQ) create(o *SRQOptions, maxSRQ int) error {
+func (s *SRQ) create(o *SRQOptions, g srqGeometry) error {
 	c := s.c
-	g := srqSize(maxSRQ, o.MaxWR, o.MaxSGE)
 	s.maxSGE, s.shift = g.maxSGE, uint(bits.Len(uint(g.stride-1)))
 	n, size := g.wqes, g.stride
 	buf, err := allocBuffer(n * size)

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"testing"
@@ -9,6 +10,16 @@ import (
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/internal/oracle/umrsig"
 )
+
+// mainQPInline is the max_inline_data libmlx5 granted the oracle
+// harness's main QP (main_rc: 512 bytes asked with RDMA_WRITE, SEND and
+// RDMA_READ, a 576-byte WQE less its 32 bytes of control and remote
+// address segments and the inline header), as its create command carries
+// it (create_cmds.jsonl, QP_CREATE's struct ib_uverbs_qp_cap, the last of
+// its five words; TestOracleMkeyConfigurePost reads it there). The
+// hand-made QPs that post that QP's configures grant the same: it is the
+// room a configure's translations and BSF have.
+const mainQPInline = 540
 
 // TestOracleMkeyConfigurePost posts every mkey configure of the oracle's
 // umr_sig family, and the umr_sig records of its wrap family, through
@@ -20,6 +31,10 @@ import (
 // wqe's builder is checked against); the sequence/* records reuse one
 // mkey, so its state (BSF, counter update) carries over as in libmlx5.
 func TestOracleMkeyConfigurePost(t *testing.T) {
+	capAttr := findCall(t, loadCalls(t, "testdata/create_cmds.jsonl"), "create_qp_rc_sig_pipelining", "QP", "QP_CREATE").attr(t, "CAP").in(t)
+	if got := int(binary.LittleEndian.Uint32(capAttr[16:])); got != mainQPInline {
+		t.Fatalf("the harness's main QP grants %d inline bytes, not %d", got, mainQPInline)
+	}
 	for path, want := range map[string][4]int{ // exact, refused, without INLINE, not expressible
 		"../wqe/testdata/umr_sig.jsonl": {236, 5, 1, 1},
 		"../wqe/testdata/wrap.jsonl":    {18, 0, 0, 0},
@@ -59,20 +74,12 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			// The harness's QP, emptied at sq_pi_before, its small fence
 			// consumed.
 			qp, uar := testQP(t, m.c, r.QP.WQECnt)
-			qp.qpn, qp.maxWQE, qp.mkeyConf = r.QP.QPN, r.QP.WQECnt, true
+			qp.qpn, qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
 			qp.sq.pi = uint16(r.PIBefore)
 			qp.sq.tail.Store(uint32(qp.sq.pi))
 			half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
 
-			wr := &MkeyConfigureWR{WrID: r.Input.WrID, Mkey: m, Flags: SendFlags(in.Flags), SetAccess: in.SetAccess,
-				Access: AccessFlags(in.Access), RepeatCount: in.RepeatCount, Sig: in.Sig, ResetSig: in.ResetSig}
-			for _, k := range in.List {
-				wr.List = append(wr.List, KLM{Addr: k.Addr, ByteCount: k.ByteCount, Mkey: k.Key})
-			}
-			for _, e := range in.Interleaved {
-				wr.Interleaved = append(wr.Interleaved, RepeatEntry{Addr: e.Addr, ByteCount: e.ByteCount, Skip: e.Skip, Mkey: e.Key})
-			}
-			err = qp.PostMkeyConfigure(wr)
+			err = qp.PostMkeyConfigure(configureWR(r, &in, m))
 			if r.Result.WRComplete != 0 {
 				if !errors.Is(err, ErrInvalid) {
 					t.Errorf("%s: libmlx5 failed (errno %d), post: %v", r.Case, r.Result.WRComplete, err)
@@ -123,4 +130,17 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			t.Errorf("%s: %v of %d records, want %v", path, got, records, want)
 		}
 	}
+}
+
+// configureWR is the work request of a umr_sig record, in on mkey m.
+func configureWR(r *umrsig.Record, in *umrsig.Configure, m *Mkey) *MkeyConfigureWR {
+	wr := &MkeyConfigureWR{WrID: r.Input.WrID, Mkey: m, Flags: SendFlags(in.Flags), SetAccess: in.SetAccess,
+		Access: AccessFlags(in.Access), RepeatCount: in.RepeatCount, Sig: in.Sig, ResetSig: in.ResetSig}
+	for _, k := range in.List {
+		wr.List = append(wr.List, KLM{Addr: k.Addr, ByteCount: k.ByteCount, Mkey: k.Key})
+	}
+	for _, e := range in.Interleaved {
+		wr.Interleaved = append(wr.Interleaved, RepeatEntry{Addr: e.Addr, ByteCount: e.ByteCount, Skip: e.Skip, Mkey: e.Key})
+	}
+	return wr
 }

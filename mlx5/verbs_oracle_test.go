@@ -1105,6 +1105,14 @@ func callsOf(ws []*vcall, kinds ...string) []*vcall {
 	return out
 }
 
+// srqDivergences are the SRQs of verbs_cases.jsonl that libmlx5 asked the
+// (fake) kernel for and the driver refuses before any command, with the
+// reason.
+var srqDivergences = map[string]string{
+	"srq/wr16_sge32_limit0/create": "libmlx5 tells the kernel max_sge 63, the SGEs its 1024-byte WQE holds, " +
+		"and mlx5_ib_create_srq refuses more than max_wqe_sz_rq / 16 = 32 (EINVAL); the fake kernel checks nothing",
+}
+
 // TestOracleDriverVerbsCases: verbs_cases.jsonl, the oracle's verbs
 // program: SRQs (created, their limit armed, destroyed; the refused
 // sizes), a DCT on an SRQ and its extended modifies, a UC QP, contexts
@@ -1156,6 +1164,20 @@ func TestOracleDriverVerbsCases(t *testing.T) {
 				field(t, rec, "input", &in)
 				var s *SRQ
 				w := o.of(k)
+				if why, ok := srqDivergences[k]; ok {
+					// Refused before the command libmlx5 sent, which the
+					// fake kernel took.
+					err := o.do(k, nil, func() (err error) {
+						_, err = c.CreateSRQ(SRQOptions{PD: pd, MaxWR: in.WR, MaxSGE: in.SGE, Limit: in.Limit})
+						return
+					})
+					if !errors.Is(err, ErrInvalid) || !errors.Is(err, unix.EINVAL) {
+						t.Errorf("%s: %v; %s: want ErrInvalid (EINVAL)", k, err, why)
+					} else {
+						o.n["SRQ refused"]++
+					}
+					continue
+				}
 				err := o.do(k, w, func() (err error) {
 					s, err = c.CreateSRQ(SRQOptions{PD: pd, MaxWR: in.WR, MaxSGE: in.SGE, Limit: in.Limit})
 					return
@@ -1188,14 +1210,20 @@ func TestOracleDriverVerbsCases(t *testing.T) {
 				srqs[obj] = s
 			case "query", "query_after_modify":
 				o.of(k) // QUERY_SRQ, left out
+			case "destroy":
+				if srqs[obj] == nil {
+					if _, ok := srqDivergences[obj+"/create"]; ok {
+						o.of(k) // the SRQ libmlx5 made and mlx5go refused
+						break
+					}
+				}
+				o.must(k, o.of(k), srqs[obj].Close)
 			case "modify_limit_4":
 				var in struct {
 					Limit int `json:"srq_limit"`
 				}
 				field(t, rec, "input", &in)
 				o.must(k, o.of(k), func() error { return srqs[obj].Arm(in.Limit) })
-			case "destroy":
-				o.must(k, o.of(k), srqs[obj].Close)
 			default:
 				t.Fatalf("%s: not replayed", k)
 			}
@@ -1417,7 +1445,7 @@ func TestOracleDriverVerbsCases(t *testing.T) {
 	}
 	o.expect(map[string]int{"GET_CONTEXT": 6, "QUERY_DEVICE_EX": 6, "QUERY_PORT": 6, "UAR_OBJ_ALLOC": 7, "mmap": 7, "UAR_OBJ_DESTROY": 7,
 		"ALLOC_PD": 2, "PD_DESTROY": 2, "CQ_CREATE": 2, "CQ_DESTROY": 2, "CREATE_COMP_CHANNEL": 1,
-		"SRQ_CREATE": 12, "SRQ_DESTROY": 12, "MODIFY_SRQ": 1, "SRQ refused": 2,
+		"SRQ_CREATE": 11, "SRQ_DESTROY": 11, "MODIFY_SRQ": 1, "SRQ refused": 3,
 		"QP_CREATE": 26, "QP_DESTROY": 26, "QUERY_QP": 25, "MODIFY_QP": 3, "MODIFY_QP_EX": 2, "QP refused": 4,
 		"QUERY_GID_ENTRY": 1, "CREATE_AH": 1, "RMAC": 1, "AH_DESTROY": 1})
 }
