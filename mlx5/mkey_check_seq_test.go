@@ -240,7 +240,7 @@ func mkeyCheckSeqCase(t *testing.T, r *mkeyCheckSeqRecord, libmlx5 map[string]ch
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)
 	qp, _ := testQP(t, c, 1024)
-	qp.maxWQE, qp.mkeyConf = 1024, true
+	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	cq.attachLocked(qp)
 	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 0x55, Mkey: m, Flags: SendSignaled, SetAccess: true,
 		Access: AccessLocalWrite, List: []KLM{checkSGE}, Sig: attr}); err != nil {

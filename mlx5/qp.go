@@ -374,6 +374,8 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 		return bad("MaxInlineData %d (0 to 1024)", o.MaxInlineData)
 	case o.MaxMkeyEntries < 0 || o.MaxMkeyEntries > 1<<10:
 		return bad("MaxMkeyEntries %d (0 to 1024)", o.MaxMkeyEntries)
+	case o.Type != QPTypeDCT && o.SRQ == nil && o.MaxSendWR == 0 && o.MaxRecvWR == 0:
+		return bad("a QP with no send queue (MaxSendWR 0), no receive queue (MaxRecvWR 0) and no SRQ can do nothing")
 	case o.SRQ != nil && o.MaxRecvWR > 0:
 		return bad("a QP on an SRQ has no receive queue of its own (MaxRecvWR %d)", o.MaxRecvWR)
 	case o.Type == QPTypeDCT && o.SRQ == nil:
