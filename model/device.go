@@ -64,6 +64,14 @@ type Options struct {
 	// domain still reports. The public sources allow both (docs/MODEL.md,
 	// "Signature errors"). It is the HCA's, as ReuseQPN.
 	SigErrOncePerMkey bool
+	// DCIRetryErrorTakesQP makes a DCI's transport retry error (no DCT
+	// answers: none of that number, a wrong DC access key, an address
+	// off the network) take the whole DCI to ERR, as an RC QP's does. By
+	// default it is an error of the WR's stream channel, like the remote
+	// access and local protection errors rdma-core's DCI stream tests
+	// make: which of the two a ConnectX does is not public (docs/MODEL.md,
+	// "DC"). It is the context's: its DCIs'.
+	DCIRetryErrorTakesQP bool
 }
 
 // Device is one context on a software ConnectX, with DEVX or without

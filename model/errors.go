@@ -108,6 +108,7 @@ const (
 	SyndromeBadValue     uint32 = 0x4d000009 // a field's value is out of range
 	SyndromeLimit        uint32 = 0x4d00000a // the log_max_* limit is reached
 	SyndromeInUse        uint32 = 0x4d00000b // destroy of an object others refer to
+	SyndromeStreamState  uint32 = 0x4d00000c // a DCI stream reset of a stream channel not in error
 )
 
 // fwErr is a failed firmware command: status and syndrome.

@@ -20,14 +20,16 @@ const (
 	accLocalWrite
 	accRemoteRead
 	accRemoteWrite
+	accRemoteAtomic // mkc.a: an atomic at the responder (dc.go)
 )
 
-var accessNames = [...]string{accLocalRead: "local read", accLocalWrite: "local write", accRemoteRead: "remote read", accRemoteWrite: "remote write"}
+var accessNames = [...]string{accLocalRead: "local read", accLocalWrite: "local write", accRemoteRead: "remote read", accRemoteWrite: "remote write",
+	accRemoteAtomic: "remote atomic"}
 
 // local is the access an inner (KLM) key needs for an outer access: the
 // HCA reads or writes the memory behind it on the owner's behalf.
 func (a access) local() access {
-	if a == accRemoteWrite || a == accLocalWrite {
+	if a == accRemoteWrite || a == accLocalWrite || a == accRemoteAtomic {
 		return accLocalWrite
 	}
 	return accLocalRead
@@ -131,6 +133,8 @@ func (h *hca) mkey(key, pdn uint32, a access) (*mkeyObj, *keyErr) {
 		bit = prm.Mkc.Rr
 	case accRemoteWrite:
 		bit = prm.Mkc.Rw
+	case accRemoteAtomic:
+		bit = prm.Mkc.A
 	default:
 		return mk, nil
 	}

@@ -425,7 +425,8 @@ func TestDCIStreamsAndQPCExt(t *testing.T) {
 				t.Fatal(st)
 			}
 		}
-		// RTS2RTS with qpc_ext: the full 464 bytes, a channel id in range.
+		// RTS2RTS with qpc_ext: the full 464 bytes; without the stream
+		// channel's optional parameter the id is not applied.
 		in = make([]byte, prm.Rts2rtsQpIn.Layout().Size)
 		prm.MboxIn.Opcode.Set(in, prm.MLX5_CMD_OP_RTS2RTS_QP)
 		prm.Rts2rtsQpIn.Qpn.Set(in, uint64(qpn))
@@ -438,8 +439,14 @@ func TestDCIStreamsAndQPCExt(t *testing.T) {
 			t.Errorf("%s RTS2RTS with qpc_ext in 272 bytes: %v, want BAD_INP_LEN_ERR", c.profile, st)
 		}
 		prm.QpcExt.DciStreamChannelId.At(prm.Rts2rtsQpIn.QpcDataExt).Set(in, 1<<c.log)
-		if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_BAD_PARAM_ERR {
-			t.Errorf("%s RTS2RTS with channel %d: %v, want BAD_PARAM_ERR", c.profile, 1<<c.log, st)
+		if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_OK {
+			t.Errorf("%s RTS2RTS with channel id %d, not applied: %v", c.profile, 1<<c.log, st)
+		}
+		// With it (mlx5dv_dci_stream_id_reset), a channel not in error is
+		// refused (dc_test.go has the resets of channels in error).
+		prm.Rts2rtsQpIn.OptParamMask9532.Set(in, optMask32DCIStreamChannelID)
+		if st := d.Exec(in, make([]byte, 16)); st != prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR {
+			t.Errorf("%s RTS2RTS resetting channel id %d, not in error: %v, want BAD_RES_STATE_ERR", c.profile, 1<<c.log, st)
 		}
 	}
 }

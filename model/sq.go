@@ -103,6 +103,9 @@ type result struct {
 	// selfErr: the QP is its own responder and the responder side failed;
 	// it goes to ERR once the WQE has completed.
 	selfErr bool
+	// keepQP: the error completion is a DCI stream error (dc.go): the QP
+	// stays in RTS and goes on with its other WQEs.
+	keepQP bool
 }
 
 // with returns r with the requester's signature errors.
@@ -149,7 +152,9 @@ func (h *hca) runSQ(q *qpObj) {
 		}
 		r := h.execWQE(q, w)
 		if r.rnr {
-			h.waitRNR(q, w)
+			if h.waitRNR(q, w) {
+				continue // the retries ran out on a DCI stream: the QP goes on
+			}
 			return
 		}
 		h.clearRNR(q)
@@ -164,6 +169,9 @@ func (h *hca) runSQ(q *qpObj) {
 			h.record(&h.wqeErrors, q.ctx, msg)
 			if r.fail.unmodelled {
 				h.record(&h.faults, q.ctx, msg)
+			}
+			if r.keepQP {
+				continue
 			}
 			h.toErr(q)
 			return
@@ -208,6 +216,11 @@ func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 		return result{fail: h.execUMR(q, w)}
 	case opSetPSV:
 		return result{fail: h.execSetPSV(q, w)}
+	}
+	if isDCI(q) {
+		return h.execDCI(q, w) // dc.go
+	}
+	switch w.opcode {
 	case opSend, opSendImm, opSendInval, opRDMAWrite, opRDMAWriteImm, opRDMARead:
 	default:
 		return result{fail: unmodelled("opcode %#x is not modelled", w.opcode)}
@@ -226,7 +239,7 @@ func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 		}
 		return h.udSend(q, w)
 	default:
-		return result{fail: unmodelled("the model runs data WQEs on RC, UC and UD QPs only (st %#x)", st)}
+		return result{fail: unmodelled("the model runs data WQEs on RC, UC, UD and DCI QPs only (st %#x)", st)}
 	}
 	switch w.opcode {
 	case opRDMARead:
@@ -702,6 +715,7 @@ func (h *hca) transitioned(q *qpObj, from uint8) {
 		h.enteredErr(q, from)
 	case StateRST:
 		h.clearRNR(q)
+		dciStreamsReset(q)
 		q.sqCI, q.rqCI = 0, 0
 		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, 0)
 		prm.Qpc.HwRqCounter.Set(q.qpc, 0)
@@ -724,8 +738,10 @@ var rnrTimer = [32]int64{655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480
 	2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520}
 
 // waitRNR handles an RNR NAK for WQE w: a wait until the responder's
-// timer runs out, or, with the retries used up, the error completion.
-func (h *hca) waitRNR(q *qpObj, w *sendWQE) {
+// timer runs out, or, with the retries used up, the error completion. It
+// reports whether the send queue goes on at once (the error was a DCI
+// stream's).
+func (h *hca) waitRNR(q *qpObj, w *sendWQE) bool {
 	if q.rnr == nil {
 		left := int(prm.Qpc.RnrRetry.Get(q.qpc))
 		if left == 7 {
@@ -739,18 +755,19 @@ func (h *hca) waitRNR(q *qpObj, w *sendWQE) {
 		q.sqCI += w.bbs
 		prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(q.sqCI))
 		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeRNRRetryExceeded, w.opcode, w.index)
-		h.record(&h.wqeErrors, q.ctx, fmt.Sprintf("QP %#x WQE %d: the responder has no receive WQE and the RNR retries are exhausted", q.qpn, w.index))
-		h.toErr(q)
-		return
+		f := &wqeFail{syndrome: SyndromeRNRRetryExceeded, why: "the responder has no receive WQE and the RNR retries are exhausted"}
+		stream := isDCI(q) && h.dciStreamError(q, dciChannel(q, w), f)
+		h.record(&h.wqeErrors, q.ctx, fmt.Sprintf("QP %#x WQE %d: %s", q.qpn, w.index, f.why))
+		if !stream {
+			h.toErr(q)
+		}
+		return stream
 	}
 	if q.rnr.left > 0 {
 		q.rnr.left--
 	}
-	timer := rnrTimer[0]
-	if r, ok := h.qps[uint32(prm.Qpc.RemoteQpn.Get(q.qpc))]; ok {
-		timer = rnrTimer[prm.Qpc.MinRnrNak.Get(r.qpc)&31]
-	}
-	q.rnr.next = time.Now().Add(time.Duration(timer) * time.Microsecond)
+	q.rnr.next = time.Now().Add(time.Duration(h.rnrTimerOf(q, w)) * time.Microsecond)
+	return false
 }
 
 func (h *hca) clearRNR(q *qpObj) {
