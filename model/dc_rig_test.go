@@ -1,9 +1,12 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -427,8 +430,10 @@ func (q *dciT) modify(in []byte) prm.Status {
 type dcRecord struct {
 	Case string `json:"case"`
 	QP   struct {
-		Name string `json:"name"`
+		Name     string `json:"name"`
+		SqWqeCnt int    `json:"sq_wqe_cnt"`
 	} `json:"qp"`
+	SqPIBefore int `json:"sq_pi_before"`
 	Input struct {
 		Posts []struct {
 			API string `json:"api"`
@@ -458,31 +463,39 @@ type dcRecord struct {
 }
 
 // dcRecords reads the dc vectors.
-func dcRecords(t *testing.T) []dcRecord {
+func dcRecords(t testing.TB) []dcRecord {
 	t.Helper()
+	data, err := os.ReadFile(dcVectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var recs []dcRecord
-	readJSONL(t, dcVectorsPath, func(line []byte) {
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
 		var r dcRecord
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
 		recs = append(recs, r)
-	})
+	}
 	return recs
 }
 
 // wqes returns the record's WQEs as libmlx5 wrote them, each contiguous.
-func (rec *dcRecord) wqes(t *testing.T) [][]byte {
+func (rec *dcRecord) wqes(t testing.TB) [][]byte {
 	t.Helper()
 	bbs := map[int][]byte{}
 	for _, b := range rec.SQ.WQEBBs {
-		bbs[b.Index] = unhex(t, b.Hex)
+		v, err := hex.DecodeString(b.Hex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bbs[b.Index] = v
 	}
 	var out [][]byte
 	for _, w := range rec.SQ.WQEs {
 		var b []byte
 		for i := range w.N {
-			bb, ok := bbs[w.First+i]
+			bb, ok := bbs[(w.First+i)%max(rec.QP.SqWqeCnt, 1)]
 			if !ok {
 				t.Fatalf("%s: WQEBB %d of the WQE at %d is not recorded", rec.Case, i, w.First)
 			}

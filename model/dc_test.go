@@ -496,3 +496,69 @@ func TestDCPostSendLayout(t *testing.T) {
 		t.Errorf("%d post_send records, want 3", n)
 	}
 }
+
+// TestDCKeyViolationsAndStreamState: a DCT counts the requests it dropped
+// for their key (dctc.dc_access_key_violation_count, read here through
+// DCTKeyViolations); DCIErroredStreams lists a DCI's channels in error;
+// WQEErrors says why a WR failed, and not for the flushes.
+func TestDCKeyViolationsAndStreamState(t *testing.T) {
+	r := newDCRig(t, "cx7", Options{})
+	d1 := r.dct(dcKey1, remoteRW, 0x31)
+	q := r.dci("dci_s8", 7)
+	wrong := dcw{op: tOpSend, fm: tSignaled, dctn: d1.dctn, key: dcKey2, inline: []byte("k")}
+	w1, w3, w1b := wrong, wrong, wrong
+	w1.stream, w3.stream, w1b.stream = 1, 3, 9
+	idx := q.post(w1, w3, w1b)
+	checkDC(t, "wrong key, stream 1", r.cq.next(), q.wantErr(tOpSend, dcRetryExc, idx[0]))
+	checkDC(t, "wrong key, stream 3", r.cq.next(), q.wantErr(tOpSend, dcRetryExc, idx[1]))
+	checkDC(t, "stream 9 (channel 1), flushed", r.cq.next(), q.wantErr(tOpSend, dcFlushStatus, idx[2]))
+	if n, ok := r.d.DCTKeyViolations(d1.dctn); !ok || n != 2 {
+		t.Errorf("DCT %#x key violations: %d, %v; want 2 (the flushed request never left)", d1.dctn, n, ok)
+	}
+	if _, ok := r.d.DCTKeyViolations(q.qpn); ok {
+		t.Error("key violations of a DCI")
+	}
+	if ch, ok := r.d.DCIErroredStreams(q.qpn); !ok || fmt.Sprint(ch) != "[1 3]" {
+		t.Errorf("errored stream channels %v, %v; want [1 3]", ch, ok)
+	}
+	if st := q.reset(1); st != prm.MLX5_CMD_STAT_OK {
+		t.Fatal(st)
+	}
+	if ch, _ := r.d.DCIErroredStreams(q.qpn); fmt.Sprint(ch) != "[3]" {
+		t.Errorf("errored stream channels after the reset of 1: %v, want [3]", ch)
+	}
+	if _, ok := r.d.DCIErroredStreams(d1.dctn); ok {
+		t.Error("errored streams of a DCT")
+	}
+	errs := r.d.WQEErrors()
+	if len(errs) != 2 || !strings.Contains(errs[0], "is not the DCT's") || !strings.Contains(errs[1], "stream channel 3 is in error until reset") {
+		t.Errorf("WQE errors %q, want the two key violations", errs)
+	}
+	// Back to RESET, no channel is in error.
+	q.recover()
+	if ch, _ := r.d.DCIErroredStreams(q.qpn); len(ch) != 0 {
+		t.Errorf("errored stream channels after RESET: %v", ch)
+	}
+}
+
+// TestDCIRetryErrorTakesQP: with Options.DCIRetryErrorTakesQP a DCI whose
+// request nothing answers goes to ERR whatever its streams; other errors
+// stay stream errors.
+func TestDCIRetryErrorTakesQP(t *testing.T) {
+	r := newDCRig(t, "cx7", Options{DCIRetryErrorTakesQP: true})
+	d1 := r.dct(dcKey1, remoteRW, 0x31)
+	q := r.dci("dci_s8", 7)
+	idx := q.post(dcw{op: tOpRDMAWrite, fm: tSignaled, stream: 1, hasRaddr: true, raddr: addr(r.remote), rkey: r.rmr.RKey ^ 0xff,
+		sges: []tsge{{8, r.lmr.LKey, addr(r.local)}}}.to(d1))
+	checkDC(t, "bad rkey", r.cq.next(), q.wantErr(tOpRDMAWrite, dcRemoteAccess, idx[0]))
+	if s := q.state(); s != StateRTS {
+		t.Fatalf("after a remote access error the DCI is in state %#x, want RTS", s)
+	}
+	idx = q.post(dcw{op: tOpSend, fm: tSignaled, stream: 2, dctn: 0xabcdef, key: dcKey1, inline: []byte("x")},
+		dcw{op: tOpSend, fm: tSignaled, stream: 3, inline: []byte("x")}.to(d1))
+	checkDC(t, "no DCT", r.cq.next(), q.wantErr(tOpSend, dcRetryExc, idx[0]))
+	checkDC(t, "stream 3 flushed", r.cq.next(), q.wantErr(tOpSend, dcFlushStatus, idx[1]))
+	if s := q.state(); s != StateERR {
+		t.Errorf("after a retry error the DCI is in state %#x, want ERR", s)
+	}
+}

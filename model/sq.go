@@ -166,7 +166,9 @@ func (h *hca) runSQ(q *qpObj) {
 		if r.fail != nil {
 			h.errCQE(q, q.sendCQ(), cqeReqErr, r.fail.syndrome, w.opcode, w.index)
 			msg := fmt.Sprintf("QP %#x WQE %d (opcode %#x): %s", q.qpn, w.index, w.opcode, r.fail.why)
-			h.record(&h.wqeErrors, q.ctx, msg)
+			if r.fail.syndrome != SyndromeWRFlush { // a DCI stream's flush is no error of its own
+				h.record(&h.wqeErrors, q.ctx, msg)
+			}
 			if r.fail.unmodelled {
 				h.record(&h.faults, q.ctx, msg)
 			}
