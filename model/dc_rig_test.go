@@ -434,7 +434,7 @@ type dcRecord struct {
 		SqWqeCnt int    `json:"sq_wqe_cnt"`
 	} `json:"qp"`
 	SqPIBefore int `json:"sq_pi_before"`
-	Input struct {
+	Input      struct {
 		Posts []struct {
 			API string `json:"api"`
 			WRs []struct {
