@@ -88,15 +88,24 @@ func dciChannel(q *qpObj, w *sendWQE) uint16 {
 	return uint16(uint32(id) & (n - 1))
 }
 
-// execDCI runs a data WQE of DCI q: flushed if its stream channel is in
-// error, else run, and an error completion decided as a stream error or a
-// QP error.
+// execDCI runs a WQE of DCI q: flushed if its stream channel is in error,
+// else run (NOP, UMR and SET_PSV as on any QP, data WQEs to a DCT), and an
+// error completion decided as a stream error or a QP error.
 func (h *hca) execDCI(q *qpObj, w *sendWQE) result {
 	ch := dciChannel(q, w)
 	if q.dc != nil && q.dc.errored[ch] {
 		return result{fail: &wqeFail{syndrome: SyndromeWRFlush, why: fmt.Sprintf("stream channel %d is in error: flushed", ch)}, keepQP: true}
 	}
-	r := h.dcRun(q, w)
+	var r result
+	switch w.opcode {
+	case opNOP:
+	case opUMR:
+		r.fail = h.execUMR(q, w)
+	case opSetPSV:
+		r.fail = h.execSetPSV(q, w)
+	default:
+		r = h.dcRun(q, w)
+	}
 	if r.fail != nil {
 		r.keepQP = h.dciStreamError(q, ch, r.fail)
 	}

@@ -434,23 +434,7 @@ type dcRecord struct {
 		SqWqeCnt int    `json:"sq_wqe_cnt"`
 	} `json:"qp"`
 	SqPIBefore int `json:"sq_pi_before"`
-	Input      struct {
-		Posts []struct {
-			API string `json:"api"`
-			WRs []struct {
-				Opcode string `json:"opcode"`
-				DC     struct {
-					Key string `json:"remote_dc_key"`
-				} `json:"dc"`
-			} `json:"wrs"`
-		} `json:"posts"`
-	} `json:"input"`
-	Result struct {
-		Posts []struct {
-			Ret int `json:"ret"`
-		} `json:"posts"`
-	} `json:"result"`
-	SQ struct {
+	SQ         struct {
 		WQEBBs []struct {
 			Index int    `json:"index"`
 			Hex   string `json:"hex"`

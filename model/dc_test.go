@@ -562,3 +562,37 @@ func TestDCIRetryErrorTakesQP(t *testing.T) {
 		t.Errorf("after a retry error the DCI is in state %#x, want ERR", s)
 	}
 }
+
+// TestDCILocalWQEsOnStreams: the WQEs that reach no DCT (UMR, NOP) belong
+// to their stream channel too: libmlx5's LOCAL_INV (the dc vectors'
+// wr/local_inv/signaled, on an mkey the model does not have) fails with a
+// local protection error on channel 0, and a NOP there flushes, while
+// channel 1 goes on.
+func TestDCILocalWQEsOnStreams(t *testing.T) {
+	r := newDCRig(t, "cx7", Options{})
+	d1 := r.dct(dcKey1, remoteRW, 0x31)
+	q := r.dci("dci_s8", 7)
+	var inv []byte
+	for _, rec := range dcRecords(t) {
+		if rec.Case == "wr/local_inv/signaled" {
+			inv = rec.wqes(t)[0]
+		}
+	}
+	if inv == nil || inv[3] != opUMR {
+		t.Fatalf("libmlx5's LOCAL_INV: %x", inv)
+	}
+	ri := r.recv(dcRecvBytes)
+	li := q.put(inv)
+	nop := make([]byte, 16)
+	binary.BigEndian.PutUint32(nop[4:], 1)
+	nop[11] = tSignaled
+	ni := q.put(nop)
+	idx := q.post(dcw{op: tOpSend, fm: tSignaled, stream: 1, inline: []byte("x")}.to(d1))
+	checkDC(t, "LOCAL_INV of no mkey", r.cq.next(), q.wantErr(opUMR, 0x04, li))
+	checkDC(t, "NOP on channel 0", r.cq.next(), q.wantErr(0, dcFlushStatus, ni))
+	checkDC(t, "SEND on channel 1", r.cq.next(), q.wantReq(tOpSend, idx[0], 0))
+	checkDC(t, "SEND on channel 1 at the DCT", r.dcq.next(), d1.wantRecv(2, ri, 1, 0, q.qpn))
+	if s := q.state(); s != StateRTS {
+		t.Errorf("the DCI is in state %#x, want RTS", s)
+	}
+}

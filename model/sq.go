@@ -211,6 +211,9 @@ func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 	if w.ds == 0 {
 		return result{fail: qpOpErr("ds 0: not even a control segment")}
 	}
+	if isDCI(q) {
+		return h.execDCI(q, w) // dc.go: stream channels
+	}
 	switch w.opcode {
 	case opNOP:
 		return result{}
@@ -218,11 +221,6 @@ func (h *hca) execWQE(q *qpObj, w *sendWQE) result {
 		return result{fail: h.execUMR(q, w)}
 	case opSetPSV:
 		return result{fail: h.execSetPSV(q, w)}
-	}
-	if isDCI(q) {
-		return h.execDCI(q, w) // dc.go
-	}
-	switch w.opcode {
 	case opSend, opSendImm, opSendInval, opRDMAWrite, opRDMAWriteImm, opRDMARead:
 	default:
 		return result{fail: unmodelled("opcode %#x is not modelled", w.opcode)}
