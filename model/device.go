@@ -179,9 +179,9 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
-// with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop);
-// ReuseQPN and SigErrOncePerMkey are the HCA's, set when it was made, and
-// opt's are ignored.
+// with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop,
+// DCIRetryErrorTakesQP); ReuseQPN and SigErrOncePerMkey are the HCA's,
+// set when it was made, and opt's are ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
