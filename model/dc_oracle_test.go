@@ -122,7 +122,7 @@ func (q *dciT) advance(pi uint16) {
 			last = q.put(nop)
 		}
 		q.ring(last)
-		if c := q.r.cq.next(); binary.BigEndian.Uint16(c[60:]) != last || c[63]>>4 != 0 {
+		if c := q.cq.next(); binary.BigEndian.Uint16(c[60:]) != last || c[63]>>4 != 0 {
 			q.r.t.Fatalf("NOP %d: CQE %x", last, c)
 		}
 	}

@@ -51,6 +51,7 @@ type dcRig struct {
 	lmr    seam.MR
 	rmr    seam.MR
 	rbmr   seam.MR
+	dctCmd oracleCmd // libmlx5's DCT create (setup/create_dct1), read once
 }
 
 func newDCRig(t *testing.T, profile string, opt Options) *dcRig {
@@ -123,7 +124,10 @@ type dctT struct {
 // access (IB access flags) at INIT, and moves it to RTR.
 func (r *dcRig) dct(key uint64, access, uidx uint32) *dctT {
 	r.t.Helper()
-	c := oracleCmdOf(r.t, dcVectors, "setup/create_dct1", "QP", "QP_CREATE")
+	if r.dctCmd.In == nil {
+		r.dctCmd = oracleCmdOf(r.t, dcVectors, "setup/create_dct1", "QP", "QP_CREATE")
+	}
+	c := r.dctCmd
 	var u mlx5abi.Mlx5IbCreateQp
 	decodeDrv(c.In["UHW_IN"], &u)
 	if u.Flags&mlx5abi.MLX5_QP_FLAG_TYPE_DCT == 0 {
@@ -156,6 +160,7 @@ type dciT struct {
 	sq   []byte
 	dbr  []byte
 	pi   uint16
+	cq   *vcqT // its CQ
 }
 
 // dci creates the DCI libmlx5 created in setup/create_<name> of the dc
@@ -167,19 +172,25 @@ func (r *dcRig) dci(name string, rnrRetry uint8) *dciT {
 	return r.dciFrom(c.In["UHW_IN"], c, rnrRetry)
 }
 
-// dciFrom creates a DCI from driver data uhw (with the create command c's
-// type and caps) and moves it to RTS.
+// dciFrom creates a DCI on the rig's CQ from driver data uhw (with the
+// create command c's type and caps) and moves it to RTS.
 func (r *dcRig) dciFrom(uhw []byte, c oracleCmd, rnrRetry uint8) *dciT {
 	r.t.Helper()
+	return r.dciOn(r.cq, uhw, c, rnrRetry)
+}
+
+// dciOn is dciFrom with the DCI's CQ cq.
+func (r *dcRig) dciOn(cq *vcqT, uhw []byte, c oracleCmd, rnrRetry uint8) *dciT {
+	r.t.Helper()
 	c.In = map[string][]byte{"UHW_IN": uhw, "TYPE": c.In["TYPE"], "CAP": c.In["CAP"]}
-	q, in := r.qpCmdOf(r.t, c, r.cq, r.cq)
+	q, in := r.qpCmdOf(r.t, c, cq, cq)
 	h, got, err := r.d.CreateQP(q, in, make([]byte, 40))
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	var u mlx5abi.Mlx5IbCreateQp
 	decodeDrv(in, &u)
-	q2 := &dciT{r: r, h: h, qpn: got.QPN, uidx: u.Uidx, sq: r.mapAt(u.BufAddr)[:int(u.SqWqeCount)*sendWQEBB], dbr: r.mapAt(u.DbAddr)}
+	q2 := &dciT{r: r, h: h, qpn: got.QPN, uidx: u.Uidx, sq: r.mapAt(u.BufAddr)[:int(u.SqWqeCount)*sendWQEBB], dbr: r.mapAt(u.DbAddr), cq: cq}
 	q2.toRTS(rnrRetry)
 	return q2
 }

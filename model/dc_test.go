@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -595,4 +597,112 @@ func TestDCILocalWQEsOnStreams(t *testing.T) {
 	if s := q.state(); s != StateRTS {
 		t.Errorf("the DCI is in state %#x, want RTS", s)
 	}
+}
+
+// TestDCScale is an initiator reaching many targets through a few DCIs
+// with streams: 4 DCIs of 2^3 stream channels (DCT j on channel j mod 8)
+// write to 256 DCTs, and now and then one target fails (its requests go
+// unanswered: TRANSPORT_RETRY_EXC_ERR). Only that target's channel
+// flushes, in SQ order, every other WR completes; each failed channel is
+// reset and its WRs are posted again; every WR completes once. With -short
+// fewer rounds.
+func TestDCScale(t *testing.T) {
+	rounds := 150
+	if testing.Short() {
+		rounds = 15
+	}
+	const nDCT, nDCI, perRound, region = 256, 4, 24, 256
+	r := newDCRig(t, "cx7", Options{})
+	dcts := make([]*dctT, nDCT)
+	for i := range dcts {
+		dcts[i] = r.dct(uint64(i)*0x9e3779b97f4a7c15+1, remoteRW, uint32(0x100+i))
+	}
+	c := oracleCmdOf(t, dcVectors, "setup/create_dci_s8", "QP", "QP_CREATE")
+	dcis := make([]*dciT, nDCI)
+	for i := range dcis {
+		dcis[i] = r.dciOn(r.vrig.cq(255, nil), c.In["UHW_IN"], c, 7)
+	}
+	type work struct{ id, dct int }
+	rng := rand.New(rand.NewPCG(16, 256))
+	pending := make([][]work, nDCI)
+	done := map[int]bool{}
+	ids, failures, flushes := 0, 0, 0
+	start := time.Now()
+	for round := 0; round < rounds || slices.ContainsFunc(pending, func(p []work) bool { return len(p) > 0 }); round++ {
+		for i := range dcis {
+			for range perRound * min(1, rounds-round) {
+				pending[i] = append(pending[i], work{ids, rng.IntN(nDCT)})
+				ids++
+			}
+		}
+		// At random moments one target, one the round writes to, fails.
+		failing := -1
+		if p := pending[rng.IntN(nDCI)]; round < rounds && len(p) > 0 && rng.IntN(3) == 0 {
+			failing = p[rng.IntN(len(p))].dct
+		}
+		for i, q := range dcis {
+			batch := pending[i]
+			pending[i] = nil
+			if len(batch) == 0 {
+				continue
+			}
+			ws := make([]dcw, len(batch))
+			for k, w := range batch {
+				d := dcts[w.dct]
+				key := d.key
+				if w.dct == failing {
+					key = ^key
+				}
+				// Each WR writes its id into its own place of the remote MR.
+				binary.BigEndian.PutUint64(r.local[w.id%4096*8:], uint64(w.id))
+				ws[k] = dcw{op: tOpRDMAWrite, fm: tSignaled, stream: uint16(w.dct % 8), dctn: d.dctn, key: key, hasRaddr: true,
+					raddr: addr(r.remote) + uint64(w.id%4096*region), rkey: r.rmr.RKey, sges: []tsge{{8, r.lmr.LKey, addr(r.local) + uint64(w.id%4096*8)}}}
+			}
+			idx := q.post(ws...)
+			errored := map[uint16]bool{}
+			for k, w := range batch {
+				s := uint16(w.dct % 8)
+				var want []byte
+				switch {
+				case errored[s]:
+					want = q.wantErr(tOpRDMAWrite, dcFlushStatus, idx[k])
+					flushes++
+				case w.dct == failing:
+					want = q.wantErr(tOpRDMAWrite, dcRetryExc, idx[k])
+					errored[s] = true
+					failures++
+				default:
+					want = q.wantReq(tOpRDMAWrite, idx[k], 0)
+				}
+				got := q.cq.next()
+				checkDC(t, fmt.Sprintf("round %d DCI %d WR %d (DCT %d, stream %d)", round, i, w.id, w.dct, s), got, want)
+				if got[63]>>4 != 0 {
+					pending[i] = append(pending[i], w)
+					continue
+				}
+				if done[w.id] {
+					t.Fatalf("WR %d completed twice", w.id)
+				}
+				done[w.id] = true
+				if v := binary.BigEndian.Uint64(r.remote[w.id%4096*region:]); v != uint64(w.id) {
+					t.Fatalf("WR %d: the remote memory holds %d", w.id, v)
+				}
+			}
+			for s := range errored {
+				if st := q.reset(s); st != prm.MLX5_CMD_STAT_OK {
+					t.Fatalf("round %d DCI %d: reset of stream %d: %v", round, i, s, st)
+				}
+			}
+			if st := q.state(); st != StateRTS {
+				t.Fatalf("round %d: DCI %d in state %#x", round, i, st)
+			}
+		}
+	}
+	if len(done) != ids {
+		t.Errorf("%d of %d WRs completed", len(done), ids)
+	}
+	if failures == 0 || flushes == 0 {
+		t.Errorf("%d failures and %d flushes: the test saw no stream error", failures, flushes)
+	}
+	t.Logf("%d DCTs, %d DCIs of 8 streams: %d WRs, %d retry errors, %d flushes, in %v", nDCT, nDCI, ids, failures, flushes, time.Since(start))
 }
