@@ -179,8 +179,8 @@ func (h *hca) dcRun(q *qpObj, w *sendWQE) result {
 	return result{fail: unmodelled("opcode %#x on a DCI is not modelled", w.opcode)}
 }
 
-// dcTarget finds the DCT the address vector av of DCI q reaches, and the
-// flags_rqpn bits of its receive completions. The address must be the
+// dcTarget finds the DCT that av, the address vector of a DCI's WQE,
+// reaches, and the flags_rqpn bits of its receive completions. The address must be the
 // model's port (as a UD datagram's: a valid source GID index, a
 // destination GID of the port and its MAC; the GRH bit is reserved on
 // RoCE); the DCT, numbered by dqp_dct's low 24 bits, must be in RTR; the
