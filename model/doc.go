@@ -14,7 +14,9 @@
 // It has a data path too: a goroutine per context watches the mapped UAR
 // pages for doorbells and CQ arms, runs the posted send WQEs (NOP, SEND,
 // RDMA WRITE and READ between RC QPs of the HCA, SEND and RDMA WRITE on UC,
-// SEND on UD with its datagram segment, UMR with KLM, repeat-block and
+// SEND on UD with its datagram segment, DCI WQEs to DCTs by number and DC
+// access key, atomics included, with the DCI's stream channels, their
+// errors and resets, UMR with KLM, repeat-block and
 // signature translations, SET_PSV) through the mkeys, with sig's engine
 // for signature mkeys, takes receive WQEs from receive queues and SRQs,
 // and writes CQEs into the CQs. It raises completion events on armed CQs
