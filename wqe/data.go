@@ -31,6 +31,10 @@ var (
 	ErrInline        = errors.New("wqe: inline data together with an SGL, or on an RDMA read or atomic")
 	ErrTooLarge      = errors.New("wqe: WQE larger than 63 16-byte units")
 	ErrRecvStride    = errors.New("wqe: receive WQE stride is not a positive multiple of 16 bytes")
+	// ErrDest: a work request names a UD and a DC destination both, or a
+	// stream channel without a DC destination. libmlx5 cannot express
+	// either.
+	ErrDest = errors.New("wqe: a UD and a DC destination both, or a stream id without a DC destination")
 )
 
 // SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
@@ -219,15 +223,52 @@ func PutDatagram(b []byte, u *UD) error {
 	be.PutUint32(b[avOffQKey:], u.QKey)
 	be.PutUint32(b[avOffQKeyReserved:], 0)
 	be.PutUint32(b[avOffDQPDCT:], u.RemoteQPN&0xffffff|ExtendedUDAV)
-	b[avOffStatRateSL] = u.AV.StatRateSL
-	b[avOffFlMlid] = u.AV.FlMlid
-	be.PutUint16(b[avOffRLID:], u.AV.RLID)
+	putAV(b, &u.AV)
+	return nil
+}
+
+// putAV writes the address vector's fields after dqp_dct into the 48
+// bytes of b, as libmlx5 copies an AH's: stat_rate_sl, fl_mlid, rlid, a
+// zero reserved word, rmac, tclass, hop_limit, grh_gid_fl, rgid.
+func putAV(b []byte, av *AV) {
+	b = b[:DatagramSegSize]
+	b[avOffStatRateSL] = av.StatRateSL
+	b[avOffFlMlid] = av.FlMlid
+	be.PutUint16(b[avOffRLID:], av.RLID)
 	clear(b[avOffReserved0:avOffRMAC])
-	copy(b[avOffRMAC:avOffTClass], u.AV.RMAC[:])
-	b[avOffTClass] = u.AV.TClass
-	b[avOffHopLimit] = u.AV.HopLimit
-	be.PutUint32(b[avOffGRHGidFl:], u.AV.GRHGidFl)
-	copy(b[avOffRGID:], u.AV.RGID[:])
+	copy(b[avOffRMAC:avOffTClass], av.RMAC[:])
+	b[avOffTClass] = av.TClass
+	b[avOffHopLimit] = av.HopLimit
+	be.PutUint32(b[avOffGRHGidFl:], av.GRHGidFl)
+	copy(b[avOffRGID:], av.RGID[:])
+}
+
+// DC is the destination of a work request on a DCI
+// (mlx5dv_wr_set_dc_addr): the address vector of the AH that reaches the
+// DCT's port, the DCT's number and its access key.
+type DC struct {
+	AV   AV     // the AH's address vector
+	DCTN uint32 // the DCT's number, 24 bits
+	Key  uint64 // the DCT's access key (dc_access_key)
+}
+
+// PutDCAddr writes a DCI's address vector segment into b[:48] as
+// libmlx5's mlx5_send_wr_set_dc_addr does (struct mlx5_wqe_av, the
+// datagram segment of UD): the DC access key, big-endian, in the 8 bytes
+// where UD has its Q_Key, dqp_dct = the DCT number | ExtendedUDAV (the
+// AV is always the 48-byte form; the number is not masked, as libmlx5
+// does not mask it: BuildSend refuses one over 24 bits with ErrQPN), then
+// the address vector.
+func PutDCAddr(b []byte, d *DC) error {
+	if d == nil {
+		return ErrNil
+	}
+	if len(b) < DatagramSegSize {
+		return ErrShort
+	}
+	be.PutUint64(b[avOffQKey:], d.Key)
+	be.PutUint32(b[avOffDQPDCT:], d.DCTN|ExtendedUDAV)
+	putAV(b, &d.AV)
 	return nil
 }
 
@@ -272,6 +313,14 @@ type Send struct {
 
 	// UD is the destination of a send on a UD QP, nil on RC.
 	UD *UD
+	// DC is the destination of a work request on a DCI, nil elsewhere:
+	// its WQE carries the address vector segment after the ctrl segment
+	// (every opcode BuildSend takes is allowed on a DCI, as on RC).
+	DC *DC
+	// StreamID is the DCI stream channel the WQE belongs to
+	// (mlx5dv_wr_set_dc_addr_stream), the ctrl segment's
+	// dci_stream_channel_id; 0 is mlx5dv_wr_set_dc_addr's. Only with DC.
+	StreamID uint16
 
 	// MaxSGE and MaxInline are the QP's send capabilities as the device
 	// granted them (max_send_sge, max_inline_data): a longer SGL fails with
@@ -291,6 +340,12 @@ type sendLayout struct {
 func (s *Send) layout() (l sendLayout, err error) {
 	if s.QPN > 0xffffff || (s.UD != nil && s.UD.RemoteQPN > 0xffffff) {
 		return l, ErrQPN
+	}
+	if s.DC != nil && s.DC.DCTN > 0xffffff {
+		return l, ErrQPN
+	}
+	if s.DC != nil && s.UD != nil || s.DC == nil && s.StreamID != 0 {
+		return l, ErrDest
 	}
 	switch s.Opcode {
 	case OpcodeSend, OpcodeSendImm:
@@ -314,6 +369,9 @@ func (s *Send) layout() (l sendLayout, err error) {
 	}
 	l.ds = 1
 	if s.UD != nil {
+		l.ds += DatagramSegSize / 16
+	}
+	if s.DC != nil {
 		l.ds += DatagramSegSize / 16
 	}
 	if l.remote {
@@ -349,8 +407,8 @@ func (s *Send) layout() (l sendLayout, err error) {
 const maxWQE = (MaxDS*16 + WQEBB - 1) / WQEBB * WQEBB
 
 // BuildSend writes the WQE of s into r at producer counter pi: the ctrl
-// segment, the datagram segment (UD), the remote address segment (RDMA and
-// atomics), the atomic segment, then the data segments or the inline
+// segment, the datagram segment (UD) or the DC address vector (DCI), the
+// remote address segment (RDMA and atomics), the atomic segment, then the data segments or the inline
 // segment. A WQE that crosses the ring's end continues at its start. Every
 // byte of the WQEBBs it uses is written (the tail of the last one is
 // zeroed). free is the number of WQEBBs from pi on that the caller may
@@ -403,10 +461,14 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
 		imm = s.Imm
 	}
-	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
+	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, s.StreamID, imm)
 	off := CtrlSegSize
 	if s.UD != nil {
 		_ = PutDatagram(w[off:], s.UD)
+		off += DatagramSegSize
+	}
+	if s.DC != nil {
+		_ = PutDCAddr(w[off:], s.DC)
 		off += DatagramSegSize
 	}
 	if l.remote {

@@ -108,7 +108,23 @@ func sendOf(t *testing.T, r *dpRecord, api string, wr *dpWR) (*Send, *LocalInv) 
 		}
 		s.UD = &UD{AV: IBAV(&a), RemoteQPN: uint32(num(t, u.RemoteQPN)), QKey: uint32(num(t, u.RemoteQKey))}
 	}
+	if d := wr.DC; d != nil {
+		s.DC = &DC{AV: IBAV(ahAttr(t, &d.AH)), DCTN: uint32(num(t, d.RemoteDCTN)), Key: num(t, d.RemoteDCKey)}
+		if d.StreamID != nil {
+			s.StreamID = uint16(*d.StreamID)
+		}
+	}
 	return s, nil
+}
+
+// ahAttr is a recorded AH's attributes.
+func ahAttr(t *testing.T, ah *datapath.AH) *AHAttr {
+	a := &AHAttr{DLID: ah.DLID, SL: ah.SL, SrcPathBits: ah.SrcPathBits, StaticRate: ah.StaticRate, IsGlobal: ah.IsGlobal != 0}
+	if g := ah.GRH; g != nil {
+		copy(a.DGID[:], unhex(t, g.DGID))
+		a.FlowLabel, a.SGIDIndex, a.HopLimit, a.TClass = g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
+	}
+	return a
 }
 
 // errQueueFull stands for the one failure that is not the encoder's: the
@@ -148,8 +164,13 @@ const junk = 0xee // what the rings hold before a case: every byte the oracle sh
 // record counters, the doorbell or BlueFlame write of every post, and the
 // errors.
 func checkDatapath(t *testing.T, path string) dpCounts {
+	return checkRecords(t, func(each func(*dpRecord)) { datapath.Read(t, path, each) })
+}
+
+// checkRecords is checkDatapath for the records read calls each with.
+func checkRecords(t *testing.T, read func(each func(r *dpRecord))) dpCounts {
 	var n dpCounts
-	datapath.Read(t, path, func(r *dpRecord) {
+	read(func(r *dpRecord) {
 		n.records++
 		fails := 0
 		errorf := func(format string, args ...any) {

@@ -1,9 +1,10 @@
 // Package wqe encodes mlx5 work queue entries and decodes completion queue
 // entries, one small function per segment writing into a caller's buffer.
 //
-// Send queue: BuildSend writes the WQE of an RC or UD work request (SEND,
-// SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE(_WITH_IMM), RDMA_READ, the two
-// atomics) from its ctrl, datagram, remote address, atomic, data or inline
+// Send queue: BuildSend writes the WQE of an RC, UD or DCI work request
+// (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE(_WITH_IMM), RDMA_READ,
+// the two atomics) from its ctrl (with a DCI's stream channel id),
+// datagram or DC address vector, remote address, atomic, data or inline
 // segments; BuildLocalInv writes a LOCAL_INV (a UMR), BuildNOP a NOP, and
 // BuildMkeyConfigure the UMR and SET_PSV WQEs of a signature mkey
 // configuration (UMR control, mkey context, KLM or repeat block, BSF,

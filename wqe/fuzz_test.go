@@ -172,6 +172,7 @@ func FuzzSegments(f *testing.F) {
 			{"raddr", RaddrSegSize, func(b []byte) error { return PutRaddr(b, v, uint32(v)) }},
 			{"atomic", AtomicSegSize, func(b []byte) error { return PutAtomic(b, v, ^v) }},
 			{"datagram", DatagramSegSize, func(b []byte) error { return PutDatagram(b, u) }},
+			{"dc addr", DatagramSegSize, func(b []byte) error { return PutDCAddr(b, &DC{AV: u.AV, DCTN: uint32(v), Key: v}) }},
 			{"inline", inlSize, func(b []byte) error { _, err := PutInline(b, inline); return err }},
 		} {
 			w := b[:n:n] // the writer may not reach past n

@@ -65,8 +65,11 @@ type Ctrl struct {
 	QPN       uint32 // qp_num, 24 bits
 	DS        uint8  // ds: the WQE's size in 16-byte units, 6 bits
 	Signature uint8  // signature
-	FmCeSe    uint8  // fm_ce_se: Ctrl* bits
-	Imm       uint32 // imm: immediate data, invalidation key, or the UMR's mkey
+	// StreamID is dci_stream_channel_id: the stream channel of a DCI's
+	// WQE (mlx5dv_wr_set_dc_addr_stream); 0 on every other QP.
+	StreamID uint16
+	FmCeSe   uint8  // fm_ce_se: Ctrl* bits
+	Imm      uint32 // imm: immediate data, invalidation key, or the UMR's mkey
 }
 
 // Byte offsets in struct mlx5_wqe_ctrl_seg (checked against the kernel's
@@ -75,12 +78,13 @@ const (
 	ctrlOffOpmodIdxOpcode = 0  // opmod_idx_opcode
 	ctrlOffQPNDS          = 4  // qpn_ds
 	ctrlOffSignature      = 8  // signature
+	ctrlOffStreamID       = 9  // dci_stream_channel_id (rdma-core's mlx5dv.h; the kernel's rsvd[2])
 	ctrlOffFmCeSe         = 11 // fm_ce_se
 	ctrlOffImm            = 12 // imm
 )
 
 // PutCtrl writes c into b[:16] (mlx5_wqe_ctrl_seg: opmod_idx_opcode,
-// qpn_ds, signature, dci_stream_channel_id (0), fm_ce_se, imm).
+// qpn_ds, signature, dci_stream_channel_id, fm_ce_se, imm).
 func PutCtrl(b []byte, c *Ctrl) error {
 	if c == nil {
 		return ErrNil
@@ -91,7 +95,7 @@ func PutCtrl(b []byte, c *Ctrl) error {
 	be.PutUint32(b[ctrlOffOpmodIdxOpcode:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
 	be.PutUint32(b[ctrlOffQPNDS:], c.QPN<<8|uint32(c.DS&0x3f))
 	b[ctrlOffSignature] = c.Signature
-	b[ctrlOffSignature+1], b[ctrlOffSignature+2] = 0, 0
+	be.PutUint16(b[ctrlOffStreamID:], c.StreamID)
 	b[ctrlOffFmCeSe] = c.FmCeSe
 	be.PutUint32(b[ctrlOffImm:], c.Imm)
 	return nil
@@ -100,10 +104,10 @@ func PutCtrl(b []byte, c *Ctrl) error {
 // putCtrl is PutCtrl for the data path (opmod and signature 0) in two
 // 64-bit stores; it returns the first 8 bytes, the doorbell word. b must
 // hold 16 bytes.
-func putCtrl(b []byte, opcode uint8, pi uint16, qpn uint32, ds, fm uint8, imm uint32) uint64 {
+func putCtrl(b []byte, opcode uint8, pi uint16, qpn uint32, ds, fm uint8, stream uint16, imm uint32) uint64 {
 	db := uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn)<<8 | uint64(ds&0x3f)
 	be.PutUint64(b[ctrlOffOpmodIdxOpcode:], db)
-	be.PutUint64(b[ctrlOffSignature:], uint64(fm)<<32|uint64(imm))
+	be.PutUint64(b[ctrlOffSignature:], uint64(stream)<<40|uint64(fm)<<32|uint64(imm))
 	return db
 }
 

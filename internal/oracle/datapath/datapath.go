@@ -41,29 +41,49 @@ type WR struct {
 	ImmData        string `json:"imm_data"`
 	InvalidateRKey string `json:"invalidate_rkey"`
 	UD             *struct {
-		AH struct {
-			DLID        uint16 `json:"dlid"`
-			SL          uint8  `json:"sl"`
-			SrcPathBits uint8  `json:"src_path_bits"`
-			StaticRate  uint8  `json:"static_rate"`
-			IsGlobal    int    `json:"is_global"`
-			GRH         *struct {
-				DGID         string `json:"dgid"`
-				FlowLabel    uint32 `json:"flow_label"`
-				SGIDIndex    uint8  `json:"sgid_index"`
-				HopLimit     uint8  `json:"hop_limit"`
-				TrafficClass uint8  `json:"traffic_class"`
-			} `json:"grh"`
-		} `json:"ah"`
+		AH         AH     `json:"ah"`
 		RemoteQPN  string `json:"remote_qpn"`
 		RemoteQKey string `json:"remote_qkey"`
 	} `json:"ud"`
+	// DC is the DC address of a work request on a DCI (the dc family):
+	// nil when the work request called no DC setter.
+	DC         *DC    `json:"dc"`
 	Setter     string `json:"setter"`
 	SGList     []SGE  `json:"sg_list"`
 	InlineData []struct {
 		Length int    `json:"length"`
 		Hex    string `json:"hex"`
 	} `json:"inline_data"`
+}
+
+// AH is a recorded address handle (struct ibv_ah_attr on an InfiniBand
+// port).
+type AH struct {
+	Name        string `json:"name"`
+	DLID        uint16 `json:"dlid"`
+	SL          uint8  `json:"sl"`
+	SrcPathBits uint8  `json:"src_path_bits"`
+	StaticRate  uint8  `json:"static_rate"`
+	IsGlobal    int    `json:"is_global"`
+	GRH         *struct {
+		DGID         string `json:"dgid"`
+		FlowLabel    uint32 `json:"flow_label"`
+		SGIDIndex    uint8  `json:"sgid_index"`
+		HopLimit     uint8  `json:"hop_limit"`
+		TrafficClass uint8  `json:"traffic_class"`
+	} `json:"grh"`
+}
+
+// DC is a recorded mlx5dv_wr_set_dc_addr (or _stream) call: Setter names
+// which, Order whether it came before or after the data setter, StreamID
+// is nil for mlx5dv_wr_set_dc_addr.
+type DC struct {
+	Setter      string `json:"setter"`
+	Order       string `json:"order"`
+	AH          AH     `json:"ah"`
+	RemoteDCTN  string `json:"remote_dctn"`
+	RemoteDCKey string `json:"remote_dc_key"`
+	StreamID    *int   `json:"stream_id"`
 }
 
 // WQEBB is one recorded 64-byte send queue block (or receive WQE) at its
@@ -94,9 +114,16 @@ type Record struct {
 			WRs []WR   `json:"wrs"`
 		} `json:"posts"`
 	} `json:"input"`
-	QP struct {
-		Name     string `json:"name"`
-		Type     string `json:"type"`
+	// Note says what a record of a misuse shows (the dc family).
+	Note string `json:"note"`
+	QP   struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+		// DCIStreams are a DCI's streams (the dc family), nil without.
+		DCIStreams *struct {
+			LogNumConcurent int `json:"log_num_concurent"`
+			LogNumErrored   int `json:"log_num_errored"`
+		} `json:"dci_streams"`
 		QPN      uint32 `json:"qpn"`
 		SQWQECnt int    `json:"sq_wqe_cnt"`
 		SQStride int    `json:"sq_stride"`
@@ -187,5 +214,21 @@ func Read(t testing.TB, path string, each func(r *Record)) {
 			return
 		}
 		each(&r)
+	})
+}
+
+// ReadDC calls each for every record of the dc family's data path in
+// path (dc.jsonl's wr/, post_send/ and wrap/ records: the datapath schema
+// with a DCI and DC addresses); its other records are left out.
+func ReadDC(t testing.TB, path string, each func(r *Record)) {
+	t.Helper()
+	oracle.Lines(t, path, func(line []byte) {
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Wrap != nil && r.Wrap.Schema == "dc" {
+			each(&r)
+		}
 	})
 }
