@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -20,6 +21,9 @@ type AH struct {
 	handle seam.Handle
 	kernel bool // made by the kernel (RoCE): Close destroys it there
 	user   uint64
+	// dead is set by Close: a DCI work request naming the AH is refused
+	// (the post path reads it without the lock).
+	dead atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -167,6 +171,7 @@ func (ah *AH) Close() error {
 		ah.user = 0
 	}
 	ah.closed = true
+	ah.dead.Store(true)
 	c.forget(ah)
 	return nil
 }

@@ -45,6 +45,7 @@ type Batch struct {
 	// not build a new one.
 	send wqe.Send
 	ud   wqe.UD
+	dc   wqe.DC
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
 }
@@ -140,6 +141,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a %v QP", b.n, wr.WrID, wr.Opcode, qp.typ))
 		return b
 	}
+	if wr.StreamID > qp.maxStream {
+		b.fail(op, qp.streamErr(b.n, wr))
+		return b
+	}
 	// The builder's result is taken field by field: copying the whole
 	// wqe.Result it returns in registers costs a store-forwarding stall.
 	var (
@@ -149,6 +154,13 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		fence bool
 		err   error
 	)
+	switch wr.Opcode {
+	case OpLocalInv, OpNOP:
+		if qp.typ == QPTypeDCI && (wr.AH != nil || wr.StreamID != 0) {
+			b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a DCI takes no DC address and no stream (libmlx5 builds LOCAL_INV without an address vector, on stream 0)", b.n, wr.WrID, wr.Opcode))
+			return b
+		}
+	}
 	switch wr.Opcode {
 	case OpLocalInv:
 		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wqe.SendFlags(wr.Flags), SmallFence: qp.fmCache}
@@ -178,6 +190,14 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			}
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
 			s.UD = &b.ud
+		}
+		s.DC, s.StreamID = nil, 0
+		if qp.typ == QPTypeDCI {
+			if err := qp.dcAddr(b.n, wr, &b.dc); err != nil {
+				b.fail(op, err)
+				return b
+			}
+			s.DC, s.StreamID = &b.dc, wr.StreamID
 		}
 		r, e := wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
 		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
@@ -347,6 +367,40 @@ func (b *Batch) rollback() {
 		u.m.shape.Store(u.shape)
 	}
 	b.undo = b.undo[:0]
+}
+
+// dcAddr checks the DC address of work request n on a DCI and puts it
+// in d: an AH of the QP's context that is not closed, a DCT number of 24
+// bits.
+func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
+	const op = postSend
+	ah := wr.AH
+	switch {
+	case ah == nil:
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a DCI work request needs its DC address: the DCT's AH, number (RemoteQPN) and key (DCAccessKey)", n, wr.WrID)
+	case ah.pd == nil || ah.pd.c != qp.c:
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an AH of another context", n, wr.WrID)
+	case ah.dead.Load():
+		return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): the AH is closed", n, wr.WrID),
+			errs: []error{ErrInvalid, unix.EINVAL, ErrClosed}}}
+	case wr.RemoteQPN > 0xffffff:
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): DCT number %#x: a QP number has 24 bits", n, wr.WrID, wr.RemoteQPN)
+	}
+	*d = wqe.DC{AV: ah.av, DCTN: wr.RemoteQPN, Key: wr.DCAccessKey}
+	return nil
+}
+
+// streamErr is the error of work request n, which names a stream the QP
+// does not have.
+func (qp *QP) streamErr(n int, wr *SendWR) error {
+	const op = postSend
+	switch {
+	case qp.typ != QPTypeDCI:
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d on a QP of type %v (streams are a DCI's)", n, wr.WrID, wr.StreamID, qp.typ)
+	case !qp.dciStreams:
+		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d on a DCI without streams (QPOptions.DCIStreams): stream 0 only", n, wr.WrID, wr.StreamID)
+	}
+	return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d of a DCI of %d streams (QPOptions.DCIStreams): 0 to %d", n, wr.WrID, wr.StreamID, int(qp.maxStream)+1, qp.maxStream)
 }
 
 // wrErr is the error of work request n of a batch that the builder

@@ -92,6 +92,26 @@ func BenchmarkPostRDMAWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkPostDCRDMAWrite is BenchmarkPostRDMAWrite on a DCI with
+// streams: the same RDMA WRITE of one SGE to a DCT (its AH, number and
+// key) on stream 5, a 2-WQEBB WQE copied to the BlueFlame register.
+func BenchmarkPostDCRDMAWrite(b *testing.B) {
+	c := &Context{}
+	qp, _ := testQP(b, c, 256)
+	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 7, 2
+	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
+	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
+		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
+		AH:  ah, RemoteQPN: 0x1234, DCAccessKey: 0x0123456789abcdef, StreamID: 5}
+	b.ReportAllocs()
+	for b.Loop() {
+		qp.sq.tail.Store(uint32(qp.sq.pi)) // as if polled
+		if err := qp.PostSend(&wr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // The benchmarks below measure what libmlx5's own benchmark measures
 // (../shared/oracle, bench.sh), the same work the same way: a 1024-WQEBB
 // send queue posted full in timed chunks, freed outside the timer as if

@@ -42,23 +42,26 @@ type qpTypeSet uint8
 
 func (s qpTypeSet) has(t QPType) bool { return s&(1<<t) != 0 }
 
+// A DCI takes RC's operations: libmlx5 44.0's mlx5_qp_fill_wr_pfns
+// offers a DCI MLX5_SUPPORTED_SEND_OPS_FLAGS_DCI, which is the RC set.
 const (
-	onRC = 1 << QPTypeRC
-	onUC = 1 << QPTypeUC
-	onUD = 1 << QPTypeUD
+	onRC  = 1 << QPTypeRC
+	onUC  = 1 << QPTypeUC
+	onUD  = 1 << QPTypeUD
+	onDCI = 1 << QPTypeDCI
 )
 
 var opcodes = [numOpcodes]opInfo{
-	OpSend:         {"SEND", wqe.OpcodeSend, WCSend, onRC | onUC | onUD},
-	OpSendImm:      {"SEND_IMM", wqe.OpcodeSendImm, WCSend, onRC | onUC | onUD},
-	OpSendInv:      {"SEND_INV", wqe.OpcodeSendInval, WCSend, onRC},
-	OpRDMAWrite:    {"RDMA_WRITE", wqe.OpcodeRDMAWrite, WCRDMAWrite, onRC | onUC},
-	OpRDMAWriteImm: {"RDMA_WRITE_IMM", wqe.OpcodeRDMAWriteImm, WCRDMAWrite, onRC | onUC},
-	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC},
-	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC},
-	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC},
-	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onUC},
-	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onUC | onUD},
+	OpSend:         {"SEND", wqe.OpcodeSend, WCSend, onRC | onDCI | onUC | onUD},
+	OpSendImm:      {"SEND_IMM", wqe.OpcodeSendImm, WCSend, onRC | onDCI | onUC | onUD},
+	OpSendInv:      {"SEND_INV", wqe.OpcodeSendInval, WCSend, onRC | onDCI},
+	OpRDMAWrite:    {"RDMA_WRITE", wqe.OpcodeRDMAWrite, WCRDMAWrite, onRC | onDCI | onUC},
+	OpRDMAWriteImm: {"RDMA_WRITE_IMM", wqe.OpcodeRDMAWriteImm, WCRDMAWrite, onRC | onDCI | onUC},
+	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC | onDCI},
+	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC | onDCI},
+	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC | onDCI},
+	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onDCI | onUC},
+	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onDCI | onUC | onUD},
 }
 
 func (o Opcode) String() string {
@@ -102,9 +105,27 @@ type SendWR struct {
 	// SGL (ibv_wr_set_inline_data_list), up to the QP's MaxInlineData.
 	Inline [][]byte
 	// AH, RemoteQPN and QKey address a send on a UD QP.
-	AH        *AH
-	RemoteQPN uint32
-	QKey      uint32
+	//
+	// On a DCI, AH, RemoteQPN and DCAccessKey are the DC address every work
+	// request but OpLocalInv and OpNOP needs (mlx5dv_wr_set_dc_addr): the
+	// AH that reaches the DCT's port, the DCT's number (its QP.QPN, 24
+	// bits) and its access key (the DCT's QPOptions.DCAccessKey). StreamID
+	// is the DCI stream channel the work request runs on
+	// (mlx5dv_wr_set_dc_addr_stream; 0, the default, is
+	// mlx5dv_wr_set_dc_addr's): below 2^LogConcurrent of the DCI's
+	// QPOptions.DCIStreams, and 0 on a DCI without streams. An error on a
+	// stream flushes that stream's work only, and QP.ResetDCIStream brings
+	// it back. A DCI work request without an AH, with an AH of another
+	// context or a closed one, with a DCT number over 24 bits or with a
+	// stream the DCI does not have is refused with ErrInvalid before
+	// anything is written (libmlx5 checks none of these: docs/MLX5.md).
+	// LOCAL_INV and NOP on a DCI take no DC address and run on stream 0,
+	// as libmlx5 builds LOCAL_INV. Other QPs take StreamID 0 only.
+	AH          *AH
+	RemoteQPN   uint32
+	QKey        uint32
+	DCAccessKey uint64
+	StreamID    uint16
 }
 
 // free is the number of WQEBBs at the producer counter that no posted

@@ -120,8 +120,13 @@ type QP struct {
 	// created for; mkeyConf whether that includes mkey configures.
 	maxWQE   int
 	mkeyConf bool
-	errs     postErrors
-	cancel   cancelBox // CancelPostedSends's QUERY_QP mailboxes (the poster's)
+	// maxStream is the last stream channel a work request may name
+	// (SendWR.StreamID): 2^LogConcurrent - 1 on a DCI made with
+	// DCIStreams, else 0. dciStreams: made with DCIStreams.
+	maxStream  uint16
+	dciStreams bool
+	errs       postErrors
+	cancel     cancelBox // CancelPostedSends's QUERY_QP mailboxes (the poster's)
 
 	mu     sync.Mutex
 	res    resources
@@ -312,6 +317,10 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	}
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
 		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: o.SigPipelining}
+	if s := o.DCIStreams; s != nil {
+		// A stream id has 16 bits: more channels than that are all of them.
+		qp.dciStreams, qp.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
+	}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
 	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
 	if verbs {
