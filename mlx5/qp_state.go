@@ -272,7 +272,8 @@ func seamAttr(a *QPAttr) seam.QPAttr {
 }
 
 // Query reads the QP's attributes mask names (ibv_query_qp), with its
-// state as the device has it.
+// state as the device has it. With QPAttrState the QP keeps the state it
+// read, as libibverbs keeps it in ibv_qp.state: ResetDCIStream checks it.
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	const op = "query"
 	if mask&^qpAttrKnown != 0 {
@@ -287,6 +288,9 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 			return QPAttr{}, opErr(op, qp.name, err)
 		}
 		a.Caps = qp.caps
+		if mask&QPAttrState != 0 {
+			qp.state = a.State
+		}
 		return a, nil
 	}
 	sa, err := qp.c.dev.QueryQP(qp.handle, uint32(mask))
@@ -299,6 +303,9 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 		MaxDestRdAtomic: sa.MaxDestRdAtomic, MinRNRTimer: sa.MinRNRTimer, DestQPN: sa.DestQPN,
 		EnSQDAsyncNotify: sa.EnSQDAsyncNotify, SQDraining: sa.SQDraining, RateLimit: sa.RateLimit,
 		Caps: qp.caps} // the send caps libmlx5 enforces, as ibv_query_qp reports them
+	if mask&QPAttrState != 0 {
+		qp.state = a.State
+	}
 	return a, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
@@ -80,7 +81,6 @@ var skipCalls = map[string]string{
 	"DEVICE/INVOKE_WRITE/0x22":          "QUERY_SRQ: the driver has no SRQ query (SRQ.Caps answers what it granted)",
 	"MLX5_DEVX_OBJ/DEVX_OBJ_CREATE":     "mkeys and PSVs (umr and mkey tests compare them)",
 	"MLX5_DEVX_OBJ/DEVX_OBJ_DESTROY":    "mkeys and PSVs (umr and mkey tests compare them)",
-	"MLX5_DEVX_OBJ/DEVX_OBJ_MODIFY/dci": "mlx5dv_dci_stream_id_reset: the driver has no DCI stream reset",
 }
 
 // vkey is a recorded call's key in skipCalls.
@@ -211,9 +211,6 @@ func (o *verbsOracle) of(kase string) []*vcall {
 			continue
 		}
 		k := vkey(w)
-		if strings.HasPrefix(kase, "dci_streams/") && k == "MLX5_DEVX_OBJ/DEVX_OBJ_MODIFY" {
-			k += "/dci"
-		}
 		if _, skip := skipCalls[k]; skip {
 			o.skip[k]++
 			continue
@@ -764,7 +761,12 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 	// 0 and the first BlueFlame register of its UAR page. The harness
 	// (src/harness.c, dci_cases) creates each DCI with 64 send WRs of 1
 	// SGE and send_ops_flags SEND|RDMA_WRITE on the main CQ, moves it to
-	// RTS and destroys it.
+	// RTS, resets its streams 0, 0x1234 and the last one
+	// (mlx5dv_dci_stream_id_reset: a DEVX RTS2RTS_QP on the QP) and
+	// destroys it. libmlx5 read the general caps at open (qpc_extension,
+	// which the reset needs); mlx5 reads them when a feature needs them:
+	// the context gets what the fake kernel answered libmlx5.
+	c.capsOnce.Do(func() { c.general = o.openCaps("open_device") })
 	recs, order := recordsOf(t, "testdata/dci.jsonl")
 	for _, k := range order {
 		var in struct {
@@ -777,13 +779,15 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 		var ret int
 		field(t, recs[k], "result.create", &ret)
 		all := o.of(k)
-		var create, modify, destroy []*vcall
+		var create, modify, reset, destroy []*vcall
 		for _, w := range all {
 			switch {
 			case w.want.Method == "QP_CREATE":
 				create = append(create, w)
 			case w.want.Method == "QP_DESTROY":
 				destroy = append(destroy, w)
+			case w.want.Method == "DEVX_OBJ_MODIFY":
+				reset = append(reset, w)
 			default:
 				modify = append(modify, w)
 			}
@@ -791,8 +795,8 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 		opt := QPOptions{Type: QPTypeDCI, PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: in.WR, MaxSendSGE: in.SGE,
 			SendOps: Opcodes(OpSend, OpRDMAWrite), DCIStreams: &DCIStreams{LogConcurrent: in.Conc, LogErrored: in.Err}}
 		var dci *QP
-		if ret == 0 && (len(create) != 1 || len(modify) != 3 || len(destroy) != 1) {
-			t.Fatalf("%s: %d creates, %d modifies, %d destroys recorded", k, len(create), len(modify), len(destroy))
+		if ret == 0 && (len(create) != 1 || len(modify) != 3 || len(reset) != 3 || len(destroy) != 1) {
+			t.Fatalf("%s: %d creates, %d modifies, %d resets, %d destroys recorded", k, len(create), len(modify), len(reset), len(destroy))
 		}
 		if ret != 0 {
 			// libmlx5 refuses 2^7 stream channels before any command,
@@ -819,13 +823,51 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 		for i, to := range []QPState{QPStateInit, QPStateRTR, QPStateRTS} {
 			o.modifyTo(fmt.Sprintf("%s: modify to %v", k, to), modify[i:i+1], dci, QPTypeDCI, to, false)
 		}
+		// The resets, as libmlx5 sent them; but stream 0x1234 of a DCI of
+		// fewer streams, which mlx5 refuses without sending anything
+		// (docs/MLX5.md; libmlx5 sends it, and the fake kernel says OK).
+		for i, id := range []uint16{0, 0x1234, uint16(1<<in.Conc - 1)} {
+			want := reset[i : i+1]
+			beyond := id >= 1<<in.Conc
+			if beyond {
+				want = nil
+			}
+			err := o.do(fmt.Sprintf("%s: reset stream %#x", k, id), want, func() error { return dci.ResetDCIStream(id) })
+			switch {
+			case beyond && (!errors.Is(err, ErrInvalid) || !errors.Is(err, unix.EINVAL)):
+				t.Errorf("%s: reset stream %#x of 2^%d: %v, want ErrInvalid", k, id, in.Conc, err)
+			case beyond:
+				o.n["reset refused"]++
+			case err != nil:
+				t.Errorf("%s: reset stream %#x: %v", k, id, err)
+			}
+		}
 		o.must(k+": destroy", destroy, dci.Close)
 	}
 
 	o.must("teardown", o.of("teardown"), c.Close)
 	o.expect(map[string]int{"GET_CONTEXT": 1, "QUERY_DEVICE_EX": 1, "QUERY_PORT": 1, "UAR_OBJ_ALLOC": 2, "mmap": 2,
-		"ALLOC_PD": 1, "CQ_CREATE": 1, "QP_CREATE": 4, "MODIFY_QP": 14, "DEVX_OBJ_MODIFY": 1, "QP_DESTROY": 4,
-		"CQ_DESTROY": 1, "PD_DESTROY": 1, "UAR_OBJ_DESTROY": 2, "DCI refused": 1})
+		"ALLOC_PD": 1, "CQ_CREATE": 1, "QP_CREATE": 4, "MODIFY_QP": 14, "DEVX_OBJ_MODIFY": 7, "QP_DESTROY": 4,
+		"CQ_DESTROY": 1, "PD_DESTROY": 1, "UAR_OBJ_DESTROY": 2, "DCI refused": 1, "reset refused": 3})
+}
+
+// openCaps is the capability area of the QUERY_HCA_CAP (general, current)
+// libmlx5 made when it opened the device in record kase.
+func (o *verbsOracle) openCaps(kase string) []byte {
+	for _, w := range o.calls {
+		if w.kase != kase || vkey(w) != "MLX5_DEVX/DEVX_OTHER" {
+			continue
+		}
+		for i := range w.Attrs {
+			if a := &w.Attrs[i]; a.Dir == "out" {
+				if out := a.out(o.t); len(out) >= int(prm.QueryHcaCapOut.Layout().Size) {
+					return prm.QueryHcaCapOut.Capability.Bytes(out)
+				}
+			}
+		}
+	}
+	o.t.Fatalf("%s: no QUERY_HCA_CAP output", kase)
+	return nil
 }
 
 // TestOracleDriverDatapathSetup: datapath_setup.jsonl, the --datapath
