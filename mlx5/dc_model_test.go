@@ -176,7 +176,7 @@ func TestDCEveryOpcode(t *testing.T) {
 						k := int(id) % 2
 						src, dst := uint64(0x100*oi), uint64(0x8000+0x100*(int(id)%64))
 						wr := mlx5.SendWR{WrID: id, Opcode: op, Flags: mlx5.SendSignaled, AH: r.ah, RemoteQPN: dcts[k].QPN(), DCAccessKey: keys[k],
-							SGL: []mlx5.SGE{{Addr: r.addr(src), Length: 48, LKey: mr.LKey}, {Addr: r.addr(src + 64), Length: 16, LKey: mr.LKey}},
+							SGL:        []mlx5.SGE{{Addr: r.addr(src), Length: 48, LKey: mr.LKey}, {Addr: r.addr(src + 64), Length: 16, LKey: mr.LKey}},
 							RemoteAddr: r.addr(dst), RKey: mr.RKey, Imm: uint32(id), Compare: ne.Uint64(buf[dst:]), SwapAdd: 5}
 						if di == 1 {
 							wr.StreamID = uint16(int(id) % (1 << streams.LogConcurrent))

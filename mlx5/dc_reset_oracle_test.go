@@ -125,23 +125,23 @@ var ibvStates = map[string]QPState{"RESET": QPStateReset, "INIT": QPStateInit, "
 // state of a QP and the streams a DCI was made with are the caller's
 // input, checked before anything is sent.
 var resetDifferences = map[string]string{
-	"dci_reset/dci_s8/rts/id_8_beyond_streams":                      "EINVAL, nothing sent: stream 8 of 2^3 (libmlx5 sends it)",
-	"dci_reset/dci_s8/rts/id_4660_beyond_streams":                   "EINVAL, nothing sent: stream 0x1234 of 2^3 (libmlx5 sends it)",
-	"dci_reset/dci_s8/rts/id_65535_beyond_streams":                  "EINVAL, nothing sent: stream 0xffff of 2^3 (libmlx5 sends it)",
-	"dci_reset/dci_without_streams/rts/id_0":                        "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
-	"dci_reset/dci_without_streams/rts/id_3":                        "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
+	"dci_reset/dci_s8/rts/id_8_beyond_streams":                       "EINVAL, nothing sent: stream 8 of 2^3 (libmlx5 sends it)",
+	"dci_reset/dci_s8/rts/id_4660_beyond_streams":                    "EINVAL, nothing sent: stream 0x1234 of 2^3 (libmlx5 sends it)",
+	"dci_reset/dci_s8/rts/id_65535_beyond_streams":                   "EINVAL, nothing sent: stream 0xffff of 2^3 (libmlx5 sends it)",
+	"dci_reset/dci_without_streams/rts/id_0":                         "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
+	"dci_reset/dci_without_streams/rts/id_3":                         "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
 	"dci_reset/caps_conc6_err4_qpcext1/dci_without_streams/rts/id_0": "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
 	"dci_reset/caps_conc2_err1_qpcext1/dci_without_streams/rts/id_0": "EINVAL, nothing sent: a DCI without streams (libmlx5 sends it)",
-	"dci_reset/states/reset_after_create":                           "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/init":                                         "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/rtr":                                          "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/sqd":                                          "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/sqe":                                          "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/err_by_modify":                                "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/reset_by_modify":                              "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/states/err_by_device_after_ibv_query_qp":             "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
-	"dci_reset/not_dci/rc_init":                                     "EINVAL: not a DCI, checked first (libmlx5 checks the state first: EOPNOTSUPP)",
-	"dci_reset/not_dci/dct_rtr":                                     "EINVAL: not a DCI, checked first (libmlx5 checks the state first: EOPNOTSUPP)",
+	"dci_reset/states/reset_after_create":                            "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/init":                                          "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/rtr":                                           "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/sqd":                                           "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/sqe":                                           "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/err_by_modify":                                 "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/reset_by_modify":                               "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/states/err_by_device_after_ibv_query_qp":              "EINVAL for a QP not in RTS (libmlx5: EOPNOTSUPP)",
+	"dci_reset/not_dci/rc_init":                                      "EINVAL: not a DCI, checked first (libmlx5 checks the state first: EOPNOTSUPP)",
+	"dci_reset/not_dci/dct_rtr":                                      "EINVAL: not a DCI, checked first (libmlx5 checks the state first: EOPNOTSUPP)",
 }
 
 // TestOracleDCIStreamReset replays every mlx5dv_dci_stream_id_reset of

@@ -73,14 +73,14 @@ import (
 // skipCalls are the recorded calls the driver layer does not make, by
 // object/method or write command, with the reason.
 var skipCalls = map[string]string{
-	"DEVICE/INVOKE_WRITE/0x1":           "the INVOKE_WRITE probe libibverbs makes at open (refused, ENOSPC)",
-	"MLX5_DEVX/DEVX_OTHER":              "libmlx5 reads QUERY_HCA_CAP at open; mlx5go when a feature needs it (mkeys)",
-	"ASYNC_EVENT/ASYNC_EVENT_ALLOC":     "uverbs.Open allocates the async event file (a recording context has a pipe)",
-	"DEVICE/INVOKE_WRITE/0x9":           "REG_MR: not part of the verbs objects compared here",
-	"MR/MR_DESTROY":                     "the MR of REG_MR",
-	"DEVICE/INVOKE_WRITE/0x22":          "QUERY_SRQ: the driver has no SRQ query (SRQ.Caps answers what it granted)",
-	"MLX5_DEVX_OBJ/DEVX_OBJ_CREATE":     "mkeys and PSVs (umr and mkey tests compare them)",
-	"MLX5_DEVX_OBJ/DEVX_OBJ_DESTROY":    "mkeys and PSVs (umr and mkey tests compare them)",
+	"DEVICE/INVOKE_WRITE/0x1":        "the INVOKE_WRITE probe libibverbs makes at open (refused, ENOSPC)",
+	"MLX5_DEVX/DEVX_OTHER":           "libmlx5 reads QUERY_HCA_CAP at open; mlx5go when a feature needs it (mkeys)",
+	"ASYNC_EVENT/ASYNC_EVENT_ALLOC":  "uverbs.Open allocates the async event file (a recording context has a pipe)",
+	"DEVICE/INVOKE_WRITE/0x9":        "REG_MR: not part of the verbs objects compared here",
+	"MR/MR_DESTROY":                  "the MR of REG_MR",
+	"DEVICE/INVOKE_WRITE/0x22":       "QUERY_SRQ: the driver has no SRQ query (SRQ.Caps answers what it granted)",
+	"MLX5_DEVX_OBJ/DEVX_OBJ_CREATE":  "mkeys and PSVs (umr and mkey tests compare them)",
+	"MLX5_DEVX_OBJ/DEVX_OBJ_DESTROY": "mkeys and PSVs (umr and mkey tests compare them)",
 }
 
 // vkey is a recorded call's key in skipCalls.
