@@ -135,3 +135,70 @@ func cmdStatusErrno(s prm.Status) unix.Errno {
 	}
 	return unix.EIO
 }
+
+// DCCaps are the DC capabilities of a device that a DC user checks: the
+// dci_streams of mlx5dv_query_device and the general HCA caps (the PRM's
+// names) that bound DCIs and DCTs. Context.DCCaps reads them.
+type DCCaps struct {
+	// DCT: the device has the DC transport (dct).
+	DCT bool
+	// Streams is dci_streams as mlx5dv_query_device reports it
+	// (Caps.MaxDCIStreams, from the kernel's QUERY_DEVICE_EX): the most
+	// concurrent and errored stream channels a DCI may ask for, log2.
+	Streams DCIStreams
+	// LogMaxStreamChannels and LogMaxErroredStreams are the HCA caps
+	// log_max_dci_stream_channels and log_max_dci_errored_streams ("max
+	// DCI error stream channels supported per DCI before a DCI move to
+	// error state"), which mlx5_ib reports as Streams.
+	LogMaxStreamChannels, LogMaxErroredStreams int
+	// QPCExtension: qpc_extension, the QP context extension
+	// ResetDCIStream names the stream in.
+	QPCExtension bool
+	// StreamReset: ResetDCIStream can run on the device: errored streams
+	// (Streams.LogErrored > 0) and the QP context extension, as
+	// mlx5dv_dci_stream_id_reset requires.
+	StreamReset bool
+	// LogMaxRAReq and LogMaxRARes are log_max_ra_req_dc and
+	// log_max_ra_res_dc: the outstanding RDMA READs and atomics of a DC
+	// initiator and a DC target, log2 (mlx5_ib bounds a DCI's
+	// max_rd_atomic by 2^log_max_ra_res_dc).
+	LogMaxRAReq, LogMaxRARes int
+	// MaxWQESize is max_wqe_sz_sq_dc: the bytes of a DCI's largest send
+	// WQE.
+	MaxWQESize int
+	// LogMaxAtomicSize is log_max_atomic_size_dc: the largest atomic on
+	// a DCI, log2 of its bytes.
+	LogMaxAtomicSize int
+	// ReqScatterToCQE: dc_req_scat_data_cqe, a DCI may scatter a small
+	// RDMA READ response into its CQE (mlx5 does not ask for it).
+	ReqScatterToCQE bool
+	// DCv2: dc_v2, the second version of the DC transport.
+	DCv2 bool
+	// LAGDCT: lag_dct, DCTs while the ports are bonded (2 bits).
+	LAGDCT int
+}
+
+// DCCaps returns the device's DC capabilities: Caps.MaxDCIStreams and
+// the general HCA caps (read once per context, as SigCaps reads them).
+func (c *Context) DCCaps() (DCCaps, error) {
+	general, err := c.generalCaps()
+	if err != nil {
+		return DCCaps{}, opErr("query dc caps", "", err)
+	}
+	return dcCapsOf(c.Caps.MaxDCIStreams, general), nil
+}
+
+// dcCapsOf reads DCCaps from dci_streams and cmd_hca_cap.
+func dcCapsOf(streams DCIStreams, general []byte) DCCaps {
+	get := func(f prm.Field) int { return int(f.Get(general)) }
+	d := DCCaps{
+		DCT: get(prm.CmdHcaCap.Dct) != 0, Streams: streams,
+		LogMaxStreamChannels: get(prm.CmdHcaCap.LogMaxDciStreamChannels), LogMaxErroredStreams: get(prm.CmdHcaCap.LogMaxDciErroredStreams),
+		QPCExtension: get(prm.CmdHcaCap.QpcExtension) != 0,
+		LogMaxRAReq:  get(prm.CmdHcaCap.LogMaxRaReqDc), LogMaxRARes: get(prm.CmdHcaCap.LogMaxRaResDc),
+		MaxWQESize: get(prm.CmdHcaCap.MaxWqeSzSqDc), LogMaxAtomicSize: get(prm.CmdHcaCap.LogMaxAtomicSizeDc),
+		ReqScatterToCQE: get(prm.CmdHcaCap.DcReqScatDataCqe) != 0, DCv2: get(prm.CmdHcaCap.DcV2) != 0, LAGDCT: get(prm.CmdHcaCap.LagDct),
+	}
+	d.StreamReset = d.Streams.LogErrored > 0 && d.QPCExtension
+	return d
+}

@@ -430,3 +430,30 @@ func TestDCIStreamResetRefusals(t *testing.T) {
 		t.Errorf("cx5: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestDCCaps: Context.DCCaps on every profile, as the model's profiles
+// have them (docs/MODEL.md, "Profiles"): mlx5dv_query_device's
+// dci_streams (what the kernel copies from log_max_dci_stream_channels
+// and log_max_dci_errored_streams) and the DC HCA caps; the stream reset
+// where both errored streams and qpc_extension are there.
+func TestDCCaps(t *testing.T) {
+	for _, c := range []struct {
+		profile string
+		want    mlx5.DCCaps
+	}{
+		{"cx5", mlx5.DCCaps{DCT: true, LogMaxRAReq: 4, LogMaxRARes: 4, MaxWQESize: 1024, LogMaxAtomicSize: 3}},
+		{"cx6dx", mlx5.DCCaps{DCT: true, Streams: mlx5.DCIStreams{LogConcurrent: 4, LogErrored: 2}, LogMaxStreamChannels: 4, LogMaxErroredStreams: 2,
+			QPCExtension: true, StreamReset: true, LogMaxRAReq: 4, LogMaxRARes: 4, MaxWQESize: 1024, LogMaxAtomicSize: 3}},
+		{"cx7", mlx5.DCCaps{DCT: true, Streams: mlx5.DCIStreams{LogConcurrent: 6, LogErrored: 3}, LogMaxStreamChannels: 6, LogMaxErroredStreams: 3,
+			QPCExtension: true, StreamReset: true, LogMaxRAReq: 4, LogMaxRARes: 4, MaxWQESize: 1024, LogMaxAtomicSize: 3}},
+	} {
+		r := newEvRig(t, c.profile, model.Options{})
+		got, err := r.c.DCCaps()
+		if err != nil || got != c.want {
+			t.Errorf("%s: %+v, %v\nwant %+v", c.profile, got, err, c.want)
+		}
+		if got.Streams != r.c.Caps.MaxDCIStreams {
+			t.Errorf("%s: Streams %+v, Caps.MaxDCIStreams %+v", c.profile, got.Streams, r.c.Caps.MaxDCIStreams)
+		}
+	}
+}

@@ -24,7 +24,8 @@ var capGroups = []struct {
 		"log_max_klm_list_size", "repeated_mkey", "umr_extended_translation_offset", "umr_indirect_mkey_disabled",
 		"umr_modify_entity_size_disabled", "umr_modify_atomic_disabled", "umr_fence", "umr_ptr_rlky"}},
 	{"DC and DCI streams", []string{"dc_v2", "log_max_dci_stream_channels", "log_max_dci_errored_streams",
-		"dci_no_rdma_wr_optimized_performance", "log_max_ra_req_dc", "log_max_ra_res_dc", "max_wqe_sz_sq_dc"}},
+		"dci_no_rdma_wr_optimized_performance", "log_max_ra_req_dc", "log_max_ra_res_dc", "max_wqe_sz_sq_dc",
+		"log_max_atomic_size_dc", "dc_req_scat_data_cqe", "lag_dct"}},
 	{"limits", []string{"log_max_qp", "log_max_qp_sz", "log_max_cq", "log_max_cq_sz", "log_max_srq", "log_max_srq_sz",
 		"log_max_mkey", "log_max_mrw_sz", "log_max_msg", "log_max_eq", "log_max_ra_req_qp", "log_max_ra_res_qp",
 		"max_wqe_sz_sq", "max_wqe_sz_rq", "max_sgl_for_optimized_performance", "log_max_atomic_size_qp"}},
@@ -76,9 +77,20 @@ func sigCapsSection(c sig.Caps) *sigCapsReport {
 	}
 }
 
-// probeHCA adds an mlx5 context's general capabilities and the signature
-// caps the driver derives from them to r; it records what fails.
+// dciStreamsReport is struct mlx5dv_dci_streams_caps, mlx5dv_query_device's
+// dci_streams (Context.Caps.MaxDCIStreams, from the kernel's
+// QUERY_DEVICE_EX): the most concurrent and errored stream channels a DCI
+// may ask for, log2; 0 and 0 on a device without DCI streams.
+type dciStreamsReport struct {
+	MaxLogNumConcurent int `json:"max_log_num_concurent"`
+	MaxLogNumErrored   int `json:"max_log_num_errored"`
+}
+
+// probeHCA adds an mlx5 context's DCI stream caps, general capabilities
+// and the signature caps the driver derives from them to r; it records
+// what fails.
 func probeHCA(r *deviceReport, c *mlx5.Context) {
+	r.DCIStreams = &dciStreamsReport{c.Caps.MaxDCIStreams.LogConcurrent, c.Caps.MaxDCIStreams.LogErrored}
 	caps, err := c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("hca caps: %v", err))

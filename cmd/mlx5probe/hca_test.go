@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,6 +83,17 @@ func TestSimProfiles(t *testing.T) {
 		}
 		if want := map[string]uint64{"cx5": 0, "cx6dx": 1, "cx7": 1}[p]; drain != want {
 			t.Errorf("%s: drain_sigerr %d, want %d", p, drain, want)
+		}
+		// mlx5dv_query_device's dci_streams, as the kernel reports them:
+		// none on cx5, 2^4/2^2 on cx6dx, 2^6/2^3 on cx7 (docs/MODEL.md).
+		ds := rep.Devices[0].DCIStreams
+		wantDS := map[string]dciStreamsReport{"cx5": {}, "cx6dx": {4, 2}, "cx7": {6, 3}}[p]
+		if ds == nil || *ds != wantDS {
+			t.Errorf("%s: dci_streams %+v, want %+v", p, ds, wantDS)
+		}
+		if !strings.Contains(text.String(), fmt.Sprintf("\tdci_streams (mlx5dv_query_device):\n\t\tmax_log_num_concurent:\t%d\n\t\tmax_log_num_errored:\t%d\n",
+			wantDS.MaxLogNumConcurent, wantDS.MaxLogNumErrored)) {
+			t.Errorf("%s: text output lacks dci_streams %+v", p, wantDS)
 		}
 		// The signature caps libmlx5 derives from them: none on cx5
 		// (no sigerr_domain_and_sig_type), all on cx6dx and cx7.

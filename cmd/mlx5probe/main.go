@@ -3,9 +3,11 @@
 // (driver, GUIDs, firmware, vendor and part ids), every device attribute of
 // the extended query device, and each port with its GID table; for mlx5
 // devices also the HCA capabilities users of signature offloads, UMR and DC
-// look for (QUERY_HCA_CAP, which mlx5_ib runs for any context) and the
+// look for (QUERY_HCA_CAP, which mlx5_ib runs for any context), the
 // block signature caps mlx5dv_query_device reports (sig_caps, with
-// mlx5dv.h's names), which the driver derives from them as libmlx5 does.
+// mlx5dv.h's names), which the driver derives from them as libmlx5 does,
+// and its DCI stream caps (dci_streams: max_log_num_concurent,
+// max_log_num_errored, from the kernel's query device).
 //
 //	go run ./cmd/mlx5probe              # text shaped like ibv_devinfo -v
 //	go run ./cmd/mlx5probe -json        # JSON, keys named as ibv_devinfo names them

@@ -50,6 +50,10 @@ type deviceReport struct {
 	// SigCaps are an mlx5 device's block signature caps as
 	// mlx5dv_query_device reports them (absent for other drivers).
 	SigCaps *sigCapsReport `json:"sig_caps,omitempty"`
+	// DCIStreams are an mlx5 device's DCI stream caps as
+	// mlx5dv_query_device reports them (dci_streams; absent for other
+	// drivers).
+	DCIStreams *dciStreamsReport `json:"dci_streams,omitempty"`
 }
 
 // DeviceAttrs is ibv_devinfo -v's device section (exported only so that

@@ -88,7 +88,8 @@ func writeDevice(t *textWriter, d *deviceReport) {
 	}
 	writeHCACaps(t, d.HCACaps)
 	writeSigCaps(t, d.SigCaps)
-	if len(d.HCACaps) > 0 || d.SigCaps != nil {
+	writeDCIStreams(t, d.DCIStreams)
+	if len(d.HCACaps) > 0 || d.SigCaps != nil || d.DCIStreams != nil {
 		t.printf("\n")
 	}
 	if len(d.Ports) == 0 {
@@ -286,4 +287,15 @@ func writeSigCaps(t *textWriter, s *sigCapsReport) {
 		t.kv(2, deviceColumn, f.key, "0x%x", f.f.Value)
 		t.flagLines(f.f, "NO SUPPORT")
 	}
+}
+
+// writeDCIStreams prints mlx5dv_query_device's dci_streams after the
+// signature caps.
+func writeDCIStreams(t *textWriter, d *dciStreamsReport) {
+	if d == nil {
+		return
+	}
+	t.printf("\tdci_streams (mlx5dv_query_device):\n")
+	t.kv(2, deviceColumn, "max_log_num_concurent", "%d", d.MaxLogNumConcurent)
+	t.kv(2, deviceColumn, "max_log_num_errored", "%d", d.MaxLogNumErrored)
 }
