@@ -166,6 +166,9 @@ type DCCaps struct {
 	// MaxWQESize is max_wqe_sz_sq_dc: the bytes of a DCI's largest send
 	// WQE.
 	MaxWQESize int
+	// LogMaxDCTConnections is log_max_dct_connections: the DCIs a DCT
+	// may be connected to at once, log2 (0: not reported).
+	LogMaxDCTConnections int
 	// LogMaxAtomicSize is log_max_atomic_size_dc: the largest atomic on
 	// a DCI, log2 of its bytes.
 	LogMaxAtomicSize int
@@ -196,8 +199,9 @@ func dcCapsOf(streams DCIStreams, general []byte) DCCaps {
 		LogMaxStreamChannels: get(prm.CmdHcaCap.LogMaxDciStreamChannels), LogMaxErroredStreams: get(prm.CmdHcaCap.LogMaxDciErroredStreams),
 		QPCExtension: get(prm.CmdHcaCap.QpcExtension) != 0,
 		LogMaxRAReq:  get(prm.CmdHcaCap.LogMaxRaReqDc), LogMaxRARes: get(prm.CmdHcaCap.LogMaxRaResDc),
-		MaxWQESize: get(prm.CmdHcaCap.MaxWqeSzSqDc), LogMaxAtomicSize: get(prm.CmdHcaCap.LogMaxAtomicSizeDc),
-		ReqScatterToCQE: get(prm.CmdHcaCap.DcReqScatDataCqe) != 0, DCv2: get(prm.CmdHcaCap.DcV2) != 0, LAGDCT: get(prm.CmdHcaCap.LagDct),
+		MaxWQESize: get(prm.CmdHcaCap.MaxWqeSzSqDc), LogMaxDCTConnections: get(prm.CmdHcaCap.LogMaxDctConnections),
+		LogMaxAtomicSize: get(prm.CmdHcaCap.LogMaxAtomicSizeDc),
+		ReqScatterToCQE:  get(prm.CmdHcaCap.DcReqScatDataCqe) != 0, DCv2: get(prm.CmdHcaCap.DcV2) != 0, LAGDCT: get(prm.CmdHcaCap.LagDct),
 	}
 	d.StreamReset = d.Streams.LogErrored > 0 && d.QPCExtension
 	return d

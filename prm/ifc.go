@@ -885,6 +885,7 @@ var CmdHcaCap = CmdHcaCapBits{
 	MaxGeneveTlvOptions:                    Field{"max_geneve_tlv_options", 0x560, 8, ""},
 	MaxGeneveTlvOptionDataLen:              Field{"max_geneve_tlv_option_data_len", 0x56b, 5, ""},
 	AdvVirtualization:                      Field{"adv_virtualization", 0x579, 1, ""},
+	LogMaxDctConnections:                   Field{"log_max_dct_connections", 0x57b, 5, ""},
 	LogMaxAtomicSizeQp:                     Field{"log_max_atomic_size_qp", 0x580, 8, ""},
 	LogMaxDciStreamChannels:                Field{"log_max_dci_stream_channels", 0x58b, 5, ""},
 	LogMaxDciErroredStreams:                Field{"log_max_dci_errored_streams", 0x593, 5, ""},
@@ -1192,6 +1193,7 @@ type CmdHcaCapBits struct {
 	MaxGeneveTlvOptions                    Field
 	MaxGeneveTlvOptionDataLen              Field
 	AdvVirtualization                      Field
+	LogMaxDctConnections                   Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
 	LogMaxAtomicSizeQp                     Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
 	LogMaxDciStreamChannels                Field
 	LogMaxDciErroredStreams                Field
@@ -1501,6 +1503,7 @@ var layoutCmdHcaCap = Layout{Name: "cmd_hca_cap", Size: 256, Fields: []Field{
 	CmdHcaCap.MaxGeneveTlvOptions,
 	CmdHcaCap.MaxGeneveTlvOptionDataLen,
 	CmdHcaCap.AdvVirtualization,
+	CmdHcaCap.LogMaxDctConnections,
 	CmdHcaCap.LogMaxAtomicSizeQp,
 	CmdHcaCap.LogMaxDciStreamChannels,
 	CmdHcaCap.LogMaxDciErroredStreams,
@@ -3976,6 +3979,7 @@ var newer = [...]struct{ Struct, Field, Src string }{
 	{"cmd_hca_cap", "dci_no_rdma_wr_optimized_performance", "Linux after 6.1, include/linux/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "crypto", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "sigerr_domain_and_sig_type", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"cmd_hca_cap", "log_max_dct_connections", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "log_max_atomic_size_qp", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "log_max_atomic_size_dc", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "dma_mmo_qp", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},

@@ -25,7 +25,7 @@ var capGroups = []struct {
 		"umr_modify_entity_size_disabled", "umr_modify_atomic_disabled", "umr_fence", "umr_ptr_rlky"}},
 	{"DC and DCI streams", []string{"dc_v2", "log_max_dci_stream_channels", "log_max_dci_errored_streams",
 		"dci_no_rdma_wr_optimized_performance", "log_max_ra_req_dc", "log_max_ra_res_dc", "max_wqe_sz_sq_dc",
-		"log_max_atomic_size_dc", "dc_req_scat_data_cqe", "lag_dct"}},
+		"log_max_atomic_size_dc", "dc_req_scat_data_cqe", "lag_dct", "log_max_dct_connections"}},
 	{"limits", []string{"log_max_qp", "log_max_qp_sz", "log_max_cq", "log_max_cq_sz", "log_max_srq", "log_max_srq_sz",
 		"log_max_mkey", "log_max_mrw_sz", "log_max_msg", "log_max_eq", "log_max_ra_req_qp", "log_max_ra_res_qp",
 		"max_wqe_sz_sq", "max_wqe_sz_rq", "max_sgl_for_optimized_performance", "log_max_atomic_size_qp"}},

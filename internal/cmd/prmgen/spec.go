@@ -89,6 +89,7 @@ var extras = []extra{
 	{"cmd_hca_cap", "dci_no_rdma_wr_optimized_performance", 0x241, 1, "", srcLinux},
 	{"cmd_hca_cap", "crypto", 0x469, 1, "", srcRdmaCore},
 	{"cmd_hca_cap", "sigerr_domain_and_sig_type", 0x480, 1, "", srcRdmaCore},
+	{"cmd_hca_cap", "log_max_dct_connections", 0x57b, 5, "", srcRdmaCore},
 	{"cmd_hca_cap", "log_max_atomic_size_qp", 0x580, 8, "", srcRdmaCore},
 	{"cmd_hca_cap", "log_max_atomic_size_dc", 0x598, 8, "", srcRdmaCore},
 	{"cmd_hca_cap", "dma_mmo_qp", 0x748, 1, "", srcRdmaCore},
