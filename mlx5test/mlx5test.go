@@ -10,8 +10,9 @@
 // the registered buffers, computes block signatures, and writes
 // completions. A context opened here is an ordinary *mlx5.Context: PDs,
 // MRs, CQs, QPs of every type, SRQs, AHs, signature mkeys, events and DEVX
-// calls work on it as on a ConnectX. What the model does not do (DC
-// traffic, atomics, XRC, ...) is listed in docs/MODEL.md.
+// calls work on it as on a ConnectX, DC traffic and DCI streams too. What
+// the model does not do (atomics on RC and UC, XRC, ...) is listed in
+// docs/MODEL.md.
 package mlx5test
 
 import (
