@@ -154,10 +154,9 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		fence bool
 		err   error
 	)
-	switch wr.Opcode {
-	case OpLocalInv, OpNOP:
-		if qp.typ == QPTypeDCI && (wr.AH != nil || wr.StreamID != 0) {
-			b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a DCI takes no DC address and no stream (libmlx5 builds LOCAL_INV without an address vector, on stream 0)", b.n, wr.WrID, wr.Opcode))
+	if qp.typ == QPTypeDCI {
+		if err := qp.dcAddr(b.n, wr, &b.dc); err != nil {
+			b.fail(op, err)
 			return b
 		}
 	}
@@ -191,12 +190,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
 			s.UD = &b.ud
 		}
-		s.DC, s.StreamID = nil, 0
-		if qp.typ == QPTypeDCI {
-			if err := qp.dcAddr(b.n, wr, &b.dc); err != nil {
-				b.fail(op, err)
-				return b
-			}
+		if qp.typ == QPTypeDCI { // a QP's type is for life: elsewhere they stay nil and 0
 			s.DC, s.StreamID = &b.dc, wr.StreamID
 		}
 		r, e := wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
@@ -371,10 +365,17 @@ func (b *Batch) rollback() {
 
 // dcAddr checks the DC address of work request n on a DCI and puts it
 // in d: an AH of the QP's context that is not closed, a DCT number of 24
-// bits.
+// bits; none on LOCAL_INV and NOP, which libmlx5 builds without an
+// address vector, on stream 0.
 func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	const op = postSend
 	ah := wr.AH
+	if wr.Opcode == OpLocalInv || wr.Opcode == OpNOP {
+		if ah != nil || wr.StreamID != 0 {
+			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a DCI takes no DC address and no stream (libmlx5 builds LOCAL_INV without an address vector, on stream 0)", n, wr.WrID, wr.Opcode)
+		}
+		return nil
+	}
 	switch {
 	case ah == nil:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a DCI work request needs its DC address: the DCT's AH, number (RemoteQPN) and key (DCAccessKey)", n, wr.WrID)

@@ -341,11 +341,10 @@ func (s *Send) layout() (l sendLayout, err error) {
 	if s.QPN > 0xffffff || (s.UD != nil && s.UD.RemoteQPN > 0xffffff) {
 		return l, ErrQPN
 	}
-	if s.DC != nil && s.DC.DCTN > 0xffffff {
-		return l, ErrQPN
-	}
-	if s.DC != nil && s.UD != nil || s.DC == nil && s.StreamID != 0 {
-		return l, ErrDest
+	if s.DC != nil || s.StreamID != 0 {
+		if err := s.checkDC(); err != nil {
+			return l, err
+		}
 	}
 	switch s.Opcode {
 	case OpcodeSend, OpcodeSendImm:
@@ -368,10 +367,7 @@ func (s *Send) layout() (l sendLayout, err error) {
 		l.inline += len(d)
 	}
 	l.ds = 1
-	if s.UD != nil {
-		l.ds += DatagramSegSize / 16
-	}
-	if s.DC != nil {
+	if s.UD != nil || s.DC != nil {
 		l.ds += DatagramSegSize / 16
 	}
 	if l.remote {
@@ -400,6 +396,18 @@ func (s *Send) layout() (l sendLayout, err error) {
 		return l, ErrTooLarge
 	}
 	return l, nil
+}
+
+// checkDC checks a DCI's destination: a DCT number of 24 bits, no UD
+// destination with it, a stream id only with it.
+func (s *Send) checkDC() error {
+	switch {
+	case s.DC == nil || s.UD != nil:
+		return ErrDest
+	case s.DC.DCTN > 0xffffff:
+		return ErrQPN
+	}
+	return nil
 }
 
 // maxWQE is the largest WQE in bytes: MaxDS 16-byte units, rounded up to
@@ -463,11 +471,11 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	}
 	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, s.StreamID, imm)
 	off := CtrlSegSize
-	if s.UD != nil {
+	switch {
+	case s.UD != nil:
 		_ = PutDatagram(w[off:], s.UD)
 		off += DatagramSegSize
-	}
-	if s.DC != nil {
+	case s.DC != nil:
 		_ = PutDCAddr(w[off:], s.DC)
 		off += DatagramSegSize
 	}
