@@ -6,6 +6,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
 )
 
 // Opcode is a send work request's operation (enum ibv_wr_opcode, and
@@ -90,7 +91,9 @@ type SendWR struct {
 	// adds SwapAdd. The old value lands in the (8-byte) SGE.
 	Compare, SwapAdd uint64
 	// SGL is the local memory: gathered for sends and writes, scattered
-	// into by reads and atomics. An SGE may name an Mkey: with a signature
+	// into by reads and atomics. Its lengths add up to at most the port's
+	// max_msg_sz (1 GiB on ConnectX), a datagram's to the port's MTU; each
+	// is less than 2^31 (SGE). An SGE may name an Mkey: with a signature
 	// block, its addresses and lengths count the bytes of the wire domain
 	// (the message's), whatever the memory layout's length; the same holds
 	// for RemoteAddr through a peer's signature mkey. For example a 512-byte
@@ -192,8 +195,8 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 	}
 	for i := range wrs {
-		if len(wrs[i].SGL) > qp.rq.maxSGE {
-			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %d SGEs, the queue takes %d", i, wrs[i].WrID, len(wrs[i].SGL), qp.rq.maxSGE)
+		if err := wqe.CheckRecv(wqeSGL(wrs[i].SGL), qp.rq.maxSGE); err != nil {
+			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, err)
 		}
 	}
 	if !qp.g.enter() {
@@ -221,6 +224,16 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	}
 	qp.g.exit()
 	return nil
+}
+
+// recvErr is the error of receive work request i of a list that
+// wqe.CheckRecv refused: more SGEs than the queue (named so) takes, or
+// one too long for a data segment.
+func recvErr(op, obj, queue string, i int, wr *RecvWR, maxSGE int, err error) error {
+	if err == wqe.ErrTooManySGEs {
+		return invalid(op, obj, "work request %d (wr_id %#x): %d SGEs, the %s takes %d", i, wr.WrID, len(wr.SGL), queue, maxSGE)
+	}
+	return &Error{Op: op, Obj: obj, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", i, wr.WrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
 }
 
 // MkeyConfigureWR configures an Mkey (mlx5dv_wr_mkey_configure with its

@@ -221,8 +221,8 @@ func (s *SRQ) PostRecv(wrID uint64, sgl []SGE) error {
 func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	const op = "post srq recv"
 	for i := range wrs {
-		if len(wrs[i].SGL) > s.maxSGE {
-			return invalid(op, s.name, "work request %d (wr_id %#x): %d SGEs, the SRQ takes %d", i, wrs[i].WrID, len(wrs[i].SGL), s.maxSGE)
+		if err := wqe.CheckRecv(wqeSGL(wrs[i].SGL), s.maxSGE); err != nil {
+			return recvErr(op, s.name, "SRQ", i, &wrs[i], s.maxSGE, err)
 		}
 	}
 	if !s.g.enter() {
