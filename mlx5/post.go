@@ -187,7 +187,9 @@ func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
 // PostRecvList posts the receive work requests in order and writes the
 // receive doorbell record once, all or none: a list with an invalid work
 // request, or more than the queue has room for, posts nothing and the
-// error names the work request (ibv_post_recv posts those before it).
+// error names the work request (ibv_post_recv posts those before it). An
+// SGE of 2^31 bytes or more is found as the list is written (a full queue
+// is reported first): the WQEs written are zeroed again.
 func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
 	n := len(qp.rq.wrID)
@@ -195,10 +197,13 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 	}
 	for i := range wrs {
-		if err := wqe.CheckRecv(wqeSGL(wrs[i].SGL), qp.rq.maxSGE); err != nil {
-			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, err)
+		if len(wrs[i].SGL) > qp.rq.maxSGE {
+			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, wqe.ErrTooManySGEs)
 		}
 	}
+	// The SGEs' lengths are checked as they are written, in one pass
+	// (a check before the writes costs the single receive 5%): a list
+	// with one too long for a data segment is zeroed again and refused.
 	if !qp.g.enter() {
 		return qp.errs.closed[op]
 	}
@@ -212,8 +217,15 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	pi := qp.rq.pi
 	for i := range wrs {
 		j := int(pi) & (n - 1)
-		// Checked above: PutRecv cannot fail on the stride with these SGEs.
-		_ = wqe.PutRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wqeSGL(wrs[i].SGL))
+		// The stride and the SGE count are checked (above, and at create).
+		if !wqe.WriteRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wqeSGL(wrs[i].SGL)) {
+			for k := qp.rq.pi; k != pi+1; k++ {
+				j := int(k) & (n - 1)
+				clear(qp.rq.ring[j*qp.rq.stride : (j+1)*qp.rq.stride])
+			}
+			qp.g.exit()
+			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, wqe.ErrSGELength)
+		}
 		qp.rq.wrID[j] = wrs[i].WrID
 		pi++
 	}
@@ -226,9 +238,9 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	return nil
 }
 
-// recvErr is the error of receive work request i of a list that
-// wqe.CheckRecv refused: more SGEs than the queue (named so) takes, or
-// one too long for a data segment.
+// recvErr is the error of receive work request i of a list: more SGEs
+// than the queue (named so) takes (wqe.ErrTooManySGEs), or one too long
+// for a data segment (wqe.ErrSGELength).
 func recvErr(op, obj, queue string, i int, wr *RecvWR, maxSGE int, err error) error {
 	if err == wqe.ErrTooManySGEs {
 		return invalid(op, obj, "work request %d (wr_id %#x): %d SGEs, the %s takes %d", i, wr.WrID, len(wr.SGL), queue, maxSGE)

@@ -358,23 +358,19 @@ func (s *Send) layout() (l sendLayout, err error) {
 		}
 		l.ds += inlineSize(l.inline) / 16
 	default:
-		// The lengths' sum and their or: bit 31 set in any is an SGE
-		// no data segment holds (an atomic's are written as 8).
+		// The lengths' sum: past the maximum message, or 2^31 and more
+		// (which an SGE no data segment holds makes), it is looked at
+		// closer. An atomic's SGEs are written as 8 bytes.
 		var total uint64
-		var or uint32
 		for _, g := range s.SGL {
 			if g.Length != 0 {
 				l.ds++
 			}
 			total += uint64(g.Length)
-			or |= g.Length
 		}
-		if !l.atomic {
-			if or&InlineSeg != 0 {
-				return l, ErrSGELength
-			}
-			if total > s.maxMessage() {
-				return l, ErrMsgTooLong
+		if total >= min(s.maxMessage()+1, MaxMessage) && !l.atomic {
+			if err := s.checkLengths(total); err != nil {
+				return l, err
 			}
 		}
 	}
@@ -384,12 +380,29 @@ func (s *Send) layout() (l sendLayout, err error) {
 	return l, nil
 }
 
+// checkLengths is the closer look at a gather list of total bytes:
+// ErrSGELength for an SGE longer than MaxSGELength, ErrMsgTooLong for a
+// total past the maximum message (a message of 2^31 bytes in SGEs that
+// fit is fine where the maximum is 2^31).
+func (s *Send) checkLengths(total uint64) error {
+	for _, g := range s.SGL {
+		if g.Length > MaxSGELength {
+			return ErrSGELength
+		}
+	}
+	if total > s.maxMessage() {
+		return ErrMsgTooLong
+	}
+	return nil
+}
+
 // maxMessage is s.MaxMessage, or the IB spec's MaxMessage for 0.
 func (s *Send) maxMessage() uint64 {
-	if s.MaxMessage == 0 {
-		return MaxMessage
+	m := uint64(s.MaxMessage)
+	if m == 0 {
+		m = MaxMessage
 	}
-	return uint64(s.MaxMessage)
+	return m
 }
 
 // maxWQE is the largest WQE in bytes: MaxDS 16-byte units, rounded up to
@@ -597,8 +610,22 @@ func PutRecv(wqe []byte, sgl []SGE) error {
 	if err := CheckRecv(sgl, len(wqe)/DataSegSize); err != nil {
 		return err
 	}
+	_ = WriteRecv(wqe, sgl)
+	return nil
+}
+
+// WriteRecv is PutRecv in one pass, for a caller that has checked the
+// stride (a positive multiple of 16 bytes) and the SGE count (at most
+// len(wqe)/16) and would rather not read the SGEs twice on its hot path.
+// It reports whether every SGE fit its data segment. When one did not (an
+// SGE of 2^31 bytes or more, PutRecv's ErrSGELength), the WQE holds a
+// segment the device would read as an inline one: the caller must not
+// post it (it zeroes it and refuses the work request).
+func WriteRecv(wqe []byte, sgl []SGE) bool {
 	off := 0
+	var or uint32
 	for _, g := range sgl {
+		or |= g.Length
 		if g.Length != 0 {
 			_ = PutData(wqe[off:], g)
 			off += DataSegSize
@@ -609,5 +636,5 @@ func PutRecv(wqe []byte, sgl []SGE) error {
 		off += DataSegSize
 	}
 	clear(wqe[off:])
-	return nil
+	return or&InlineSeg == 0
 }

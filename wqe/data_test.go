@@ -247,6 +247,14 @@ func TestPutRecv(t *testing.T) {
 		if c.want != nil && !bytes.Equal(w, make([]byte, 48)) {
 			t.Errorf("PutRecv %v: written", c.sgl)
 		}
+		// WriteRecv writes in one pass and says whether the SGEs fit.
+		if c.want == ErrTooManySGEs {
+			continue
+		}
+		w2 := make([]byte, 48)
+		if ok := WriteRecv(w2, c.sgl); ok != (c.want == nil) || (ok && !bytes.Equal(w, w2)) {
+			t.Errorf("WriteRecv %v: %v, %x; PutRecv wrote %x", c.sgl, ok, w2, w)
+		}
 	}
 }
 
