@@ -235,7 +235,7 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	}
 	for i := range wrs {
 		w := s.wqe(s.head)
-		_ = wqe.PutRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL))
+		_ = wqe.WriteRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL)) // checked above
 		s.wrID[int(s.head)&(len(s.wrID)-1)] = wrs[i].WrID
 		s.head = binary.BigEndian.Uint16(w[2:])
 	}
