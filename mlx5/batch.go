@@ -161,7 +161,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		s := &b.send
 		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wqe.SendFlags(wr.Flags), wr.Imm
 		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wqeSGL(wr.SGL), wr.Inline
-		s.SmallFence, s.MaxSGE, s.MaxInline = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline
+		s.SmallFence, s.MaxSGE, s.MaxInline, s.MaxMessage = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline, qp.sq.maxMsg
 		s.SwapAdd, s.Compare, s.UD = 0, 0, nil
 		switch wr.Opcode {
 		case OpSendInv:
@@ -367,5 +367,9 @@ func (qp *QP) wrErr(op postOp, n int, wrID uint64, needs int, err error) error {
 		}
 		return &Error{Op: postOpNames[op], Obj: qp.name, Err: fmt.Errorf("work request %d (wr_id %#x): %w", n, wrID, ErrQueueFull)}
 	}
-	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", n, wrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+	msg := fmt.Sprintf("work request %d (wr_id %#x): %v", n, wrID, err)
+	if err == wqe.ErrMsgTooLong {
+		msg += fmt.Sprintf(" (%d bytes)", qp.sq.maxMsg)
+	}
+	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: msg, errs: []error{ErrInvalid, unix.EINVAL, err}}}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // QueryHCACap returns the device's capabilities of one type (prm's
@@ -95,4 +96,23 @@ func (c *Context) blockSignature() (sig.Caps, error) {
 		return sig.Caps{}, err
 	}
 	return sigCapsOf(caps), nil
+}
+
+// maxMessage is the longest message a QP of the context sends: the
+// ports' max_msg_sz (ibv_query_port; mlx5_ib answers 1 << log_max_msg)
+// as the context learned it at open; without an answer (a context that
+// makes no verbs objects), 1 << the general caps' log_max_msg; failing
+// that, the IB spec's 2^31 bytes. The sum of a send's SGEs (the length
+// of an RDMA READ) may not exceed it: rxe refuses such a post too
+// (validate_send_wr), libmlx5 posts it.
+func (c *Context) maxMessage() uint32 {
+	if c.maxMsgSz != 0 {
+		return min(c.maxMsgSz, wqe.MaxMessage)
+	}
+	if caps, err := c.generalCaps(); err == nil {
+		if l := prm.CmdHcaCap.LogMaxMsg.Get(caps); l > 0 && l < 31 {
+			return 1 << l
+		}
+	}
+	return wqe.MaxMessage
 }

@@ -115,6 +115,9 @@ type Context struct {
 	Caps Caps
 	// ports are the ports' link layers and flags, learned at open.
 	ports [maxCachedPorts]portInfo
+	// maxMsgSz is the smallest max_msg_sz the ports answered at open (0:
+	// none did).
+	maxMsgSz uint32
 
 	mu sync.Mutex
 	// closing: Close has begun; no new object is made. closed: the
@@ -275,15 +278,19 @@ func NewContext(dev seam.Device) *Context {
 // the commands that take driver data, then the device query
 // (mlx5_query_device_ctx), then each port's link layer and flags
 // (mlx5_query_port into cached_link_layer and cached_port_flags; a port
-// whose query fails is asked again when an AH needs it), then the
-// non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that fails,
-// the first CQ tries again).
+// whose query fails is asked again when an AH needs it; mlx5go keeps the
+// active MTU and max_msg_sz too, for the lengths a post may send), then
+// the non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that
+// fails, the first CQ tries again).
 func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
 	c.Caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
 	c.queryDevice()
 	for p := 1; p <= min(c.Caps.NumPorts, len(c.ports)); p++ {
 		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
-			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags}
+			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags, activeMTU: pa.ActiveMTU}
+			if pa.MaxMsgSz != 0 && (c.maxMsgSz == 0 || pa.MaxMsgSz < c.maxMsgSz) {
+				c.maxMsgSz = pa.MaxMsgSz
+			}
 		}
 	}
 	c.ncPage()
@@ -313,7 +320,7 @@ func (c *Context) queryDevice() {
 
 // portInfo is what a context learned of a port when it opened; a zero
 // link layer is unknown.
-type portInfo struct{ linkLayer, flags uint8 }
+type portInfo struct{ linkLayer, flags, activeMTU uint8 }
 
 // maxCachedPorts is MLX5_MAX_PORTS_NUM: the ports libmlx5 learns at open.
 const maxCachedPorts = 2

@@ -142,7 +142,7 @@ func (k *kernelDevice) QueryPort(port uint8) (seam.PortAttr, error) {
 		return seam.PortAttr{}, verbsErr("query port", err)
 	}
 	return seam.PortAttr{State: pa.State, MaxMTU: pa.MaxMTU, ActiveMTU: pa.ActiveMTU, GIDTableLen: pa.GIDTableLen,
-		PortCapFlags: pa.PortCapFlags, LID: pa.LID, SMLID: pa.SMLID, LMC: pa.LMC, LinkLayer: pa.LinkLayer, Flags: pa.Flags}, nil
+		PortCapFlags: pa.PortCapFlags, MaxMsgSz: pa.MaxMsgSize, LID: pa.LID, SMLID: pa.SMLID, LMC: pa.LMC, LinkLayer: pa.LinkLayer, Flags: pa.Flags}, nil
 }
 
 // QueryGIDTable is the device's GID table (UVERBS_METHOD_QUERY_GID_TABLE,

@@ -144,7 +144,10 @@ type sendQueue struct {
 	slots     []sqSlot
 	maxSGE    int
 	maxInline int
-	sync      handoff
+	// maxMsg is the longest message a work request may send or read
+	// (Context.maxMessage; on UD the port's active MTU too).
+	maxMsg uint32
+	sync   handoff
 
 	_ [64]byte // the poller's fields on their own cache line
 	// tail is the consumer counter: the WQEBBs before it are free. The
@@ -313,6 +316,11 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
 		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: o.SigPipelining}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
+	qp.sq.maxMsg = c.maxMessage()
+	if o.Type == QPTypeUD {
+		// Until Modify names the port: no port's MTU is larger.
+		qp.sq.maxMsg = min(qp.sq.maxMsg, maxMTUBytes)
+	}
 	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
 	if verbs {
 		err = qp.createVerbs(&o, sq, rq)

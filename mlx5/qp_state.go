@@ -155,6 +155,12 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 		return opErr(op, qp.name, ErrClosed)
 	}
 	var err error
+	udMax := uint32(0)
+	if qp.typ == QPTypeUD && mask&QPAttrPort != 0 {
+		if udMax, err = qp.c.datagramMax(a.Port); err != nil {
+			return opErr(op, qp.name, err)
+		}
+	}
 	switch {
 	case qp.verbs && qp.typ == QPTypeDCT:
 		err = qp.modifyDCT(a, mask)
@@ -166,6 +172,9 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	if err != nil {
 		return opErr(op, qp.name, err)
+	}
+	if udMax != 0 {
+		qp.sq.maxMsg = udMax
 	}
 	if mask&QPAttrState == 0 {
 		return nil
@@ -182,6 +191,34 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	return nil
+}
+
+// maxMTUBytes is the largest MTU, IB_MTU_4096: no datagram is longer (and
+// mlx5_ib gives UD QPs log_msg_max 12).
+const maxMTUBytes = 4096
+
+// datagramMax is the longest datagram a UD QP on port sends: the port's
+// active MTU (a datagram fits one packet) as the context learned it at
+// open (asked now if it did not), and no more than the context's maximum
+// message. The IB spec (C10-93.1.1, as rxe_req.c quotes it) has the
+// device send nothing for a longer one and complete it successfully; the
+// driver refuses it instead.
+func (c *Context) datagramMax(port uint8) (uint32, error) {
+	var mtu uint8
+	if port >= 1 && int(port) <= len(c.ports) && c.ports[port-1].linkLayer != 0 {
+		mtu = c.ports[port-1].activeMTU
+	} else {
+		pa, err := c.dev.QueryPort(port)
+		if err != nil {
+			return 0, err
+		}
+		mtu = pa.ActiveMTU
+	}
+	n := uint32(maxMTUBytes)
+	if mtu >= 1 && mtu <= 5 { // enum ib_mtu: 256 << (mtu-1)
+		n = 128 << mtu
+	}
+	return min(n, c.maxMessage()), nil
 }
 
 // restart is a move to RESET: the device's counters start over, and so

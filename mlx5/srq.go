@@ -239,8 +239,8 @@ func (s *SRQ) PostRecv(wrID uint64, sgl []SGE) error {
 func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	const op = "post srq recv"
 	for i := range wrs {
-		if len(wrs[i].SGL) > s.maxSGE {
-			return invalid(op, s.name, "work request %d (wr_id %#x): %d SGEs, the SRQ takes %d", i, wrs[i].WrID, len(wrs[i].SGL), s.maxSGE)
+		if err := wqe.CheckRecv(wqeSGL(wrs[i].SGL), s.maxSGE); err != nil {
+			return recvErr(op, s.name, "SRQ", i, &wrs[i], s.maxSGE, err)
 		}
 	}
 	if !s.g.enter() {
@@ -253,7 +253,7 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	}
 	for i := range wrs {
 		w := s.wqe(s.head)
-		_ = wqe.PutRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL))
+		_ = wqe.WriteRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL)) // checked above
 		s.wrID[int(s.head)&(len(s.wrID)-1)] = wrs[i].WrID
 		s.head = binary.BigEndian.Uint16(w[2:])
 	}
