@@ -461,7 +461,8 @@ func (s *Spec) prmMembers(name string) ([]prmMember, uint32, error) {
 //
 //   - the kernel has the field's name at the same bits and width, as a
 //     direct member or inside a union or nested struct: it passes (a note
-//     says where it moved);
+//     says where it moved, or that the kernel now names a field taken
+//     from rdma-core);
 //   - the kernel's field of that name ends at the same bit but is wider
 //     (it grew at its high end into bits that were reserved): it passes
 //     with a note, Go's bits being its low bits;
@@ -492,8 +493,11 @@ func (s *Spec) MatchPRM(name string, f PRMField) (note string, err error) {
 	}
 	for _, m := range same {
 		if m.off == f.Off && m.width == f.Width {
-			if m.path != f.Name {
+			switch {
+			case m.path != f.Name:
 				return fmt.Sprintf("%s.%s: %s has it as %s, at the same bits", short, f.Name, s.Name, m.path), nil
+			case f.Src != "":
+				return fmt.Sprintf("%s.%s (from %s): %s names it, at the same bits", short, f.Name, f.Src, s.Name), nil
 			}
 			return "", nil
 		}

@@ -199,7 +199,7 @@ func TestMatchPRMRules(t *testing.T) {
 		{PRMField{Name: "opcode", Off: 0, Width: 0x10}, true, ""},
 		{PRMField{Name: "log_obj_range", Off: 0x13, Width: 5}, true, "op_param.query.log_obj_range, at the same bits"},
 		{PRMField{Name: "old_name", Off: 0x21, Width: 1}, true, "renamed it new_name"},
-		{PRMField{Name: "repeated_mkey", Off: 0x22, Width: 1, Src: "rdma-core"}, true, ""},
+		{PRMField{Name: "repeated_mkey", Off: 0x22, Width: 1, Src: "rdma-core"}, true, "repeated_mkey (from rdma-core): " + kernelName + " names it, at the same bits"},
 		{PRMField{Name: "future_cap", Off: 0x23, Width: 1, Src: "rdma-core"}, true, ""},
 		{PRMField{Name: "future_cap", Off: 0x60, Width: 8, Src: "rdma-core"}, true, ""}, // past the kernel's end
 		{PRMField{Name: "log_page_size", Off: 0x29, Width: 5}, true, "widened it to log_page_size at bit 0x28 width 6"},
