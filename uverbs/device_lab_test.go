@@ -362,4 +362,3 @@ func TestLabQueryDeviceDriverData(t *testing.T) {
 		})
 	}
 }
-
