@@ -63,6 +63,10 @@ Dir::State "%[1]s";
 Dir::State::Lists "%[1]s/lists";
 Dir::State::status "/dev/null";
 Dir::Cache "%[1]s/cache";
+// No binary caches, and lists kept compressed: a few MB per suite.
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+Acquire::GzipIndexes "true";
 Acquire::Languages "none";
 // Snapshot mirrors and caching proxies serve Release files past their
 // Valid-Until; the signature and every hash are still checked.
