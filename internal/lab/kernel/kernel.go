@@ -262,7 +262,13 @@ func fetch(ctx context.Context, a *aptDir, cacheDir, pkg, ver string, logf Logf)
 	dir := entryDir(cacheDir, pkg, ver)
 	if k, err := load(dir); err == nil {
 		if k.Suite == "" {
+			// An entry from before the matrix: record its suite, so that
+			// an offline run finds it as that suite's cached kernel.
 			k.Suite = a.suite
+			if f, err := os.OpenFile(filepath.Join(dir, marker), os.O_APPEND|os.O_WRONLY, 0); err == nil {
+				fmt.Fprintf(f, "suite=%s\n", a.suite)
+				f.Close()
+			}
 		}
 		return k, nil
 	}

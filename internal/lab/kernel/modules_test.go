@@ -115,3 +115,42 @@ func TestModuleXZ(t *testing.T) {
 		t.Errorf("%+v: %q %v", mods[0], b, err)
 	}
 }
+
+// Offline, a suite's newest cached kernel is used; an entry written before
+// the matrix (no suite in its marker) gets its suite when first found.
+func TestCachedFallback(t *testing.T) {
+	cache := t.TempDir()
+	for _, e := range []struct{ dir, marker string }{
+		{"linux-image-6.1.0-55-amd64_6.1.190-1", "suite=bookworm\npackage=linux-image-6.1.0-55-amd64\nversion=6.1.190-1\nrelease=6.1.0-55-amd64\n"},
+		{"linux-image-6.1.0-56-amd64_6.1.192-2", "suite=bookworm\npackage=linux-image-6.1.0-56-amd64\nversion=6.1.192-2\nrelease=6.1.0-56-amd64\n"},
+		{"linux-image-6.12.57+deb13-amd64_6.12.57-1", "suite=trixie\npackage=linux-image-6.12.57+deb13-amd64\nversion=6.12.57-1\nrelease=6.12.57+deb13-amd64\nvmlinuz=boot/vmlinuz-6.12.57+deb13-amd64\nmoddir=usr/lib/modules/6.12.57+deb13-amd64\n"},
+	} {
+		touch(t, filepath.Join(cache, e.dir, marker), []byte(e.marker))
+		rel, _, _ := strings.Cut(strings.Split(e.marker, "release=")[1], "\n")
+		touch(t, filepath.Join(cache, e.dir, "boot", "vmlinuz-"+rel), nil)
+	}
+	k, err := fallback(cache, Choice{Suite: "bookworm"}, func(string, ...any) {}, os.ErrNotExist)
+	if err != nil || k.Release != "6.1.0-56-amd64" || k.Vmlinuz() != filepath.Join(cache, "linux-image-6.1.0-56-amd64_6.1.192-2", "boot", "vmlinuz-6.1.0-56-amd64") {
+		t.Errorf("bookworm fallback: %v, %v", k, err)
+	}
+	k, err = fallback(cache, Choice{Suite: "trixie"}, func(string, ...any) {}, os.ErrNotExist)
+	if err != nil || k.ModuleDir() != filepath.Join(cache, "linux-image-6.12.57+deb13-amd64_6.12.57-1", "usr/lib/modules/6.12.57+deb13-amd64") {
+		t.Errorf("trixie fallback: %v, %v", k, err)
+	}
+	if _, err := fallback(cache, Choice{Suite: "sid"}, func(string, ...any) {}, os.ErrNotExist); err == nil || !strings.Contains(err.Error(), "cannot get the sid kernel") {
+		t.Errorf("sid, nothing cached: %v", err)
+	}
+
+	// An entry of the old format: fetch finds it by package and version
+	// and records the suite.
+	old := "linux-image-6.1.0-57-amd64_6.1.193-1"
+	touch(t, filepath.Join(cache, old, marker), []byte("package=linux-image-6.1.0-57-amd64\nversion=6.1.193-1\nrelease=6.1.0-57-amd64\n"))
+	touch(t, filepath.Join(cache, old, "boot", "vmlinuz-6.1.0-57-amd64"), nil)
+	k, err = fetch(t.Context(), &aptDir{suite: "bookworm"}, cache, "linux-image-6.1.0-57-amd64", "6.1.193-1", func(string, ...any) {})
+	if err != nil || k.Suite != "bookworm" {
+		t.Fatalf("old entry: %v, %v", k, err)
+	}
+	if k, err := fallback(cache, Choice{Suite: "bookworm"}, func(string, ...any) {}, os.ErrNotExist); err != nil || k.Release != "6.1.0-57-amd64" {
+		t.Errorf("after the old entry got its suite: %v, %v", k, err)
+	}
+}
