@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/labenv"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
@@ -227,6 +228,7 @@ func churn(size int, stop <-chan struct{}, wg *sync.WaitGroup, cycles *atomic.In
 // GC pressure and mapping churn, a canary stays, and WRITEs from two
 // posting goroutines land where they should.
 func TestRegistrationKeepsUnreachableBufferMapped(t *testing.T) {
+	labenv.SkipUnderQEMUUser(t, "its /proc/self/maps, which the model reads to check user memory as ib_umem_get would, is qemu's emulation, and a read of it during this test's mapping churn misses mappings that are there (a doorbell record or CQ buffer, in every run)")
 	r := newRig(t, "cx7", model.Options{}, 64)
 	const size = 1 << 16
 	// Two posters, each with its QP and CQ, WRITE into their own quarter

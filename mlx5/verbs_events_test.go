@@ -1618,6 +1618,10 @@ func TestCQWaitContextAndClose(t *testing.T) {
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		if i%2 == 1 {
+			// Canceled, with no deadline that could pass first on a slow
+			// machine (qemu-user) before cancel runs.
+			cancel()
+			ctx, cancel = context.WithCancel(context.Background())
 			cancel()
 		}
 		err := cq.Wait(ctx)
