@@ -187,8 +187,14 @@ func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
 // error names the work request (ibv_post_recv posts those before it).
 func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
+	if qp == nil {
+		return unusable(postOpNames[op], "QP", "Context.CreateQP", true)
+	}
 	n := len(qp.rq.wrID)
 	if n == 0 {
+		if !qp.g.opened() || qp.g.closed() {
+			return qp.refused(op) // a zero QP has no receive queue either
+		}
 		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 	}
 	for i := range wrs {
@@ -197,7 +203,7 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 		}
 	}
 	if !qp.g.enter() {
-		return qp.errs.closed[op]
+		return qp.refused(op)
 	}
 	if int(qp.rq.pi-uint16(qp.rq.tail.Load()))+len(wrs) > n {
 		qp.g.exit()
