@@ -211,6 +211,9 @@ func Open(name string, opt *Options) (*Context, error) {
 		devx = false
 		uctx, _, err = openUcontext(name, &req)
 	}
+	if errors.Is(err, uverbs.ErrNoDevice) {
+		return nil, opErr(op, name, uverbs.ErrNoDevice) // whose message names the device again
+	}
 	if err != nil {
 		return nil, opErr(op, name, err)
 	}

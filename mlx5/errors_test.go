@@ -363,3 +363,235 @@ func TestContextErrorsWrap(t *testing.T) {
 	}
 	mlx5.CheckAPIError(t, err)
 }
+
+// TestAPIErrorScenarios drives the error paths of the public API, one
+// scenario each, on the software ConnectX (with and without the firmware
+// status in the output mailbox), and checks every error: a *mlx5.Error
+// naming the operation and the object once (CheckAPIError), wrapping what
+// it must.
+func TestAPIErrorScenarios(t *testing.T) {
+	for _, statusErrno := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StatusErrno=%v", statusErrno), func(t *testing.T) {
+			dev, err := model.NewWithOptions("cx7", model.Options{StatusErrno: statusErrno})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mlx5.NewContext(dev)
+			t.Cleanup(func() { c.Close() })
+			apiErrorScenarios(t, c, statusErrno)
+		})
+	}
+}
+
+func apiErrorScenarios(t *testing.T, c *mlx5.Context, statusErrno bool) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pd, err := c.AllocPD()
+	must(err)
+	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 16})
+	must(err)
+	devxCQ, err := c.CreateCQ(mlx5.CQOptions{Entries: 16, DEVX: true})
+	must(err)
+	qp, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxRecvWR: 4, MkeyConfigure: true})
+	must(err)
+	devxQP, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: devxCQ, RecvCQ: devxCQ, MaxSendWR: 4, MaxRecvWR: 4, DEVX: true})
+	must(err)
+	srq, err := c.CreateSRQ(mlx5.SRQOptions{PD: pd, MaxWR: 4, MaxSGE: 1})
+	must(err)
+	mkey, err := pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
+	must(err)
+	buf, err := mlx5.AllocBuffer(1 << 14)
+	must(err)
+	t.Cleanup(func() { buf.Close() })
+	mr, err := pd.RegMR(buf.Bytes()[:4096], mlx5.AccessLocalWrite)
+	must(err)
+	umem, err := c.RegUMem(buf.Bytes()[4096:8192], mlx5.AccessLocalWrite)
+	must(err)
+	q, err := c.NewAsyncCmdQueue()
+	must(err)
+	closedCQ, err := c.CreateCQ(mlx5.CQOptions{Entries: 16})
+	must(err)
+	must(closedCQ.Close())
+	closedPD, err := c.AllocPD()
+	must(err)
+	must(closedPD.Close())
+
+	// A DEVX QP of the UMEM, for the firmware's refusals.
+	in := mailbox(prm.CreateQpIn.Layout(), prm.MLX5_CMD_OP_CREATE_QP)
+	qpc := prm.CreateQpIn.Qpc
+	prm.Qpc.Pd.At(qpc).Set(in, uint64(pd.PDN()))
+	prm.Qpc.CqnSnd.At(qpc).Set(in, uint64(devxCQ.CQN()))
+	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(devxCQ.CQN()))
+	prm.Qpc.LogSqSize.At(qpc).Set(in, 4)
+	prm.Qpc.LogRqSize.At(qpc).Set(in, 4)
+	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(umem.ID))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(umem.ID))
+	out := make([]byte, 16)
+	obj, err := c.CreateObj(in, out)
+	must(err)
+	objQPN := prm.CreateQpOut.Qpn.Get(out)
+	rtr2rts := mailbox(prm.Rtr2rtsQpIn.Layout(), prm.MLX5_CMD_OP_RTR2RTS_QP)
+	prm.Rtr2rtsQpIn.Qpn.Set(rtr2rts, objQPN)
+	badCap := mailbox(prm.QueryHcaCapIn.Layout(), prm.MLX5_CMD_OP_QUERY_VPORT_STATE)
+
+	noRecv, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 4})
+	must(err)
+
+	// The firmware's refusals: the status, or the errno Linux 6.1 turns
+	// it into (model.Options.StatusErrno).
+	fw := func(st prm.Status) error {
+		if statusErrno {
+			return unix.EINVAL
+		}
+		return st
+	}
+	for _, s := range []struct {
+		name string
+		want error // what the error wraps
+		call func() error
+	}{
+		{"CreateQP without a PD", mlx5.ErrInvalid, func() error { _, err := c.CreateQP(mlx5.QPOptions{SendCQ: cq, RecvCQ: cq, MaxSendWR: 1}); return err }},
+		{"CreateQP too large", mlx5.ErrInvalid, func() error {
+			_, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1 << 20})
+			return err
+		}},
+		{"CreateQP on a closed CQ", mlx5.ErrClosed, func() error {
+			_, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: closedCQ, RecvCQ: closedCQ, MaxSendWR: 1})
+			return err
+		}},
+		{"CreateQP in a closed PD", mlx5.ErrClosed, func() error {
+			_, err := c.CreateQP(mlx5.QPOptions{PD: closedPD, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1})
+			return err
+		}},
+		{"CreateQP of a UD DEVX QP", mlx5.ErrInvalid, func() error {
+			_, err := c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeUD, PD: pd, SendCQ: devxCQ, RecvCQ: devxCQ, MaxSendWR: 1, DEVX: true})
+			return err
+		}},
+		{"CreateQP of a UC mkey-configure QP", mlx5.ErrUnsupported, func() error {
+			_, err := c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeUC, PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MkeyConfigure: true})
+			return err
+		}},
+		{"CreateCQ of 0 entries", mlx5.ErrInvalid, func() error { _, err := c.CreateCQ(mlx5.CQOptions{}); return err }},
+		{"CreateSRQ without a PD", mlx5.ErrInvalid, func() error { _, err := c.CreateSRQ(mlx5.SRQOptions{MaxWR: 1}); return err }},
+		{"CreateSRQ in a closed PD", mlx5.ErrClosed, func() error { _, err := c.CreateSRQ(mlx5.SRQOptions{PD: closedPD, MaxWR: 1}); return err }},
+		{"CreateMkey of 0 entries", mlx5.ErrInvalid, func() error { _, err := pd.CreateMkey(mlx5.MkeyOptions{}); return err }},
+		{"CreateMkey in a closed PD", mlx5.ErrClosed, func() error { _, err := closedPD.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1}); return err }},
+		{"CreateAH on port 9", mlx5.ErrInvalid, func() error { _, err := pd.CreateAH(mlx5.AddressPath{Port: 9}); return err }},
+		{"RegMR of nothing", mlx5.ErrInvalid, func() error { _, err := pd.RegMR(nil, mlx5.AccessLocalWrite); return err }},
+		{"RegMR of remote write without local write", mlx5.ErrInvalid, func() error {
+			_, err := pd.RegMR(buf.Bytes()[:64], mlx5.AccessRemoteWrite)
+			return err
+		}},
+		{"RegUMem with atomic access", mlx5.ErrInvalid, func() error {
+			_, err := c.RegUMem(buf.Bytes()[:64], mlx5.AccessRemoteAtomic)
+			return err
+		}},
+		{"AllocUAR of type 7", mlx5.ErrInvalid, func() error { _, err := c.AllocUAR(7); return err }},
+		{"AllocBuffer of 0 bytes", mlx5.ErrInvalid, func() error { _, err := mlx5.AllocBuffer(0); return err }},
+		{"QueryEQN of vector 2^20", unix.ENOENT, func() error { _, err := c.QueryEQN(1 << 20); return err }},
+		{"GeneralCmd of a short mailbox", mlx5.ErrInvalid, func() error { return c.GeneralCmd(make([]byte, 8), make([]byte, 16)) }},
+		{"GeneralCmd of an opcode the firmware lacks", fw(prm.MLX5_CMD_STAT_BAD_OP_ERR), func() error {
+			return c.GeneralCmd(badCap, prm.QueryHcaCapOut.Layout().New())
+		}},
+		{"QueryHCACap of cap type 0x7f", fw(prm.MLX5_CMD_STAT_BAD_PARAM_ERR), func() error { _, err := c.QueryHCACap(0x7f, true); return err }},
+		{"DevxObj.Modify RTR2RTS from RST", fw(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR), func() error { return obj.Modify(rtr2rts, make([]byte, 16)) }},
+		{"DevxObj.Close of a PD in use", unix.EINVAL, func() error {
+			pdIn := mailbox(prm.AllocPdIn.Layout(), prm.MLX5_CMD_OP_ALLOC_PD)
+			pdOut := make([]byte, 16)
+			p, err := c.CreateObj(pdIn, pdOut)
+			if err != nil {
+				return err
+			}
+			in := mailbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
+			prm.CreatePsvIn.NumPsv.Set(in, 1)
+			prm.CreatePsvIn.Pd.Set(in, prm.AllocPdOut.Pd.Get(pdOut))
+			if _, err := c.CreateObj(in, make([]byte, prm.CreatePsvOut.Layout().Size)); err != nil {
+				return err
+			}
+			return p.Close()
+		}},
+		{"UMem.Close of a UMEM in use", unix.EINVAL, func() error { return umem.Close() }},
+		{"DevxObj.QueryAsync of 8 bytes", mlx5.ErrInvalid, func() error { return obj.QueryAsync(make([]byte, 16), 8, 1, q) }},
+		{"QP.DevxQuery of a short mailbox", mlx5.ErrInvalid, func() error { return qp.DevxQuery(make([]byte, 4), make([]byte, 16)) }},
+		{"QP.Modify to state 9", mlx5.ErrInvalid, func() error { return qp.Modify(&mlx5.QPAttr{State: 9}, mlx5.QPAttrState) }},
+		{"QP.Modify RESET to RTS", unix.EINVAL, func() error { return qp.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTS}, mlx5.QPAttrState) }},
+		{"DEVX QP.Modify RESET to RTS", mlx5.ErrInvalid, func() error {
+			return devxQP.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTS}, mlx5.QPAttrState)
+		}},
+		{"QP.Connect on port 0", mlx5.ErrInvalid, func() error { return qp.Connect(1, mlx5.AddressPath{}) }},
+		{"QP.Ready of an RC QP", mlx5.ErrInvalid, func() error { return qp.Ready(1, 0) }},
+		{"QP.PostSend in RESET of too many SGEs", mlx5.ErrInvalid, func() error {
+			return qp.PostSend(&mlx5.SendWR{Opcode: mlx5.OpSend, SGL: make([]mlx5.SGE, 64)})
+		}},
+		{"QP.PostSendList of a bad second", mlx5.ErrInvalid, func() error {
+			return qp.PostSendList([]mlx5.SendWR{{Opcode: mlx5.OpNOP}, {Opcode: 0x77}})
+		}},
+		{"QP.PostRecv without a receive queue", mlx5.ErrInvalid, func() error { return noRecv.PostRecv(1, nil) }},
+		{"QP.PostMkeyConfigure of a list longer than the mkey takes", mlx5.ErrInvalid, func() error {
+			return qp.PostMkeyConfigure(&mlx5.MkeyConfigureWR{Mkey: mkey, List: make([]mlx5.KLM, 8)})
+		}},
+		{"QP.CancelPostedSends outside SQD", mlx5.ErrNotDrained, func() error { _, err := qp.CancelPostedSends(1); return err }},
+		{"QP.RecoverSigStop without pipelining", mlx5.ErrInvalid, func() error {
+			_, err := qp.RecoverSigStop(cq, make([]mlx5.Completion, 1), func([]mlx5.Completion) {}, nil)
+			return err
+		}},
+		{"SRQ.PostRecv of too many SGEs", mlx5.ErrInvalid, func() error { return srq.PostRecv(1, make([]mlx5.SGE, 8)) }},
+		{"SRQ.Arm over MaxWR", mlx5.ErrInvalid, func() error { return srq.Arm(1 << 20) }},
+		{"CQ.Arm without events", mlx5.ErrInvalid, func() error { return cq.Arm(false) }},
+		{"CQ.Close in use", unix.EBUSY, func() error { return cq.Close() }},
+		{"SRQ.Close in use", nil, func() error {
+			onSRQ, err := c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: srq, MaxSendWR: 1})
+			if err != nil {
+				return err
+			}
+			defer onSRQ.Close()
+			return srq.Close()
+		}},
+		{"Mkey.Check of a plain mkey", mlx5.ErrInvalid, func() error {
+			m, err := pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1})
+			if err != nil {
+				return err
+			}
+			_, err = m.Check()
+			return err
+		}},
+		{"PD.Close in use", nil, func() error { return pd.Close() }},
+		{"MR.Close twice", nil, func() error {
+			if err := mr.Close(); err != nil {
+				return err
+			}
+			return mr.Close()
+		}},
+		{"Open of no device", nil, func() error { _, err := mlx5.Open("mlx5_no_such_device", nil); return err }},
+		{"Open with NoDEVX and RequireDEVX", mlx5.ErrInvalid, func() error {
+			_, err := mlx5.Open("mlx5_0", &mlx5.Options{NoDEVX: true, RequireDEVX: true})
+			return err
+		}},
+		{"Open with more low-latency BlueFlame registers than all", mlx5.ErrInvalid, func() error {
+			_, err := mlx5.Open("mlx5_0", &mlx5.Options{TotalBFRegs: 4, LowLatencyBFRegs: 4})
+			return err
+		}},
+	} {
+		err := s.call()
+		if s.name == "MR.Close twice" {
+			if err != nil {
+				t.Errorf("%s: %v", s.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: no error", s.name)
+			continue
+		}
+		if s.want != nil && !errors.Is(err, s.want) {
+			t.Errorf("%s: %v, want %v", s.name, err, s.want)
+		}
+		if d := apiErrorDefect(err); d != "" {
+			t.Errorf("%s: %s", s.name, d)
+		}
+	}
+}

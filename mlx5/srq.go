@@ -376,7 +376,11 @@ func (s *SRQ) Close() error {
 		return nil
 	}
 	if s.refs > 0 && !s.c.closedNow() {
-		return opErr(op, s.name, fmt.Errorf("%d QPs use it: %w", s.refs, unix.EBUSY))
+		users := fmt.Sprintf("%d QPs use it", s.refs)
+		if s.refs == 1 {
+			users = "a QP uses it"
+		}
+		return opErr(op, s.name, fmt.Errorf("%s: %w", users, unix.EBUSY))
 	}
 	if !s.c.closedNow() {
 		if err := s.c.dev.DestroySRQ(s.handle); err != nil {
