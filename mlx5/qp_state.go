@@ -139,7 +139,8 @@ func pathOf(a *seam.AHAttr, mtu uint8) AddressPath {
 // signature-pipelining QP moved to INIT gets drain_sigerr; a DCT gets its
 // number (QPN) when it reaches RTR. A DEVX QP takes
 // the transitions its commands have (RESET, INIT, RTR, RTS, SQE to RTS,
-// ERR), not SQD.
+// ERR): a move into or out of SQD is ErrUnsupported, a move the IB spec
+// has not (RTS to INIT) ErrInvalid.
 func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	const op = "modify"
 	if err := qp.usable(op); err != nil {
