@@ -177,16 +177,16 @@ func callEach(t *testing.T, what string, v reflect.Value, anyResult bool, check 
 	}
 }
 
-// wantInvalid is the check for a nil or zero object: ErrInvalid.
-func wantInvalid(method string, err error) string {
+// refusedAsInvalid is the check for a nil or zero object: ErrInvalid.
+func refusedAsInvalid(method string, err error) string {
 	if !errors.Is(err, mlx5.ErrInvalid) {
 		return fmt.Sprintf("error %v, want ErrInvalid", err)
 	}
 	return apiErrorDefect(err)
 }
 
-// wantClosed is the check for a closed object: ErrClosed, Close nil.
-func wantClosed(method string, err error) string {
+// refusedAsClosed is the check for a closed object: ErrClosed, Close nil.
+func refusedAsClosed(method string, err error) string {
 	if method == "Close" {
 		if err != nil {
 			return fmt.Sprintf("closing again: %v, want nil", err)
@@ -221,7 +221,7 @@ func (r *errRecorder) Errorf(format string, args ...any) {
 // zero result), and does not panic.
 func TestNilObjects(t *testing.T) {
 	for _, typ := range apiObjects {
-		callEach(t, "nil "+typ.String(), reflect.Zero(typ), false, wantInvalid)
+		callEach(t, "nil "+typ.String(), reflect.Zero(typ), false, refusedAsInvalid)
 	}
 	var c *mlx5.Context
 	func() {
@@ -233,7 +233,7 @@ func TestNilObjects(t *testing.T) {
 		c = mlx5.NewContext(nil)
 	}()
 	if c != nil {
-		callEach(t, "NewContext(nil)", reflect.ValueOf(c), false, wantInvalid)
+		callEach(t, "NewContext(nil)", reflect.ValueOf(c), false, refusedAsInvalid)
 	}
 }
 
@@ -241,7 +241,7 @@ func TestNilObjects(t *testing.T) {
 // (&mlx5.QP{}) returns ErrInvalid (or a zero result), and does not panic.
 func TestZeroObjects(t *testing.T) {
 	for _, typ := range apiObjects {
-		callEach(t, "zero "+typ.String(), reflect.New(typ.Elem()), false, wantInvalid)
+		callEach(t, "zero "+typ.String(), reflect.New(typ.Elem()), false, refusedAsInvalid)
 	}
 }
 
@@ -333,7 +333,7 @@ func TestClosedObjects(t *testing.T) {
 			for _, o := range objs {
 				v := reflect.ValueOf(o)
 				seen[v.Type()] = true
-				callEach(t, "closed "+v.Type().String(), v, true, wantClosed)
+				callEach(t, "closed "+v.Type().String(), v, true, refusedAsClosed)
 			}
 			for _, typ := range apiObjects {
 				if !seen[typ] {
