@@ -69,7 +69,7 @@ type mkeyUndo struct {
 // CreateQP did not make).
 func (qp *QP) Begin() *Batch {
 	if qp == nil {
-		return &Batch{err: unusable(postOpNames[postSend], "QP", "Context.CreateQP", true), refusedAt: true}
+		return nilQPBatch()
 	}
 	b := &qp.batch
 	if b.open {
@@ -91,24 +91,31 @@ func (qp *QP) Begin() *Batch {
 	return b
 }
 
-// refused is the error of a post the QP's guard refused: the QP is
-// closed, or CreateQP did not make it.
+// nilQPBatch is Begin's batch for a nil QP: its Commit is ErrInvalid.
+// Not inlined: Begin stays as small as it was.
+//
+//go:noinline
+func nilQPBatch() *Batch {
+	return &Batch{err: unusable(postOpNames[postSend], "QP", "Context.CreateQP", true), refusedAt: true}
+}
+
+// refused is the error of a post on a nil QP, or one the QP's guard
+// refused: the QP is closed, or CreateQP did not make it.
 func (qp *QP) refused(op postOp) error {
-	if !qp.g.opened() {
-		return unusable(postOpNames[op], "QP", "Context.CreateQP", false)
+	if qp == nil || !qp.g.opened() {
+		return unusable(postOpNames[op], "QP", "Context.CreateQP", qp == nil)
 	}
 	return qp.errs.closed[op]
 }
 
 // refusedAs names the operation of the first work request added to a
-// batch Begin refused in its error.
+// batch Begin refused in its error. Not inlined: Add's failure path stays
+// out of its way.
+//
+//go:noinline
 func (b *Batch) refusedAs(op postOp) {
 	if b.refusedAt && b.n == 0 && op != postSend {
-		if b.qp == nil {
-			b.err = unusable(postOpNames[op], "QP", "Context.CreateQP", true)
-		} else {
-			b.err = b.qp.refused(op)
-		}
+		b.err = b.qp.refused(op)
 	}
 	b.refusedAt = false
 }
@@ -341,17 +348,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 // batch; or, if a work request failed, undoes the batch and returns that
 // failure. A batch of nothing rings nothing.
 func (b *Batch) Commit() error {
-	if b == nil {
-		return invalid("post send", "Batch", "nil *Batch")
-	}
-	if !b.open {
-		if b.err != nil {
-			return b.err
-		}
-		if b.qp == nil {
-			return invalid("post send", "Batch", "Commit of a zero Batch (QP.Begin makes batches)")
-		}
-		return invalid("post send", b.qp.name, "Commit without Begin")
+	if b == nil || !b.open {
+		return b.notOpen()
 	}
 	qp := b.qp
 	if b.err != nil {
@@ -368,10 +366,33 @@ func (b *Batch) Commit() error {
 	b.open = false
 	qp.g.exit()
 	if err != nil {
-		return opErr("post send", qp.name, err) // doorbell's: a broken invariant
+		return qp.ringErr(err)
 	}
 	return nil
 }
+
+// notOpen is Commit's error for a batch that is not open: the error it
+// carries (Begin refused it, or it failed), or a Commit without Begin.
+// Not inlined, as the other slow paths of Commit: Commit stays small.
+//
+//go:noinline
+func (b *Batch) notOpen() error {
+	switch {
+	case b == nil:
+		return invalid("post send", "Batch", "nil *Batch")
+	case b.err != nil:
+		return b.err
+	case b.qp == nil:
+		return invalid("post send", "Batch", "Commit of a zero Batch (QP.Begin makes batches)")
+	}
+	return invalid("post send", b.qp.name, "Commit without Begin")
+}
+
+// ringErr is the error of a doorbell the doorbell package refused: a
+// broken invariant of the QP's rings.
+//
+//go:noinline
+func (qp *QP) ringErr(err error) error { return opErr("post send", qp.name, err) }
 
 // Abort ends the batch without posting anything: the WQEBBs it wrote are
 // zeroed and the QP and mkeys are as they were at Begin.

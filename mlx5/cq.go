@@ -573,10 +573,7 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if cq == nil {
-		return 0, unusable("poll", "CQ", "Context.CreateCQ", true)
-	}
-	if !cq.g.enter() {
+	if cq == nil || !cq.g.enter() {
 		return 0, cq.refused()
 	}
 	qps := *cq.qps.Load()
@@ -628,11 +625,12 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 	return n, err
 }
 
-// refused is Poll's error when the guard refuses: the CQ is closed, or
-// CreateCQ did not make it.
+// refused is Poll's error when the CQ is nil or its guard refuses: the
+// CQ is closed, or CreateCQ did not make it. (Out of Poll, so that the
+// error's making costs Poll nothing.)
 func (cq *CQ) refused() error {
-	if !cq.g.opened() {
-		return unusable("poll", "CQ", "Context.CreateCQ", false)
+	if cq == nil || !cq.g.opened() {
+		return unusable("poll", "CQ", "Context.CreateCQ", cq == nil)
 	}
 	return cq.errClosed
 }

@@ -187,16 +187,10 @@ func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
 // error names the work request (ibv_post_recv posts those before it).
 func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
-	if qp == nil {
-		return unusable(postOpNames[op], "QP", "Context.CreateQP", true)
+	if qp == nil || len(qp.rq.wrID) == 0 {
+		return qp.noRecvQueue()
 	}
 	n := len(qp.rq.wrID)
-	if n == 0 {
-		if !qp.g.opened() || qp.g.closed() {
-			return qp.refused(op) // a zero QP has no receive queue either
-		}
-		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
-	}
 	for i := range wrs {
 		if len(wrs[i].SGL) > qp.rq.maxSGE {
 			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %d SGEs, the queue takes %d", i, wrs[i].WrID, len(wrs[i].SGL), qp.rq.maxSGE)
@@ -227,6 +221,17 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	}
 	qp.g.exit()
 	return nil
+}
+
+// noRecvQueue is PostRecvList's error for a QP without a receive queue:
+// a nil QP, one CreateQP did not make, a closed one (none has a receive
+// queue then), or one made without (MaxRecvWR 0, or an SRQ).
+func (qp *QP) noRecvQueue() error {
+	const op = postRecv
+	if qp == nil || !qp.g.opened() || qp.g.closed() {
+		return qp.refused(op)
+	}
+	return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 }
 
 // MkeyConfigureWR configures an Mkey (mlx5dv_wr_mkey_configure with its
