@@ -47,6 +47,10 @@ type Batch struct {
 	ud   wqe.UD
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
+	// refusedAt: Begin found the QP closed (or nil, or not made by
+	// CreateQP), and err says so for a post send, until the first work
+	// request added names its operation.
+	refusedAt bool
 }
 
 // mkeyUndo is an mkey's configure state before a work request of the
@@ -60,8 +64,13 @@ type mkeyUndo struct {
 }
 
 // Begin starts a batch on the QP. If the QP is closed, the batch carries
-// ErrClosed: Adds do nothing and Commit returns it.
+// ErrClosed: Adds do nothing and Commit returns it, naming the operation
+// of the first work request added (ErrInvalid for a nil QP, or one
+// CreateQP did not make).
 func (qp *QP) Begin() *Batch {
+	if qp == nil {
+		return nilQPBatch()
+	}
 	b := &qp.batch
 	if b.open {
 		// A batch that was not committed or aborted: a misuse, not a
@@ -71,15 +80,44 @@ func (qp *QP) Begin() *Batch {
 		b.open = false
 		return b
 	}
-	b.qp, b.err, b.nwqe, b.n = qp, nil, 0, 0
+	b.qp, b.err, b.nwqe, b.n, b.refusedAt = qp, nil, 0, 0, false
 	b.undo = b.undo[:0]
 	if !qp.g.enter() {
-		b.err = qp.errs.closed[postSend]
+		b.err, b.refusedAt = qp.refused(postSend), true
 		return b
 	}
 	b.open = true
 	b.start, b.fm, b.free = qp.sq.pi, qp.fmCache, qp.sq.free()
 	return b
+}
+
+// nilQPBatch is Begin's batch for a nil QP: its Commit is ErrInvalid.
+// Not inlined: Begin stays as small as it was.
+//
+//go:noinline
+func nilQPBatch() *Batch {
+	return &Batch{err: unusable(postOpNames[postSend], "QP", "Context.CreateQP", true), refusedAt: true}
+}
+
+// refused is the error of a post on a nil QP, or one the QP's guard
+// refused: the QP is closed, or CreateQP did not make it.
+func (qp *QP) refused(op postOp) error {
+	if qp == nil || !qp.g.opened() {
+		return unusable(postOpNames[op], "QP", "Context.CreateQP", qp == nil)
+	}
+	return qp.errs.closed[op]
+}
+
+// refusedAs names the operation of the first work request added to a
+// batch Begin refused in its error. Not inlined: Add's failure path stays
+// out of its way.
+//
+//go:noinline
+func (b *Batch) refusedAs(op postOp) {
+	if b.refusedAt && b.n == 0 && op != postSend {
+		b.err = b.qp.refused(op)
+	}
+	b.refusedAt = false
 }
 
 // fail poisons the batch with err, which names work request n of it.
@@ -118,7 +156,10 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bbs int, ds uint8, db uint64, fe
 
 // Add builds one send work request into the batch.
 func (b *Batch) Add(wr *SendWR) *Batch {
-	if !b.usable() {
+	if b == nil || !b.usable() {
+		if b != nil {
+			b.refusedAs(postSend)
+		}
 		return b
 	}
 	qp := b.qp
@@ -176,6 +217,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 				b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a send on a UD QP needs an AH", b.n, wr.WrID))
 				return b
 			}
+			if ah := wr.AH; ah.dead.Load() || ah.pd == nil || ah.pd.c != qp.c {
+				b.fail(op, qp.ahErr(op, b.n, wr))
+				return b
+			}
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
 			s.UD = &b.ud
 		}
@@ -204,7 +249,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // poisons the batch with ErrUnsupported (EOPNOTSUPP) before anything of
 // the work request is written; an invalid one is ErrInvalid first.
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
-	if !b.usable() {
+	if b == nil || !b.usable() {
+		if b != nil {
+			b.refusedAs(postMkeyConfigure)
+		}
 		return b
 	}
 	qp := b.qp
@@ -300,11 +348,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 // batch; or, if a work request failed, undoes the batch and returns that
 // failure. A batch of nothing rings nothing.
 func (b *Batch) Commit() error {
-	if !b.open {
-		if b.err != nil {
-			return b.err
-		}
-		return invalid("post send", "", "Commit without Begin")
+	if b == nil || !b.open {
+		return b.notOpen()
 	}
 	qp := b.qp
 	if b.err != nil {
@@ -320,13 +365,39 @@ func (b *Batch) Commit() error {
 	}
 	b.open = false
 	qp.g.exit()
-	return err
+	if err != nil {
+		return qp.ringErr(err)
+	}
+	return nil
 }
+
+// notOpen is Commit's error for a batch that is not open: the error it
+// carries (Begin refused it, or it failed), or a Commit without Begin.
+// Not inlined, as the other slow paths of Commit: Commit stays small.
+//
+//go:noinline
+func (b *Batch) notOpen() error {
+	switch {
+	case b == nil:
+		return invalid("post send", "Batch", "nil *Batch")
+	case b.err != nil:
+		return b.err
+	case b.qp == nil:
+		return invalid("post send", "Batch", "Commit of a zero Batch (QP.Begin makes batches)")
+	}
+	return invalid("post send", b.qp.name, "Commit without Begin")
+}
+
+// ringErr is the error of a doorbell the doorbell package refused: a
+// broken invariant of the QP's rings.
+//
+//go:noinline
+func (qp *QP) ringErr(err error) error { return opErr("post send", qp.name, err) }
 
 // Abort ends the batch without posting anything: the WQEBBs it wrote are
 // zeroed and the QP and mkeys are as they were at Begin.
 func (b *Batch) Abort() {
-	if !b.open {
+	if b == nil || !b.open {
 		return
 	}
 	b.rollback()
@@ -347,6 +418,16 @@ func (b *Batch) rollback() {
 		u.m.shape.Store(u.shape)
 	}
 	b.undo = b.undo[:0]
+}
+
+// ahErr is the error of work request n of a batch whose AH is closed
+// (ErrClosed), or not one of the QP's context (ErrInvalid).
+func (qp *QP) ahErr(op postOp, n int, wr *SendWR) error {
+	ah := wr.AH
+	if ah.dead.Load() {
+		return opErr(postOpNames[op], qp.name, fmt.Errorf("work request %d (wr_id %#x): %s: %w", n, wr.WrID, ah.name, ErrClosed))
+	}
+	return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an AH of another context, or not made by PD.CreateAH", n, wr.WrID)
 }
 
 // wrErr is the error of work request n of a batch that the builder

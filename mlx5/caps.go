@@ -14,16 +14,20 @@ import (
 // QUERY_HCA_CAP's output, to be read with prm's layouts (prm.CmdHcaCap and
 // friends).
 func (c *Context) QueryHCACap(capType uint16, cur bool) ([]byte, error) {
+	const op = "query hca cap"
+	if err := c.checkOpen(op); err != nil {
+		return nil, err
+	}
 	in := make([]byte, prm.QueryHcaCapIn.Layout().Size)
 	prm.QueryHcaCapIn.Opcode.Set(in, prm.MLX5_CMD_OP_QUERY_HCA_CAP)
 	prm.QueryHcaCapIn.OpMod.Set(in, uint64(prm.QueryHCACapOpMod(capType, cur)))
 	out := make([]byte, prm.QueryHcaCapOut.Layout().Size)
 	if err := c.GeneralCmd(in, out); err != nil {
-		return nil, err
+		return nil, wrapAs(op, c.name, "", err)
 	}
 	b := prm.QueryHcaCapOut.Capability.Bytes(out)
 	if b == nil {
-		return nil, fmt.Errorf("mlx5: query hca cap: output of %d bytes has no capability area", len(out))
+		return nil, opErr(op, c.name, fmt.Errorf("output of %d bytes has no capability area", len(out)))
 	}
 	return b, nil
 }
@@ -47,9 +51,13 @@ func (c *Context) generalCaps() ([]byte, error) {
 // mkey configure refuses a signature block the caps do not cover
 // (sig.Caps.Supports), both with ErrUnsupported.
 func (c *Context) SigCaps() (sig.Caps, error) {
+	const op = "query sig caps"
+	if err := c.checkOpen(op); err != nil {
+		return sig.Caps{}, err
+	}
 	caps, err := c.generalCaps()
 	if err != nil {
-		return sig.Caps{}, opErr("query sig caps", "", err)
+		return sig.Caps{}, wrapAs(op, c.name, "", err)
 	}
 	return sigCapsOf(caps), nil
 }

@@ -186,10 +186,10 @@ func TestRegistrationOfClosedBufferIsRefused(t *testing.T) {
 	}
 	defer mr.Close()
 	b.Close()
-	if _, err := r.pd.RegMR(mem[:4096], memAccess); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.pd.RegMR(mem[:4096], memAccess); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("RegMR of a closed Buffer's memory: %v, want ErrClosed", err)
 	}
-	if _, err := r.c.RegUMem(mem, mlx5.AccessLocalWrite); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.c.RegUMem(mem, mlx5.AccessLocalWrite); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("RegUMem of a closed Buffer's memory: %v, want ErrClosed", err)
 	}
 }
@@ -485,11 +485,11 @@ func TestDestroyInUseFailsAndKeepsTheObject(t *testing.T) {
 	case e.Obj != fmt.Sprintf("UMEM %#x", o.umem.ID):
 		t.Errorf("UMem.Close: %v names %q, want the UMEM", err, e.Obj)
 	}
-	if !errors.Is(err, unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
+	if !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
 		t.Errorf("UMem.Close of a UMEM in use: %v, want EINVAL from DESTROY_UMEM's BAD_RES_STATE", err)
 	}
 	err = o.cq.Close()
-	if !errors.As(err, &e) || !errors.Is(err, unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
+	if !errors.As(err, &e) || !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
 		t.Errorf("DevxObj.Close of a CQ a QP uses: %v, want a *mlx5.Error with EINVAL from DESTROY_CQ's BAD_RES_STATE", err)
 	}
 

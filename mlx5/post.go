@@ -192,10 +192,10 @@ func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
 // is reported first): the WQEs written are zeroed again.
 func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
-	n := len(qp.rq.wrID)
-	if n == 0 {
-		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
+	if qp == nil || len(qp.rq.wrID) == 0 {
+		return qp.noRecvQueue()
 	}
+	n := len(qp.rq.wrID)
 	for i := range wrs {
 		if len(wrs[i].SGL) > qp.rq.maxSGE {
 			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, wqe.ErrTooManySGEs)
@@ -205,7 +205,7 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	// (a check before the writes costs the single receive 5%): a list
 	// with one too long for a data segment is zeroed again and refused.
 	if !qp.g.enter() {
-		return qp.errs.closed[op]
+		return qp.refused(op)
 	}
 	if int(qp.rq.pi-uint16(qp.rq.tail.Load()))+len(wrs) > n {
 		qp.g.exit()
@@ -246,6 +246,17 @@ func recvErr(op, obj, queue string, i int, wr *RecvWR, maxSGE int, err error) er
 		return invalid(op, obj, "work request %d (wr_id %#x): %d SGEs, the %s takes %d", i, wr.WrID, len(wr.SGL), queue, maxSGE)
 	}
 	return &Error{Op: op, Obj: obj, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", i, wr.WrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+}
+
+// noRecvQueue is PostRecvList's error for a QP without a receive queue:
+// a nil QP, one CreateQP did not make, a closed one (none has a receive
+// queue then), or one made without (MaxRecvWR 0, or an SRQ).
+func (qp *QP) noRecvQueue() error {
+	const op = postRecv
+	if qp == nil || !qp.g.opened() || qp.g.closed() {
+		return qp.refused(op)
+	}
+	return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 }
 
 // MkeyConfigureWR configures an Mkey (mlx5dv_wr_mkey_configure with its
