@@ -21,8 +21,9 @@ type AH struct {
 	handle seam.Handle
 	kernel bool // made by the kernel (RoCE): Close destroys it there
 	user   uint64
-	// dead is set by Close: a DCI work request naming the AH is refused
-	// (the post path reads it without the lock).
+	name   string
+	// dead: Close began; sends with the AH are refused (the poster's
+	// check, without the lock).
 	dead atomic.Bool
 
 	mu     sync.Mutex
@@ -46,23 +47,23 @@ const grhFlowLabelMask = 0xfffff
 // ignored: the kernel's MAC is used.
 func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	const op = "create ah"
-	c := pd.c
-	if err := c.checkOpen(op); err != nil {
+	if err := pd.checkOpen(op); err != nil {
 		return nil, err
 	}
+	c, obj := pd.c, pdName(pd.pdn)
 	if !c.speaksVerbs() {
-		return nil, unsupported(op, "", "the device makes no verbs objects")
+		return nil, unsupported(op, obj, "the device makes no verbs objects")
 	}
 	if path.Port < 1 || int(path.Port) > max(c.Caps.NumPorts, 1) {
-		return nil, invalid(op, "", "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
+		return nil, invalid(op, obj, "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
 	}
 	linkLayer, flags, err := c.port(path.Port)
 	if err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, obj, err)
 	}
 	eth := linkLayer == linkLayerEthernet
 	if !path.GRH && (eth || flags&portGRHRequired != 0) {
-		return nil, invalid(op, "", "port %d needs a GRH (RoCE, or GRH required)", path.Port)
+		return nil, invalid(op, obj, "port %d needs a GRH (RoCE, or GRH required)", path.Port)
 	}
 	a := path.ah()
 	ah := &AH{pd: pd}
@@ -70,14 +71,18 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	if !eth {
 		ah.av = wqe.IBAV(&wqe.AHAttr{DLID: path.LID, SL: path.SL, SrcPathBits: path.SrcPathBits, StaticRate: path.StaticRate,
 			IsGlobal: path.GRH, DGID: path.GID, FlowLabel: path.FlowLabel, SGIDIndex: path.SGIDIndex, HopLimit: path.HopLimit, TClass: path.TrafficClass})
-		return ah, pd.adoptAH(ah)
+		ah.name = fmt.Sprintf("AH to LID %#x", path.LID)
+		if err := pd.adoptAH(ah); err != nil {
+			return nil, err
+		}
+		return ah, nil
 	}
 	if c.uhw&mlx5abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
-		return nil, unsupported(op, "", "the kernel does not make RoCE AHs (no MLX5_USER_CMDS_SUPP_UHW_CREATE_AH)")
+		return nil, unsupported(op, obj, "the kernel does not make RoCE AHs (no MLX5_USER_CMDS_SUPP_UHW_CREATE_AH)")
 	}
 	gidType, err := c.gidType(path.Port, path.SGIDIndex)
 	if err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, obj, err)
 	}
 	if gidType == gidTypeRoCEv2 {
 		ah.av.RLID = udpSourcePort(path.FlowLabel)
@@ -93,9 +98,9 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	h, err := c.dev.CreateAH(pd.handle, &a, ah.user, bytesOf(&resp))
 	if err != nil {
 		c.dropHandle(ah.user)
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, obj, err)
 	}
-	ah.handle, ah.kernel = h, true
+	ah.handle, ah.kernel, ah.name = h, true, fmt.Sprintf("AH %d", h)
 	ah.av.RMAC = resp.Dmac
 	if err := pd.adoptAH(ah); err != nil {
 		return nil, err
@@ -147,23 +152,29 @@ func udpSourcePort(flowLabel uint32) uint16 {
 func (pd *PD) adoptAH(ah *AH) error {
 	if err := pd.c.adopt(ah); err != nil {
 		ah.Close()
-		return opErr("create ah", "", err)
+		return opErr("create ah", pdName(pd.pdn), err)
 	}
 	return nil
 }
 
 // Close destroys the AH (the kernel's, on RoCE). Sends posted with it must
-// have completed. Closing twice is safe.
+// have completed; later sends with it are refused (ErrClosed). Closing
+// twice is safe.
 func (ah *AH) Close() error {
+	if ah == nil || ah.pd == nil {
+		return unusable("destroy ah", "AH", "PD.CreateAH", ah == nil)
+	}
 	ah.mu.Lock()
 	defer ah.mu.Unlock()
 	if ah.closed {
 		return nil
 	}
 	c := ah.pd.c
+	ah.dead.Store(true)
 	if ah.kernel && !c.closedNow() {
 		if err := c.dev.DestroyAH(ah.handle); err != nil {
-			return opErr("destroy ah", fmt.Sprintf("AH %d", ah.handle), err)
+			ah.dead.Store(false) // not destroyed: still usable
+			return opErr("destroy ah", ah.name, err)
 		}
 	}
 	if ah.user != 0 {

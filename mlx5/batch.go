@@ -48,6 +48,10 @@ type Batch struct {
 	dc   wqe.DC
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
+	// refusedAt: Begin found the QP closed (or nil, or not made by
+	// CreateQP), and err says so for a post send, until the first work
+	// request added names its operation.
+	refusedAt bool
 }
 
 // mkeyUndo is an mkey's configure state before a work request of the
@@ -61,8 +65,13 @@ type mkeyUndo struct {
 }
 
 // Begin starts a batch on the QP. If the QP is closed, the batch carries
-// ErrClosed: Adds do nothing and Commit returns it.
+// ErrClosed: Adds do nothing and Commit returns it, naming the operation
+// of the first work request added (ErrInvalid for a nil QP, or one
+// CreateQP did not make).
 func (qp *QP) Begin() *Batch {
+	if qp == nil {
+		return nilQPBatch()
+	}
 	b := &qp.batch
 	if b.open {
 		// A batch that was not committed or aborted: a misuse, not a
@@ -72,15 +81,44 @@ func (qp *QP) Begin() *Batch {
 		b.open = false
 		return b
 	}
-	b.qp, b.err, b.nwqe, b.n = qp, nil, 0, 0
+	b.qp, b.err, b.nwqe, b.n, b.refusedAt = qp, nil, 0, 0, false
 	b.undo = b.undo[:0]
 	if !qp.g.enter() {
-		b.err = qp.errs.closed[postSend]
+		b.err, b.refusedAt = qp.refused(postSend), true
 		return b
 	}
 	b.open = true
 	b.start, b.fm, b.free = qp.sq.pi, qp.fmCache, qp.sq.free()
 	return b
+}
+
+// nilQPBatch is Begin's batch for a nil QP: its Commit is ErrInvalid.
+// Not inlined: Begin stays as small as it was.
+//
+//go:noinline
+func nilQPBatch() *Batch {
+	return &Batch{err: unusable(postOpNames[postSend], "QP", "Context.CreateQP", true), refusedAt: true}
+}
+
+// refused is the error of a post on a nil QP, or one the QP's guard
+// refused: the QP is closed, or CreateQP did not make it.
+func (qp *QP) refused(op postOp) error {
+	if qp == nil || !qp.g.opened() {
+		return unusable(postOpNames[op], "QP", "Context.CreateQP", qp == nil)
+	}
+	return qp.errs.closed[op]
+}
+
+// refusedAs names the operation of the first work request added to a
+// batch Begin refused in its error. Not inlined: Add's failure path stays
+// out of its way.
+//
+//go:noinline
+func (b *Batch) refusedAs(op postOp) {
+	if b.refusedAt && b.n == 0 && op != postSend {
+		b.err = b.qp.refused(op)
+	}
+	b.refusedAt = false
 }
 
 // fail poisons the batch with err, which names work request n of it.
@@ -119,7 +157,10 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bbs int, ds uint8, db uint64, fe
 
 // Add builds one send work request into the batch.
 func (b *Batch) Add(wr *SendWR) *Batch {
-	if !b.usable() {
+	if b == nil || !b.usable() {
+		if b != nil {
+			b.refusedAs(postSend)
+		}
 		return b
 	}
 	qp := b.qp
@@ -172,7 +213,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		s := &b.send
 		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wqe.SendFlags(wr.Flags), wr.Imm
 		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wqeSGL(wr.SGL), wr.Inline
-		s.SmallFence, s.MaxSGE, s.MaxInline = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline
+		s.SmallFence, s.MaxSGE, s.MaxInline, s.MaxMessage = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline, qp.sq.maxMsg
 		s.SwapAdd, s.Compare, s.UD = 0, 0, nil
 		switch wr.Opcode {
 		case OpSendInv:
@@ -185,6 +226,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		if qp.typ == QPTypeUD {
 			if wr.AH == nil {
 				b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a send on a UD QP needs an AH", b.n, wr.WrID))
+				return b
+			}
+			if ah := wr.AH; ah.dead.Load() || ah.pd == nil || ah.pd.c != qp.c {
+				b.fail(op, qp.ahErr(op, b.n, wr))
 				return b
 			}
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
@@ -218,7 +263,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // poisons the batch with ErrUnsupported (EOPNOTSUPP) before anything of
 // the work request is written; an invalid one is ErrInvalid first.
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
-	if !b.usable() {
+	if b == nil || !b.usable() {
+		if b != nil {
+			b.refusedAs(postMkeyConfigure)
+		}
 		return b
 	}
 	qp := b.qp
@@ -314,11 +362,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 // batch; or, if a work request failed, undoes the batch and returns that
 // failure. A batch of nothing rings nothing.
 func (b *Batch) Commit() error {
-	if !b.open {
-		if b.err != nil {
-			return b.err
-		}
-		return invalid("post send", "", "Commit without Begin")
+	if b == nil || !b.open {
+		return b.notOpen()
 	}
 	qp := b.qp
 	if b.err != nil {
@@ -334,13 +379,39 @@ func (b *Batch) Commit() error {
 	}
 	b.open = false
 	qp.g.exit()
-	return err
+	if err != nil {
+		return qp.ringErr(err)
+	}
+	return nil
 }
+
+// notOpen is Commit's error for a batch that is not open: the error it
+// carries (Begin refused it, or it failed), or a Commit without Begin.
+// Not inlined, as the other slow paths of Commit: Commit stays small.
+//
+//go:noinline
+func (b *Batch) notOpen() error {
+	switch {
+	case b == nil:
+		return invalid("post send", "Batch", "nil *Batch")
+	case b.err != nil:
+		return b.err
+	case b.qp == nil:
+		return invalid("post send", "Batch", "Commit of a zero Batch (QP.Begin makes batches)")
+	}
+	return invalid("post send", b.qp.name, "Commit without Begin")
+}
+
+// ringErr is the error of a doorbell the doorbell package refused: a
+// broken invariant of the QP's rings.
+//
+//go:noinline
+func (qp *QP) ringErr(err error) error { return opErr("post send", qp.name, err) }
 
 // Abort ends the batch without posting anything: the WQEBBs it wrote are
 // zeroed and the QP and mkeys are as they were at Begin.
 func (b *Batch) Abort() {
-	if !b.open {
+	if b == nil || !b.open {
 		return
 	}
 	b.rollback()
@@ -363,10 +434,20 @@ func (b *Batch) rollback() {
 	b.undo = b.undo[:0]
 }
 
+// ahErr is the error of work request n of a batch whose AH is closed
+// (ErrClosed), or not one of the QP's context (ErrInvalid).
+func (qp *QP) ahErr(op postOp, n int, wr *SendWR) error {
+	ah := wr.AH
+	if ah.dead.Load() {
+		return opErr(postOpNames[op], qp.name, fmt.Errorf("work request %d (wr_id %#x): %s: %w", n, wr.WrID, ah.name, ErrClosed))
+	}
+	return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an AH of another context, or not made by PD.CreateAH", n, wr.WrID)
+}
+
 // dcAddr checks the DC address of work request n on a DCI and puts it
-// in d: an AH of the QP's context that is not closed, a DCT number of 24
-// bits; none on LOCAL_INV and NOP, which libmlx5 builds without an
-// address vector, on stream 0.
+// in d: an AH of the QP's context that is not closed (ErrClosed, as for a
+// UD send), a DCT number of 24 bits; none on LOCAL_INV and NOP, which
+// libmlx5 builds without an address vector, on stream 0.
 func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	const op = postSend
 	ah := wr.AH
@@ -379,11 +460,8 @@ func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	switch {
 	case ah == nil:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a DCI work request needs its DC address: the DCT's AH, number (RemoteQPN) and key (DCAccessKey)", n, wr.WrID)
-	case ah.pd == nil || ah.pd.c != qp.c:
-		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an AH of another context", n, wr.WrID)
-	case ah.dead.Load():
-		return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): the AH is closed", n, wr.WrID),
-			errs: []error{ErrInvalid, unix.EINVAL, ErrClosed}}}
+	case ah.dead.Load() || ah.pd == nil || ah.pd.c != qp.c:
+		return qp.ahErr(op, n, wr) // as a UD send's
 	case wr.RemoteQPN > 0xffffff:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): DCT number %#x: a QP number has 24 bits", n, wr.WrID, wr.RemoteQPN)
 	}
@@ -422,5 +500,9 @@ func (qp *QP) wrErr(op postOp, n int, wrID uint64, needs int, err error) error {
 		}
 		return &Error{Op: postOpNames[op], Obj: qp.name, Err: fmt.Errorf("work request %d (wr_id %#x): %w", n, wrID, ErrQueueFull)}
 	}
-	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", n, wrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+	msg := fmt.Sprintf("work request %d (wr_id %#x): %v", n, wrID, err)
+	if err == wqe.ErrMsgTooLong {
+		msg += fmt.Sprintf(" (%d bytes)", qp.sq.maxMsg)
+	}
+	return &Error{Op: postOpNames[op], Obj: qp.name, Err: &reasonError{msg: msg, errs: []error{ErrInvalid, unix.EINVAL, err}}}
 }

@@ -31,7 +31,7 @@ func TestBatchAbortRestoresMkeys(t *testing.T) {
 			b.Add(&SendWR{WrID: 2, Opcode: OpSend}) // nothing to send: no SGE is fine, a bad opcode is not
 			b.Add(&SendWR{WrID: 3})                 // the zero Opcode: invalid
 			err := b.Commit()
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "work request 2 ") {
+			if !errors.Is(Checked(t, err), ErrInvalid) || !strings.Contains(err.Error(), "work request 2 ") {
 				t.Fatalf("the batch: %v, want ErrInvalid naming work request 2", err)
 			}
 			if qp.sq.pi != 0 || qp.fmCache || m.bsf != 0 || m.shape.Load() != 0 || m.sentErrs != ^uint32(0) {
@@ -75,7 +75,7 @@ func TestCloseWaitsForOpenBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-closed
-	if err := qp.Begin().Add(&SendWR{WrID: 2, Opcode: OpNOP}).Commit(); !errors.Is(err, ErrClosed) {
+	if err := qp.Begin().Add(&SendWR{WrID: 2, Opcode: OpNOP}).Commit(); !errors.Is(Checked(t, err), ErrClosed) {
 		t.Errorf("a batch on a closed QP: %v", err)
 	}
 }
@@ -84,11 +84,11 @@ func TestBatchMisuse(t *testing.T) {
 	c := &Context{devx: true}
 	qp, _ := testQP(t, c, 16)
 	var b Batch
-	if err := b.Commit(); !errors.Is(err, ErrInvalid) {
+	if err := b.Commit(); !errors.Is(Checked(t, err), ErrInvalid) {
 		t.Errorf("Commit without Begin: %v", err)
 	}
 	qp.Begin().Add(&SendWR{WrID: 1, Opcode: OpNOP})
-	if err := qp.Begin().Commit(); !errors.Is(err, ErrInvalid) {
+	if err := qp.Begin().Commit(); !errors.Is(Checked(t, err), ErrInvalid) {
 		t.Errorf("Begin over an open batch: %v", err)
 	}
 	if qp.sq.pi != 0 {
@@ -101,10 +101,10 @@ func TestBatchMisuse(t *testing.T) {
 		t.Errorf("a read on an RC QP: %v", err)
 	}
 	qp.typ = QPTypeUD
-	if err := qp.PostSend(&SendWR{Opcode: OpRDMARead}); !errors.Is(err, ErrInvalid) {
+	if err := qp.PostSend(&SendWR{Opcode: OpRDMARead}); !errors.Is(Checked(t, err), ErrInvalid) {
 		t.Errorf("a read on a UD QP: %v", err)
 	}
-	if err := qp.PostSend(&SendWR{Opcode: OpSend}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "AH") {
+	if err := qp.PostSend(&SendWR{Opcode: OpSend}); !errors.Is(Checked(t, err), ErrInvalid) || !strings.Contains(err.Error(), "AH") {
 		t.Errorf("a UD send without an AH: %v", err)
 	}
 }

@@ -23,6 +23,7 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	mem := buf.Bytes()
 	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2), maxWQE: 1}
 	qp.initErrors()
+	qp.g.open()
 	qp.sq.ring = wqe.Ring(mem[:n*wqe.WQEBB])
 	qp.sq.slots = make([]sqSlot, n)
 	qp.sq.maxSGE = 4

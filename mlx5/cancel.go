@@ -69,6 +69,12 @@ type cancelBox struct {
 // SQD.
 func (qp *QP) CancelPostedSends(wrID uint64) (int, error) {
 	const op = "cancel posted sends"
+	if err := qp.usable(op); err != nil {
+		return 0, err
+	}
+	if qp.g.closed() {
+		return 0, opErr(op, qp.name, ErrClosed)
+	}
 	if !qp.c.devx {
 		return 0, &Error{Op: op, Obj: qp.name, Err: &reasonError{msg: "the cancel reads the QP's state with a DEVX QUERY_QP", errs: []error{ErrNoDEVX}}}
 	}
@@ -101,7 +107,7 @@ func (qp *QP) drainedAt(op string) (uint16, error) {
 	clear(b.out[:])
 	prm.QueryQpIn.Opcode.Set(b.in[:], prm.MLX5_CMD_OP_QUERY_QP)
 	prm.QueryQpIn.Qpn.Set(b.in[:], uint64(qp.qpn))
-	if err := qp.c.queryObj(op, devxHandle(qp.obj, qp.handle), b.in[:], b.out[:]); err != nil {
+	if err := qp.c.queryObj(op, qp.name, devxHandle(qp.obj, qp.handle), b.in[:], b.out[:]); err != nil {
 		return 0, err // the kernel's error names the call, the firmware's the command
 	}
 	qpc := prm.QueryQpOut.Qpc

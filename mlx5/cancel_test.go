@@ -203,7 +203,7 @@ func TestCancelPostedSends(t *testing.T) {
 			before := ring(r.a)
 			if manual {
 				n, err := r.a.CancelPostedSends(3)
-				if n != 0 || !errors.Is(err, mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
+				if n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
 					t.Errorf("cancel while draining: %d, %v; want ErrNotDrained", n, err)
 				}
 				t.Log(err)
@@ -270,7 +270,7 @@ func TestCancelPostedSendsRefused(t *testing.T) {
 		t.Helper()
 		before := ring(qp)
 		n, err := qp.CancelPostedSends(3)
-		if n != 0 || !errors.Is(err, mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
+		if n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrNotDrained) || !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s: %d, %v; want ErrNotDrained, EINVAL", what, n, err)
 		}
 		if !bytes.Equal(ring(qp), before) {
@@ -305,7 +305,7 @@ func TestCancelPostedSendsRefused(t *testing.T) {
 		t.Error("a cancel of nothing wrote to the send queue")
 	}
 	b := r.a.Begin()
-	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrInvalid) {
+	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("during a batch: %d, %v; want ErrInvalid", n, err)
 	}
 	b.Abort()
@@ -339,18 +339,18 @@ func TestCancelPostedSendsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := noSQ.CancelPostedSends(1); n != 0 || !errors.Is(err, mlx5.ErrInvalid) {
+	if n, err := noSQ.CancelPostedSends(1); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("no send queue: %d, %v; want ErrInvalid", n, err)
 	}
 
 	if err := r.a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+	if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("after Close: %d, %v; want ErrClosed", n, err)
 	}
 	r.c.Close()
-	if n, err := init.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+	if n, err := init.CancelPostedSends(3); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("after the context's Close: %d, %v; want ErrClosed", n, err)
 	}
 
@@ -358,7 +358,7 @@ func TestCancelPostedSendsRefused(t *testing.T) {
 	nd := newEvRig(t, "cx7", model.Options{NoDEVX: true})
 	cq := nd.cq(t, 16, false)
 	qp := nd.qp(t, mlx5.QPOptions{SendCQ: cq, RecvCQ: cq})
-	if n, err := qp.CancelPostedSends(1); n != 0 || !errors.Is(err, mlx5.ErrNoDEVX) {
+	if n, err := qp.CancelPostedSends(1); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrNoDEVX) {
 		t.Errorf("without DEVX: %d, %v; want ErrNoDEVX", n, err)
 	}
 }
@@ -391,7 +391,7 @@ func TestCancelPostedSendsDEVXQP(t *testing.T) {
 		post(t, qp, &mlx5.SendWR{WrID: uint64(10 + i), Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
 	}
 	pollN(t, cq, 3, 5*time.Second)
-	if n, err := qp.CancelPostedSends(10); n != 0 || !errors.Is(err, mlx5.ErrNotDrained) {
+	if n, err := qp.CancelPostedSends(10); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrNotDrained) {
 		t.Errorf("in RTS: %d, %v", n, err)
 	}
 	if err := r.dev.InjectSigErr(qp.QPN()); err != nil {
@@ -700,7 +700,7 @@ func TestCancelPostedSendsClose(t *testing.T) {
 		if err := <-closed; err != nil {
 			t.Fatal(err)
 		}
-		if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+		if n, err := r.a.CancelPostedSends(3); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 			t.Fatalf("after Close: %d, %v", n, err)
 		}
 		if canceled > 1 {

@@ -105,7 +105,7 @@ func TestCancelWalk(t *testing.T) {
 			qp, _, hw := walkQP(t, start)
 			*hw = start + off
 			before := bytes.Clone(qp.sq.ring)
-			if n, err := qp.CancelPostedSends(0x77); n != 0 || !errors.Is(err, unix.EIO) {
+			if n, err := qp.CancelPostedSends(0x77); n != 0 || !errors.Is(Checked(t, err), unix.EIO) {
 				t.Errorf("start %d, device at +%d: %d, %v; want EIO", start, off, n, err)
 			}
 			if !bytes.Equal(qp.sq.ring, before) {
@@ -121,12 +121,12 @@ func TestCancelNoCall(t *testing.T) {
 	qp, r, _ := walkQP(t, 0)
 	b := qp.Begin()
 	r.last = nil
-	if _, err := qp.CancelPostedSends(0x77); !errors.Is(err, ErrInvalid) || r.last != nil {
+	if _, err := qp.CancelPostedSends(0x77); !errors.Is(Checked(t, err), ErrInvalid) || r.last != nil {
 		t.Errorf("during a batch: %v, call %v", err, r.last)
 	}
 	b.Abort()
 	qp.g.close()
-	if _, err := qp.CancelPostedSends(0x77); !errors.Is(err, ErrClosed) || r.last != nil {
+	if _, err := qp.CancelPostedSends(0x77); !errors.Is(Checked(t, err), ErrClosed) || r.last != nil {
 		t.Errorf("closed: %v, call %v", err, r.last)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // QueryHCACap returns the device's capabilities of one type (prm's
@@ -13,16 +14,20 @@ import (
 // QUERY_HCA_CAP's output, to be read with prm's layouts (prm.CmdHcaCap and
 // friends).
 func (c *Context) QueryHCACap(capType uint16, cur bool) ([]byte, error) {
+	const op = "query hca cap"
+	if err := c.checkOpen(op); err != nil {
+		return nil, err
+	}
 	in := make([]byte, prm.QueryHcaCapIn.Layout().Size)
 	prm.QueryHcaCapIn.Opcode.Set(in, prm.MLX5_CMD_OP_QUERY_HCA_CAP)
 	prm.QueryHcaCapIn.OpMod.Set(in, uint64(prm.QueryHCACapOpMod(capType, cur)))
 	out := make([]byte, prm.QueryHcaCapOut.Layout().Size)
 	if err := c.GeneralCmd(in, out); err != nil {
-		return nil, err
+		return nil, wrapAs(op, c.name, "", err)
 	}
 	b := prm.QueryHcaCapOut.Capability.Bytes(out)
 	if b == nil {
-		return nil, fmt.Errorf("mlx5: query hca cap: output of %d bytes has no capability area", len(out))
+		return nil, opErr(op, c.name, fmt.Errorf("output of %d bytes has no capability area", len(out)))
 	}
 	return b, nil
 }
@@ -46,9 +51,13 @@ func (c *Context) generalCaps() ([]byte, error) {
 // mkey configure refuses a signature block the caps do not cover
 // (sig.Caps.Supports), both with ErrUnsupported.
 func (c *Context) SigCaps() (sig.Caps, error) {
+	const op = "query sig caps"
+	if err := c.checkOpen(op); err != nil {
+		return sig.Caps{}, err
+	}
 	caps, err := c.generalCaps()
 	if err != nil {
-		return sig.Caps{}, opErr("query sig caps", "", err)
+		return sig.Caps{}, wrapAs(op, c.name, "", err)
 	}
 	return sigCapsOf(caps), nil
 }
@@ -95,4 +104,23 @@ func (c *Context) blockSignature() (sig.Caps, error) {
 		return sig.Caps{}, err
 	}
 	return sigCapsOf(caps), nil
+}
+
+// maxMessage is the longest message a QP of the context sends: the
+// ports' max_msg_sz (ibv_query_port; mlx5_ib answers 1 << log_max_msg)
+// as the context learned it at open; without an answer (a context that
+// makes no verbs objects), 1 << the general caps' log_max_msg; failing
+// that, the IB spec's 2^31 bytes. The sum of a send's SGEs (the length
+// of an RDMA READ) may not exceed it: rxe refuses such a post too
+// (validate_send_wr), libmlx5 posts it.
+func (c *Context) maxMessage() uint32 {
+	if c.maxMsgSz != 0 {
+		return min(c.maxMsgSz, wqe.MaxMessage)
+	}
+	if caps, err := c.generalCaps(); err == nil {
+		if l := prm.CmdHcaCap.LogMaxMsg.Get(caps); l > 0 && l < 31 {
+			return 1 << l
+		}
+	}
+	return wqe.MaxMessage
 }

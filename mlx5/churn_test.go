@@ -409,7 +409,7 @@ func TestReceiveOnlyQPOnSRQ(t *testing.T) {
 	if err := d.Connect(s.QPN(), path); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.PostSend(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 8, LKey: r.mr.LKey}}}); !errors.Is(err, mlx5.ErrInvalid) {
+	if err := d.PostSend(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 8, LKey: r.mr.LKey}}}); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("a send on a QP without a send queue: %v, want a refusal", err)
 	}
 	if err := s.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,

@@ -139,7 +139,7 @@ func TestMultiWQERequestCompletesOnce(t *testing.T) {
 	if got := pollAll(t, cq); len(got) != 1 || got[0].WrID != 2 || got[0].Status != WCWRFlushErr {
 		t.Fatalf("the next request: %+v", got)
 	}
-	if err := qp.PostSend(nil); !errors.Is(err, ErrInvalid) {
+	if err := qp.PostSend(nil); !errors.Is(Checked(t, err), ErrInvalid) {
 		t.Errorf("PostSend(nil): %v", err)
 	}
 }

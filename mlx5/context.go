@@ -106,6 +106,7 @@ func (c *Caps) limits() deviceLimits {
 // Context is an open mlx5 device context.
 type Context struct {
 	dev  seam.Device
+	name string // the device's, or "context": the object its errors name
 	devx bool
 	// verbs: the device answered GET_CONTEXT with mlx5's driver data, so
 	// CQs, QPs and SRQs are made through its verbs by default.
@@ -115,6 +116,9 @@ type Context struct {
 	Caps Caps
 	// ports are the ports' link layers and flags, learned at open.
 	ports [maxCachedPorts]portInfo
+	// maxMsgSz is the smallest max_msg_sz the ports answered at open (0:
+	// none did).
+	maxMsgSz uint32
 
 	mu sync.Mutex
 	// closing: Close has begun; no new object is made. closed: the
@@ -168,15 +172,16 @@ func (c *Context) forget(x child) {
 // kernel driver is mlx5_ib. A machine without any gives an empty list and
 // no error.
 func Devices() ([]string, error) {
+	const op = "list devices"
 	devs, err := uverbs.Devices()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: list devices: %w", err)
+		return nil, opErr(op, "RDMA devices", err)
 	}
 	var names []string
 	for _, d := range devs {
 		id, err := uverbs.DriverIDOf(d.Name)
 		if err != nil {
-			return nil, fmt.Errorf("mlx5: list devices: driver of %s: %w", d.Name, err)
+			return nil, opErr(op, d.Name, fmt.Errorf("its driver: %w", err))
 		}
 		if id == uverbs.RDMA_DRIVER_MLX5 {
 			names = append(names, d.Name)
@@ -191,15 +196,16 @@ func Devices() ([]string, error) {
 // asked for again without, unless opt.RequireDEVX; DEVX calls on it then
 // return ErrNoDEVX and everything else works. opt may be nil.
 func Open(name string, opt *Options) (*Context, error) {
+	const op = "open"
 	if opt == nil {
 		opt = &Options{}
 	}
 	if opt.NoDEVX && opt.RequireDEVX {
-		return nil, invalid("open", name, "NoDEVX and RequireDEVX")
+		return nil, invalid(op, name, "NoDEVX and RequireDEVX")
 	}
 	req, err := ucontextRequest(opt)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
+		return nil, invalid(op, name, "%v", err)
 	}
 	devx := !opt.NoDEVX
 	uctx, _, err := openUcontext(name, &req)
@@ -208,10 +214,15 @@ func Open(name string, opt *Options) (*Context, error) {
 		devx = false
 		uctx, _, err = openUcontext(name, &req)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("mlx5: open %s: %w", name, err)
+	if errors.Is(err, uverbs.ErrNoDevice) {
+		return nil, opErr(op, name, uverbs.ErrNoDevice) // whose message names the device again
 	}
-	return NewContext(&kernelDevice{ctx: uctx, devx: devx}), nil
+	if err != nil {
+		return nil, opErr(op, name, err)
+	}
+	c := NewContext(&kernelDevice{ctx: uctx, devx: devx})
+	c.name = name
+	return c, nil
 }
 
 // ucontextRequest is the GET_CONTEXT driver data Open sends, as libmlx5
@@ -259,9 +270,13 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 // the software device model (package mlx5test opens one for tests). Its
 // capabilities are the device's GET_CONTEXT answer
 // (seam.Verbs.DriverContext); a device without one makes no verbs objects,
-// only DEVX ones.
+// only DEVX ones. A nil dev makes a context every method of which fails
+// with ErrInvalid.
 func NewContext(dev seam.Device) *Context {
-	c := &Context{dev: dev, devx: dev.DEVX()}
+	if dev == nil {
+		return &Context{}
+	}
+	c := &Context{dev: dev, name: "context", devx: dev.DEVX()}
 	var r mlx5abi.Mlx5IbAllocUcontextResp
 	if b := dev.DriverContext(); len(b) > 0 {
 		copy(bytesOf(&r), b)
@@ -275,15 +290,19 @@ func NewContext(dev seam.Device) *Context {
 // the commands that take driver data, then the device query
 // (mlx5_query_device_ctx), then each port's link layer and flags
 // (mlx5_query_port into cached_link_layer and cached_port_flags; a port
-// whose query fails is asked again when an AH needs it), then the
-// non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that fails,
-// the first CQ tries again).
+// whose query fails is asked again when an AH needs it; mlx5go keeps the
+// active MTU and max_msg_sz too, for the lengths a post may send), then
+// the non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that
+// fails, the first CQ tries again).
 func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
 	c.Caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
 	c.queryDevice()
 	for p := 1; p <= min(c.Caps.NumPorts, len(c.ports)); p++ {
 		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
-			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags}
+			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags, activeMTU: pa.ActiveMTU}
+			if pa.MaxMsgSz != 0 && (c.maxMsgSz == 0 || pa.MaxMsgSz < c.maxMsgSz) {
+				c.maxMsgSz = pa.MaxMsgSz
+			}
 		}
 	}
 	c.ncPage()
@@ -313,7 +332,7 @@ func (c *Context) queryDevice() {
 
 // portInfo is what a context learned of a port when it opened; a zero
 // link layer is unknown.
-type portInfo struct{ linkLayer, flags uint8 }
+type portInfo struct{ linkLayer, flags, activeMTU uint8 }
 
 // maxCachedPorts is MLX5_MAX_PORTS_NUM: the ports libmlx5 learns at open.
 const maxCachedPorts = 2
@@ -332,7 +351,7 @@ func (c *Context) port(p uint8) (linkLayer, flags uint8, err error) {
 }
 
 // DEVX reports whether the context has DEVX.
-func (c *Context) DEVX() bool { return c.devx }
+func (c *Context) DEVX() bool { return c != nil && c.devx }
 
 // Close closes everything created on the context, newest first (mkeys,
 // QPs, CQs, DEVX objects, MRs, PDs, UARs, UMEMs, asynchronous queues:
@@ -341,6 +360,9 @@ func (c *Context) DEVX() bool { return c.devx }
 // destroy is tried again after the others, and left to the kernel, which
 // releases everything of a closed context. Closing twice is safe.
 func (c *Context) Close() error {
+	if err := c.usable("close context"); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -376,17 +398,30 @@ func (c *Context) Close() error {
 		x.Close()
 	}
 	if err != nil {
-		return opErr("close context", "", err)
+		return opErr("close context", c.name, err)
 	}
 	return nil
 }
 
-// checkOpen fails once the context is closing; verbs calls need no DEVX.
+// usable fails for a nil context and for one not made by Open or
+// NewContext (ErrInvalid).
+func (c *Context) usable(op string) error {
+	if c == nil || c.dev == nil {
+		return unusable(op, "Context", "Open or NewContext", c == nil)
+	}
+	return nil
+}
+
+// checkOpen fails for an unusable context and once the context is
+// closing; verbs calls need no DEVX.
 func (c *Context) checkOpen(op string) error {
+	if err := c.usable(op); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return opErr(op, "", ErrClosed)
+		return opErr(op, c.name, ErrClosed)
 	}
 	return nil
 }
@@ -397,14 +432,22 @@ func bytesOf[T any](v *T) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(v)
 // addrOf is the address of mem's first byte, as the device names it.
 func addrOf(mem []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))) }
 
-func (c *Context) check(op string) error {
+// check is checkOpen for a DEVX call: it also fails without DEVX
+// (ErrNoDEVX). obj is the object the call is on ("": the context).
+func (c *Context) check(op, obj string) error {
+	if err := c.usable(op); err != nil {
+		return err
+	}
+	if obj == "" {
+		obj = c.name
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return opErr(op, "", ErrClosed)
+		return opErr(op, obj, ErrClosed)
 	}
 	if !c.devx {
-		return opErr(op, "", ErrNoDEVX)
+		return opErr(op, obj, ErrNoDEVX)
 	}
 	return nil
 }

@@ -96,21 +96,24 @@ const cqeSize = 64
 // Poll reports an overrun (ErrCQOverrun).
 func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	const op = "create cq"
+	if err := c.usable(op); err != nil {
+		return nil, err
+	}
 	verbs := !opt.DEVX && c.speaksVerbs()
 	var err error
 	if verbs {
 		err = c.checkOpen(op)
 	} else {
-		err = c.check(op)
+		err = c.check(op, "")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if opt.Entries <= 0 || opt.Entries >= 1<<22 {
-		return nil, invalid(op, "", "%d entries (1 to 4194303)", opt.Entries)
+		return nil, invalid(op, c.name, "%d entries (1 to 4194303)", opt.Entries)
 	}
 	if opt.Events && !verbs {
-		return nil, invalid(op, "", "a DEVX CQ has no completion channel (CQOptions.Events)")
+		return nil, invalid(op, c.name, "a DEVX CQ has no completion channel (CQOptions.Events)")
 	}
 	// libmlx5's align_queue_size(cqe + 1).
 	logSize := uint8(bits.Len(uint(opt.Entries)))
@@ -125,6 +128,7 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	if err == nil {
 		cq.name = cqName(cq.cqn)
 		cq.errClosed = opErr("poll", cq.name, ErrClosed)
+		cq.g.open()
 		if !verbs {
 			err = c.subscribeCQ(cq)
 		}
@@ -139,7 +143,7 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 			c.dev.DestroyCQ(cq.handle)
 		}
 		cq.release()
-		return nil, opErr(op, "", err)
+		return nil, wrapAs(op, c.name, "", err)
 	}
 	return cq, nil
 }
@@ -295,23 +299,45 @@ func mailbox(n uint32, opcode uint16) []byte {
 }
 
 // CQN is the CQ's number.
-func (cq *CQ) CQN() uint32 { return cq.cqn }
+func (cq *CQ) CQN() uint32 {
+	if cq == nil {
+		return 0
+	}
+	return cq.cqn
+}
 
-// Size is the number of CQEs the ring holds.
-func (cq *CQ) Size() int { return 1 << cq.logSize }
+// Size is the number of CQEs the ring holds (0 for a CQ CreateCQ did not
+// make).
+func (cq *CQ) Size() int {
+	if cq == nil || cq.logSize == 0 {
+		return 0
+	}
+	return 1 << cq.logSize
+}
+
+// usable fails for a nil CQ and one not made by CreateCQ.
+func (cq *CQ) usable(op string) error {
+	if cq == nil || cq.c == nil {
+		return unusable(op, "CQ", "Context.CreateCQ", cq == nil)
+	}
+	return nil
+}
 
 // Close destroys the CQ; the QPs on it must be closed first (EBUSY
 // otherwise). If the device refuses the destroy, the CQ stays as it was
 // and usable. Closing twice is safe.
 func (cq *CQ) Close() error {
 	const op = "destroy cq"
+	if err := cq.usable(op); err != nil {
+		return err
+	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
 		return nil
 	}
 	if cq.refs > 0 && !cq.c.closedNow() {
-		return opErr(op, cq.name, fmt.Errorf("%d QPs use it: %w", cq.refs, unix.EBUSY))
+		return opErr(op, cq.name, fmt.Errorf("%s: %w", cq.usersLocked(), unix.EBUSY))
 	}
 	var err error
 	if cq.verbs {
@@ -332,6 +358,40 @@ func (cq *CQ) Close() error {
 	cq.c.forget(cq)
 	cq.release()
 	return nil
+}
+
+// usersLocked says which QPs use the CQ, for Close's EBUSY: each once,
+// though it may use the CQ for both its sends and its receives (refs
+// counts the roles), and those being created, which have no number yet.
+// cq.mu is held.
+func (cq *CQ) usersLocked() string {
+	qps := *cq.qps.Load()
+	roles := 0
+	for _, qp := range qps {
+		if qp.sendCQ == cq {
+			roles++
+		}
+		if qp.recvCQ == cq {
+			roles++
+		}
+	}
+	var s string
+	switch len(qps) {
+	case 0:
+	case 1:
+		for _, qp := range qps {
+			s = qp.name + " uses it"
+		}
+	default:
+		s = fmt.Sprintf("%d QPs use it", len(qps))
+	}
+	if roles < cq.refs {
+		if s != "" {
+			s += ", and "
+		}
+		s += "a QP is being created on it"
+	}
+	return s
 }
 
 // ref records a QP being created on the CQ: Close fails with EBUSY until
@@ -513,8 +573,8 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if !cq.g.enter() {
-		return 0, cq.errClosed
+	if cq == nil || !cq.g.enter() {
+		return 0, cq.refused()
 	}
 	qps := *cq.qps.Load()
 	mask := uint32(1)<<cq.logSize - 1
@@ -563,6 +623,16 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// refused is Poll's error when the CQ is nil or its guard refuses: the
+// CQ is closed, or CreateCQ did not make it. (Out of Poll, so that the
+// error's making costs Poll nothing.)
+func (cq *CQ) refused() error {
+	if cq == nil || !cq.g.opened() {
+		return unusable("poll", "CQ", "Context.CreateCQ", cq == nil)
+	}
+	return cq.errClosed
 }
 
 // owned is wqe.CQEOwned with the ordering the device's write needs: the
@@ -620,6 +690,12 @@ var syndromeStatus = map[wqe.Syndrome]WCStatus{
 // unnoticed until the next.
 func (cq *CQ) Arm(solicited bool) error {
 	const op = "arm"
+	if err := cq.usable(op); err != nil {
+		return err
+	}
+	if cq.g.closed() {
+		return opErr(op, cq.name, ErrClosed)
+	}
 	if cq.ch == nil {
 		return invalid(op, cq.name, "the CQ has no completion channel (CQOptions.Events)")
 	}
@@ -638,18 +714,24 @@ func (cq *CQ) Arm(solicited bool) error {
 // Wait waits for the completion event Arm asked for, or until ctx is done
 // (ibv_get_cq_event and its ack). It waits in the Go runtime's netpoller,
 // holding no thread. After it returns, Poll, then Arm again for the next
-// event.
+// event. When ctx is done, the error wraps ctx's.
 func (cq *CQ) Wait(ctx context.Context) error {
 	const op = "wait"
-	if cq.ch == nil {
-		return invalid(op, cq.name, "the CQ has no completion channel (CQOptions.Events)")
+	if err := cq.usable(op); err != nil {
+		return err
 	}
 	if cq.g.closed() {
 		return opErr(op, cq.name, ErrClosed)
 	}
+	if cq.ch == nil {
+		return invalid(op, cq.name, "the CQ has no completion channel (CQOptions.Events)")
+	}
+	if ctx == nil {
+		return invalid(op, cq.name, "nil context.Context")
+	}
 	if _, err := cq.ch.Next(ctx); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return opErr(op, cq.name, ctx.Err())
 		}
 		if cq.g.closed() {
 			return opErr(op, cq.name, ErrClosed)

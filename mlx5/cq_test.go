@@ -249,5 +249,6 @@ func testCQ(t testing.TB, c *Context, n int, ci uint32) *CQ {
 	}
 	m := map[uint32]*QP{}
 	cq.qps.Store(&m)
+	cq.g.open()
 	return cq
 }

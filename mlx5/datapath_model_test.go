@@ -49,7 +49,7 @@ func TestModelDataPathLifecycle(t *testing.T) {
 	if err := qp.Connect(qp.QPN(), mlx5.AddressPath{Port: 1, MTU: 9}); err == nil {
 		t.Error("Connect with MTU 9 succeeded")
 	}
-	if err := cq.Close(); !errors.Is(err, unix.EBUSY) {
+	if err := cq.Close(); !errors.Is(mlx5.Checked(t, err), unix.EBUSY) {
 		t.Errorf("closing a CQ in use: %v, want EBUSY", err)
 	}
 	m, err := pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 2, BlockSignature: true})
@@ -67,13 +67,13 @@ func TestModelDataPathLifecycle(t *testing.T) {
 			}
 		}
 	}
-	if err := qp.PostSend(&wr); !errors.Is(err, mlx5.ErrClosed) {
+	if err := qp.PostSend(&wr); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("post on a closed QP: %v", err)
 	}
-	if err := qp.PostRecv(1, nil); !errors.Is(err, mlx5.ErrClosed) {
+	if err := qp.PostRecv(1, nil); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("post recv on a closed QP: %v", err)
 	}
-	if n, err := cq.Poll(make([]mlx5.Completion, 1)); n != 0 || !errors.Is(err, mlx5.ErrClosed) {
+	if n, err := cq.Poll(make([]mlx5.Completion, 1)); n != 0 || !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("poll of a closed CQ: %d, %v; want 0 and ErrClosed", n, err)
 	}
 	if n := dev.Objects(); n != 0 {

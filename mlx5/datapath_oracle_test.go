@@ -64,7 +64,7 @@ func sendWR(t *testing.T, api string, w *dp.WR) SendWR {
 			copy(a.DGID[:], dp.Unhex(t, g.DGID))
 			a.FlowLabel, a.SGIDIndex, a.HopLimit, a.TClass = g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
 		}
-		wr.AH = &AH{av: wqe.IBAV(&a)}
+		wr.AH = &AH{pd: oraclePD, av: wqe.IBAV(&a)}
 		wr.RemoteQPN, wr.QKey = uint32(dp.Num(t, u.RemoteQPN)), uint32(dp.Num(t, u.RemoteQKey))
 	}
 	return wr
@@ -72,10 +72,13 @@ func sendWR(t *testing.T, api string, w *dp.WR) SendWR {
 
 const junk = 0xee // the rings before a case: every byte libmlx5 shows must be written
 
+// oraclePD is the PD of the oracle's AHs, of the context of its QPs.
+var oraclePD = &PD{c: &Context{}}
+
 // oracleQP is a QP of the record's geometry in memory only, its rings
 // full of junk, its counters where the case starts.
 func oracleQP(t *testing.T, r *dp.Record) (*QP, []byte) {
-	qp, uar := testQP(t, &Context{}, r.QP.SQWQECnt)
+	qp, uar := testQP(t, oraclePD.c, r.QP.SQWQECnt)
 	qp.qpn, qp.maxWQE = r.QP.QPN, r.QP.SQWQECnt
 	qp.sq.maxSGE, qp.sq.maxInline = r.QP.SendCap.MaxSendSGE, r.QP.SendCap.MaxInlineData
 	if r.QP.Type == "IBV_QPT_UD" {

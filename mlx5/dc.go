@@ -56,6 +56,9 @@ const mlx5QPCOptMask32DCIStreamChannelID = 1 << 0
 // state, EIO, EBUSY, ENOMEM, EAGAIN).
 func (qp *QP) ResetDCIStream(stream uint16) error {
 	const op = "reset dci stream"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
 	if qp.g.closed() {
 		return opErr(op, qp.name, ErrClosed)
 	}
@@ -68,7 +71,7 @@ func (qp *QP) ResetDCIStream(stream uint16) error {
 	}
 	general, err := c.generalCaps()
 	if err != nil {
-		return opErr(op, qp.name, err)
+		return wrapAs(op, qp.name, "", err)
 	}
 	if prm.CmdHcaCap.QpcExtension.Get(general) == 0 {
 		return unsupported(op, qp.name, "the device has no QP context extension (qpc_extension), which names the stream")
@@ -184,9 +187,13 @@ type DCCaps struct {
 // DCCaps returns the device's DC capabilities: Caps.MaxDCIStreams and
 // the general HCA caps (read once per context, as SigCaps reads them).
 func (c *Context) DCCaps() (DCCaps, error) {
+	const op = "query dc caps"
+	if err := c.checkOpen(op); err != nil {
+		return DCCaps{}, err
+	}
 	general, err := c.generalCaps()
 	if err != nil {
-		return DCCaps{}, opErr("query dc caps", "", err)
+		return DCCaps{}, wrapAs(op, c.name, "", err)
 	}
 	return dcCapsOf(c.Caps.MaxDCIStreams, general), nil
 }

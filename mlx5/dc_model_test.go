@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/mlx5test"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
 	"golang.org/x/sys/unix"
@@ -407,14 +408,18 @@ func TestDCIStreamResetRefusals(t *testing.T) {
 		{"an RC QP", rc, 0},
 		{"a DCT", dct, 0},
 	} {
-		if err := c.qp.ResetDCIStream(c.stream); !errors.Is(err, mlx5.ErrInvalid) || !errors.Is(err, unix.EINVAL) {
+		err := c.qp.ResetDCIStream(c.stream)
+		if !errors.Is(err, mlx5.ErrInvalid) || !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 		}
+		mlx5.CheckAPIError(t, err)
 	}
 	// A stream in range, not in error: sent, and the firmware refuses it.
-	if err := streams.ResetDCIStream(3); !errors.Is(err, unix.EINVAL) || errors.Is(err, mlx5.ErrInvalid) {
+	err = streams.ResetDCIStream(3)
+	if !errors.Is(err, unix.EINVAL) || errors.Is(err, mlx5.ErrInvalid) {
 		t.Errorf("stream 3 of 4, not in error: %v, want the firmware's refusal", err)
 	}
+	mlx5.CheckAPIError(t, err)
 	if err := streams.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -456,4 +461,29 @@ func TestDCCaps(t *testing.T) {
 			t.Errorf("%s: Streams %+v, Caps.MaxDCIStreams %+v", c.profile, got.Streams, r.c.Caps.MaxDCIStreams)
 		}
 	}
+}
+
+// ResetDCIStream and DCCaps on nil, zero and closed objects fail as the
+// other methods do (the package doc's rules), naming the operation.
+func TestDCNilAndClosed(t *testing.T) {
+	var nilQP *mlx5.QP
+	for _, err := range []error{nilQP.ResetDCIStream(0), (&mlx5.QP{}).ResetDCIStream(0)} {
+		if !errors.Is(err, mlx5.ErrInvalid) {
+			t.Errorf("%v, want ErrInvalid", err)
+		}
+		mlx5.CheckAPIError(t, err)
+	}
+	var nilCtx *mlx5.Context
+	if _, err := nilCtx.DCCaps(); !errors.Is(err, mlx5.ErrInvalid) {
+		t.Errorf("nil context: %v", err)
+	}
+	c := mlx5test.New(t, "cx7")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.DCCaps()
+	if !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("closed context: %v", err)
+	}
+	mlx5.CheckAPIError(t, err)
 }

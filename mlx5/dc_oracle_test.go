@@ -246,15 +246,15 @@ func dcNoData(t *testing.T, r *dp.Record) {
 }
 
 // TestDCIPostRefusals: each DCI work request libmlx5 would post and mlx5
-// refuses, through each post API, with ErrInvalid before anything is
-// written: no AH, an AH of another context, a closed AH (ErrClosed too),
-// a DCT number over 24 bits, a stream beyond the DCI's, a stream on a DCI
-// without streams, a DC address or a stream on LOCAL_INV and NOP; and a
-// stream id on an RC QP.
+// refuses, through each post API, before anything is written: no AH, an
+// AH of another context, a DCT number over 24 bits, a stream beyond the
+// DCI's, a stream on a DCI without streams, a DC address or a stream on
+// LOCAL_INV and NOP, a stream id on an RC QP (ErrInvalid); a closed AH
+// (ErrClosed, as on a UD QP).
 func TestDCIPostRefusals(t *testing.T) {
 	ctx := &Context{}
 	ah := &AH{pd: &PD{c: ctx}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22})}
-	closed := &AH{pd: &PD{c: ctx}}
+	closed := &AH{pd: &PD{c: ctx}, name: "AH to LID 0x22"}
 	closed.dead.Store(true)
 	other := &AH{pd: &PD{c: &Context{}}}
 	sge := []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}
@@ -306,9 +306,10 @@ func TestDCIPostRefusals(t *testing.T) {
 			if api == "PostSend" {
 				n = "work request 0 "
 			}
-			if !errors.Is(err, ErrInvalid) || !errors.Is(err, unix.EINVAL) || errors.Is(err, ErrClosed) != c.closed || !strings.Contains(err.Error(), n) {
+			if errors.Is(err, ErrInvalid) == c.closed || errors.Is(err, unix.EINVAL) == c.closed || errors.Is(err, ErrClosed) != c.closed || !strings.Contains(err.Error(), n) {
 				t.Errorf("%s (%s): %v", c.name, api, err)
 			}
+			CheckAPIError(t, err)
 			if qp.sq.pi != 0 || qp.dbSQ.Counter() != 0 || !bytes.Equal(uar[doorbell.BlueFlameOffset:doorbell.BlueFlameOffset+512], make([]byte, 512)) {
 				t.Errorf("%s (%s): posted, counter %d", c.name, api, qp.sq.pi)
 			}

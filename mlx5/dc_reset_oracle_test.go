@@ -199,6 +199,9 @@ func TestOracleDCIStreamReset(t *testing.T) {
 			dev.answer = want
 		}
 		err := qp.ResetDCIStream(r.Input.StreamID)
+		if err != nil {
+			CheckAPIError(t, err)
+		}
 		got := 0
 		var errno unix.Errno
 		if errors.As(err, &errno) {

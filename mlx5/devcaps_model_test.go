@@ -49,14 +49,14 @@ func TestModelDeviceQueryCaps(t *testing.T) {
 				{LogConcurrent: tc.max.LogConcurrent, LogErrored: tc.max.LogErrored + 1},
 			} {
 				qp, err := dci(s)
-				if qp != nil || !errors.Is(err, mlx5.ErrInvalid) || !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "MaxDCIStreams") {
+				if qp != nil || !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) || !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "MaxDCIStreams") {
 					t.Errorf("DCI streams %+v over %+v: %v, want the driver's ErrInvalid naming Caps.MaxDCIStreams", s, tc.max, err)
 				}
 			}
 			qp, err := dci(tc.max)
 			switch {
 			case tc.max == mlx5.DCIStreams{}:
-				if qp != nil || !errors.Is(err, unix.EINVAL) || errors.Is(err, mlx5.ErrInvalid) {
+				if qp != nil || !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || errors.Is(err, mlx5.ErrInvalid) {
 					t.Errorf("DCI streams 2^0 on a device without: %v, want the kernel's EINVAL", err)
 				}
 			case err != nil:

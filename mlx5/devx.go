@@ -29,12 +29,12 @@ func (c *Context) GeneralCmd(in, out []byte) error {
 		return err
 	}
 	if !c.devx && (len(in) < 16 || !withoutDEVXGeneral[uint16(prm.MboxIn.Opcode.Get(in))]) {
-		return opErr(op, "", ErrNoDEVX)
+		return opErr(op, c.name, ErrNoDEVX)
 	}
-	if err := checkMailboxes(op, in, out); err != nil {
+	if err := checkMailboxes(op, c.name, in, out); err != nil {
 		return err
 	}
-	return checkOutput(op, in, out, c.dev.GeneralCmd(in, out))
+	return checkOutput(op, c.name, in, out, c.dev.GeneralCmd(in, out))
 }
 
 // withoutDEVXGeneral are the general commands mlx5_ib runs for a context
@@ -51,16 +51,16 @@ var withoutDEVXGeneral = map[uint16]bool{
 
 // checkMailboxes applies what every PRM command needs: an input with the
 // 16-byte command header (opcode, uid, op_mod) and an output with the
-// 16-byte status header.
-func checkMailboxes(op string, in, out []byte) error {
+// 16-byte status header (ErrInvalid).
+func checkMailboxes(op, obj string, in, out []byte) error {
 	if len(in) < 16 {
-		return fmt.Errorf("mlx5: %s: input mailbox of %d bytes, the command header alone is 16", op, len(in))
+		return invalid(op, obj, "input mailbox of %d bytes, the command header alone is 16", len(in))
 	}
 	if len(out) < 16 {
-		return fmt.Errorf("mlx5: %s: output mailbox of %d bytes, the status header alone is 16", op, len(out))
+		return invalid(op, obj, "output mailbox of %d bytes, the status header alone is 16", len(out))
 	}
 	if len(in)%4 != 0 || len(out)%4 != 0 {
-		return fmt.Errorf("mlx5: %s: mailbox lengths %d and %d are not multiples of 4", op, len(in), len(out))
+		return invalid(op, obj, "mailbox lengths %d and %d are not multiples of 4", len(in), len(out))
 	}
 	return nil
 }
@@ -69,9 +69,18 @@ func checkMailboxes(op string, in, out []byte) error {
 type DevxObj struct {
 	c      *Context
 	handle seam.Handle
+	name   string
 	child  bool // the context's (CreateObj), not another object's
 	mu     sync.Mutex
 	closed bool
+}
+
+// usable fails for a nil DevxObj and one not made by CreateObj.
+func (o *DevxObj) usable(op string) error {
+	if o == nil || o.c == nil {
+		return unusable(op, "DevxObj", "Context.CreateObj", o == nil)
+	}
+	return nil
 }
 
 // CreateObj runs a create command (mlx5dv_devx_obj_create). The kernel
@@ -85,7 +94,7 @@ func (c *Context) CreateObj(in, out []byte) (*DevxObj, error) {
 	}
 	if err := c.adopt(o); err != nil {
 		o.Close()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	o.child = true
 	return o, nil
@@ -94,17 +103,18 @@ func (c *Context) CreateObj(in, out []byte) (*DevxObj, error) {
 // createObj is CreateObj for an object another one owns (a QP's, a CQ's,
 // an mkey's): the owner closes it, not the context.
 func (c *Context) createObj(op string, in, out []byte) (*DevxObj, error) {
-	if err := c.check(op); err != nil {
+	if err := c.check(op, ""); err != nil {
 		return nil, err
 	}
-	if err := checkMailboxes(op, in, out); err != nil {
+	if err := checkMailboxes(op, c.name, in, out); err != nil {
 		return nil, err
 	}
 	h, err := c.dev.ObjCreate(in, out)
-	if err := checkOutput(op, in, out, err); err != nil {
+	if err := checkOutput(op, c.name, in, out, err); err != nil {
 		return nil, err
 	}
-	return &DevxObj{c: c, handle: h}, nil
+	name := fmt.Sprintf("DEVX object %d (%s)", h, prm.OpcodeName(uint16(prm.MboxIn.Opcode.Get(in))))
+	return &DevxObj{c: c, handle: h, name: name}, nil
 }
 
 // isClosed reports whether Close succeeded.
@@ -116,48 +126,59 @@ func (o *DevxObj) isClosed() bool {
 
 // Query runs a query command on the object (mlx5dv_devx_obj_query).
 func (o *DevxObj) Query(in, out []byte) error {
-	if o.isClosed() {
-		return opErr("devx obj query", "", ErrClosed)
+	const op = "devx obj query"
+	if err := o.usable(op); err != nil {
+		return err
 	}
-	return o.c.queryObj("devx obj query", o.handle, in, out)
+	if o.isClosed() {
+		return opErr(op, o.name, ErrClosed)
+	}
+	return o.c.queryObj(op, o.name, o.handle, in, out)
 }
 
 // Modify runs a modify command on the object (mlx5dv_devx_obj_modify).
 func (o *DevxObj) Modify(in, out []byte) error {
-	if o.isClosed() {
-		return opErr("devx obj modify", "", ErrClosed)
+	const op = "devx obj modify"
+	if err := o.usable(op); err != nil {
+		return err
 	}
-	return o.c.modifyObj("devx obj modify", o.handle, in, out)
+	if o.isClosed() {
+		return opErr(op, o.name, ErrClosed)
+	}
+	return o.c.modifyObj(op, o.name, o.handle, in, out)
 }
 
-// queryObj runs a query command on the object with handle h: a DevxObj's,
-// or a verbs QP's, CQ's or SRQ's. The kernel checks that the command
-// names that object.
-func (c *Context) queryObj(op string, h seam.Handle, in, out []byte) error {
-	if err := c.check(op); err != nil {
+// queryObj runs a query command on the object obj with handle h: a
+// DevxObj's, or a verbs QP's, CQ's or SRQ's. The kernel checks that the
+// command names that object.
+func (c *Context) queryObj(op, obj string, h seam.Handle, in, out []byte) error {
+	if err := c.check(op, obj); err != nil {
 		return err
 	}
-	if err := checkMailboxes(op, in, out); err != nil {
+	if err := checkMailboxes(op, obj, in, out); err != nil {
 		return err
 	}
-	return checkOutput(op, in, out, c.dev.ObjQuery(h, in, out))
+	return checkOutput(op, obj, in, out, c.dev.ObjQuery(h, in, out))
 }
 
 // modifyObj runs a modify command on the object with handle h, as
 // queryObj.
-func (c *Context) modifyObj(op string, h seam.Handle, in, out []byte) error {
-	if err := c.check(op); err != nil {
+func (c *Context) modifyObj(op, obj string, h seam.Handle, in, out []byte) error {
+	if err := c.check(op, obj); err != nil {
 		return err
 	}
-	if err := checkMailboxes(op, in, out); err != nil {
+	if err := checkMailboxes(op, obj, in, out); err != nil {
 		return err
 	}
-	return checkOutput(op, in, out, c.dev.ObjModify(h, in, out))
+	return checkOutput(op, obj, in, out, c.dev.ObjModify(h, in, out))
 }
 
 // Close destroys the object (mlx5dv_devx_obj_destroy). Closing twice is
 // safe.
 func (o *DevxObj) Close() error {
+	if err := o.usable("devx obj destroy"); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -165,7 +186,7 @@ func (o *DevxObj) Close() error {
 	}
 	if !o.c.closedNow() {
 		if err := o.c.dev.ObjDestroy(o.handle); err != nil {
-			return opErr("devx obj destroy", "", err)
+			return opErr("devx obj destroy", o.name, err)
 		}
 	} // else the context's close released it
 	o.closed = true
@@ -180,31 +201,44 @@ func (o *DevxObj) Close() error {
 type AsyncCmdQueue struct {
 	c      *Context
 	fd     seam.AsyncCmdFD
+	name   string
 	mu     sync.Mutex
 	closed bool
+}
+
+// usable fails for a nil AsyncCmdQueue and one not made by
+// NewAsyncCmdQueue.
+func (q *AsyncCmdQueue) usable(op string) error {
+	if q == nil || q.c == nil {
+		return unusable(op, "AsyncCmdQueue", "Context.NewAsyncCmdQueue", q == nil)
+	}
+	return nil
 }
 
 // NewAsyncCmdQueue creates a completion queue for asynchronous queries
 // (mlx5dv_devx_create_cmd_comp).
 func (c *Context) NewAsyncCmdQueue() (*AsyncCmdQueue, error) {
 	const op = "devx async cmd fd"
-	if err := c.check(op); err != nil {
+	if err := c.check(op, ""); err != nil {
 		return nil, err
 	}
 	fd, err := c.dev.NewAsyncCmdFD()
 	if err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
-	q := &AsyncCmdQueue{c: c, fd: fd}
+	q := &AsyncCmdQueue{c: c, fd: fd, name: fmt.Sprintf("async cmd queue %d", fd.Fd())}
 	if err := c.adopt(q); err != nil {
 		fd.Close()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	return q, nil
 }
 
 // Close closes the queue. Closing twice is safe.
 func (q *AsyncCmdQueue) Close() error {
+	if err := q.usable("devx async cmd fd close"); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -213,7 +247,7 @@ func (q *AsyncCmdQueue) Close() error {
 	q.closed = true
 	q.c.forget(q)
 	if err := q.fd.Close(); err != nil {
-		return opErr("devx async cmd fd close", "", err)
+		return opErr("devx async cmd fd close", q.name, err)
 	}
 	return nil
 }
@@ -230,33 +264,42 @@ const maxAsyncBytes = 1 << 20
 
 // ErrAsyncBacklog is wrapped by QueryAsync when the kernel holds 1 MiB of
 // unread asynchronous output for the queue.
-var ErrAsyncBacklog = errors.New("mlx5: 1 MiB of asynchronous DEVX output is waiting to be read on this queue; read completions before issuing more")
+var ErrAsyncBacklog = errors.New("1 MiB of asynchronous DEVX output is waiting to be read on this queue; read completions before issuing more")
 
 // QueryAsync starts a query of the object whose output, tagged with wrID,
 // arrives on q (mlx5dv_devx_obj_query_async). outLen is the size of the
 // output mailbox.
 func (o *DevxObj) QueryAsync(in []byte, outLen int, wrID uint64, q *AsyncCmdQueue) error {
 	const op = "devx obj query async"
-	if err := o.c.check(op); err != nil {
+	if err := o.usable(op); err != nil {
+		return err
+	}
+	if o.isClosed() {
+		return opErr(op, o.name, ErrClosed)
+	}
+	if err := o.c.check(op, o.name); err != nil {
 		return err
 	}
 	if q == nil || q.c != o.c {
-		return invalid(op, "", "the completion queue must belong to the object's context")
+		return invalid(op, o.name, "the completion queue must belong to the object's context")
 	}
-	if o.isClosed() || q.isClosed() {
-		return opErr(op, "", ErrClosed)
+	if q.isClosed() {
+		return opErr(op, o.name, fmt.Errorf("its completion queue: %w", ErrClosed))
 	}
 	if outLen < 16 || outLen%4 != 0 || outLen > maxAsyncBytes {
-		return fmt.Errorf("mlx5: %s: output length %d (16 bytes to 1 MiB, a multiple of 4)", op, outLen)
+		return invalid(op, o.name, "output length %d (16 bytes to 1 MiB, a multiple of 4)", outLen)
 	}
-	if err := checkMailboxes(op, in, make([]byte, 16)); err != nil {
+	if err := checkMailboxes(op, o.name, in, make([]byte, 16)); err != nil {
 		return err
 	}
 	err := o.c.dev.ObjQueryAsync(o.handle, in, outLen, wrID, q.fd)
-	if errors.Is(err, unix.EAGAIN) {
-		return fmt.Errorf("%w: %w", ErrAsyncBacklog, err)
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return opErr(op, o.name, fmt.Errorf("%w: %w", ErrAsyncBacklog, err))
+	case err != nil:
+		return opErr(op, o.name, err)
 	}
-	return err
+	return nil
 }
 
 // AsyncCompletion is one asynchronous command's result.
@@ -271,23 +314,28 @@ type AsyncCompletion struct {
 // Next waits for a completion (mlx5dv_devx_get_async_cmd_comp) until ctx is
 // done. buf must hold the 8-byte header and the largest output mailbox
 // outstanding.
+// When ctx is done, the error wraps ctx's.
 func (q *AsyncCmdQueue) Next(ctx context.Context, buf []byte) (AsyncCompletion, error) {
+	const op = "devx async cmd completion"
+	if err := q.usable(op); err != nil {
+		return AsyncCompletion{}, err
+	}
 	if q.isClosed() {
-		return AsyncCompletion{}, opErr("devx async cmd completion", "", ErrClosed)
+		return AsyncCompletion{}, opErr(op, q.name, ErrClosed)
+	}
+	if ctx == nil {
+		return AsyncCompletion{}, invalid(op, q.name, "nil context.Context")
 	}
 	n, err := q.fd.Next(ctx, buf)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return AsyncCompletion{}, err
-		}
-		return AsyncCompletion{}, fmt.Errorf("mlx5: devx async cmd completion: %w", err)
+		return AsyncCompletion{}, opErr(op, q.name, err)
 	}
 	if n < 8+16 {
-		return AsyncCompletion{}, fmt.Errorf("mlx5: devx async cmd completion of %d bytes", n)
+		return AsyncCompletion{}, opErr(op, q.name, fmt.Errorf("a completion of %d bytes, less than its 8-byte header and 16-byte status", n))
 	}
 	out := buf[8:n]
 	return AsyncCompletion{WrID: binary.NativeEndian.Uint64(buf), Out: out,
-		Err: checkOutput("devx obj query async", nil, out, nil)}, nil
+		Err: checkOutput("devx obj query async", q.name, nil, out, nil)}, nil
 }
 
 // UMem is user memory registered for DEVX objects (mlx5dv_devx_umem).
@@ -303,6 +351,14 @@ type UMem struct {
 	closed bool
 }
 
+// usable fails for a nil UMem and one not made by RegUMem.
+func (u *UMem) usable(op string) error {
+	if u == nil || u.c == nil {
+		return unusable(op, "UMem", "Context.RegUMem", u == nil)
+	}
+	return nil
+}
+
 // RegUMem registers mem with the access rights (local write, remote
 // write, remote read) for DEVX objects (mlx5dv_devx_umem_reg). As with
 // PD.RegMR, mem may be all or part of a Buffer (or of adjacent Buffers),
@@ -310,8 +366,12 @@ type UMem struct {
 // mapped itself; or Go memory, which the UMEM pins until it is closed.
 // Queues and doorbell records belong in a Buffer.
 func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
+	const op = "devx umem reg"
+	if err := c.check(op, ""); err != nil {
+		return nil, err
+	}
 	if access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead) != 0 {
-		return nil, invalid("devx umem reg", "", "access %#x: a UMEM takes local write, remote write and remote read", uint32(access))
+		return nil, invalid(op, c.name, "access %#x: a UMEM takes local write, remote write and remote read", uint32(access))
 	}
 	u, err := c.regUMem(mem, uint32(access))
 	if err != nil {
@@ -319,7 +379,7 @@ func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
 	}
 	if err := c.adopt(u); err != nil {
 		u.Close()
-		return nil, opErr("devx umem reg", "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	u.child = true
 	return u, nil
@@ -328,20 +388,20 @@ func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
 // regUMem is RegUMem for memory another object owns.
 func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
 	const op = "devx umem reg"
-	if err := c.check(op); err != nil {
+	if err := c.check(op, ""); err != nil {
 		return nil, err
 	}
 	if len(mem) == 0 {
-		return nil, invalid(op, "", "empty region")
+		return nil, invalid(op, c.name, "empty region")
 	}
-	hold, err := holdMem(op, "", mem)
+	hold, err := holdMem(op, c.name, mem)
 	if err != nil {
 		return nil, err
 	}
 	h, id, err := c.dev.UMemReg(mem, access)
 	if err != nil {
 		hold.release()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	return &UMem{c: c, handle: h, ID: id, hold: hold}, nil
 }
@@ -351,6 +411,9 @@ func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
 // refuses (DESTROY_UMEM: EINVAL from BAD_RES_STATE, see docs/MLX5.md),
 // and the UMEM stays registered and usable. Closing twice is safe.
 func (u *UMem) Close() error {
+	if err := u.usable("devx umem dereg"); err != nil {
+		return err
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -385,6 +448,14 @@ type UAR struct {
 	closed  bool
 }
 
+// usable fails for a nil UAR and one not made by AllocUAR.
+func (u *UAR) usable(op string) error {
+	if u == nil || u.c == nil {
+		return unusable(op, "UAR", "Context.AllocUAR", u == nil)
+	}
+	return nil
+}
+
 // UARType is the kind of UAR page AllocUAR maps.
 type UARType uint32
 
@@ -408,7 +479,7 @@ func (c *Context) AllocUAR(typ UARType) (*UAR, error) {
 	// The context holds it weakly, so that the cleanup can run.
 	if err := c.adopt(weakUAR{weak.Make(u)}); err != nil {
 		u.Close()
-		return nil, opErr("uar alloc", "", err)
+		return nil, opErr("uar alloc", c.name, err)
 	}
 	u.child = true
 	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.u.Handle, u.Page, c, weakUAR{weak.Make(u)}})
@@ -429,7 +500,7 @@ func (w weakUAR) Close() error {
 // allocUAR is AllocUAR for a page another object owns (a DEVX CQ's or
 // QP's).
 func (c *Context) allocUAR(typ UARType) (*UAR, error) {
-	if err := c.check("uar alloc"); err != nil {
+	if err := c.check("uar alloc", ""); err != nil {
 		return nil, err
 	}
 	return c.newUAR(typ)
@@ -446,16 +517,16 @@ func (c *Context) newUAR(typ UARType) (*UAR, error) {
 		return nil, err
 	}
 	if typ != UARBlueFlame && typ != UARNonCached {
-		return nil, invalid(op, "", "type %d is neither BlueFlame (0) nor non-cached (1)", typ)
+		return nil, invalid(op, c.name, "type %d is neither BlueFlame (0) nor non-cached (1)", typ)
 	}
 	u, err := c.dev.UARAlloc(uint32(typ))
 	if err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	page, err := c.dev.MapUAR(u)
 	if err != nil {
 		c.dev.UARFree(u.Handle)
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	return &UAR{c: c, u: u, PageID: u.PageID, Page: page}, nil
 }
@@ -479,6 +550,9 @@ func (r uarRelease) release() {
 
 // Close unmaps and frees the page. Closing twice is safe.
 func (u *UAR) Close() error {
+	if err := u.usable("uar free"); err != nil {
+		return err
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -497,7 +571,7 @@ func (u *UAR) Close() error {
 		}
 	}
 	if err != nil {
-		return opErr("uar free", "", err)
+		return opErr("uar free", fmt.Sprintf("UAR page %d", u.PageID), err)
 	}
 	return nil
 }
@@ -506,12 +580,12 @@ func (u *UAR) Close() error {
 // (mlx5dv_devx_query_eqn).
 func (c *Context) QueryEQN(vector uint32) (uint32, error) {
 	const op = "devx query eqn"
-	if err := c.check(op); err != nil {
+	if err := c.check(op, ""); err != nil {
 		return 0, err
 	}
 	eqn, err := c.dev.QueryEQN(vector)
 	if err != nil {
-		return 0, fmt.Errorf("mlx5: %s: %w", op, err)
+		return 0, opErr(op, c.name, err)
 	}
 	return eqn, nil
 }
@@ -532,10 +606,13 @@ func devxHandle(obj *DevxObj, h seam.Handle) seam.Handle {
 // QUERY_QP.
 func (qp *QP) DevxQuery(in, out []byte) error {
 	const op = "devx qp query"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
 	if qp.g.closed() {
 		return opErr(op, qp.name, ErrClosed)
 	}
-	return qp.c.queryObj(op, devxHandle(qp.obj, qp.handle), in, out)
+	return qp.c.queryObj(op, qp.name, devxHandle(qp.obj, qp.handle), in, out)
 }
 
 // DevxModify runs a modify command on the QP (mlx5dv_devx_qp_modify).
@@ -543,47 +620,62 @@ func (qp *QP) DevxQuery(in, out []byte) error {
 // transitions.
 func (qp *QP) DevxModify(in, out []byte) error {
 	const op = "devx qp modify"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
 	if qp.g.closed() {
 		return opErr(op, qp.name, ErrClosed)
 	}
-	return qp.c.modifyObj(op, devxHandle(qp.obj, qp.handle), in, out)
+	return qp.c.modifyObj(op, qp.name, devxHandle(qp.obj, qp.handle), in, out)
 }
 
 // DevxQuery runs a query command on the CQ (mlx5dv_devx_cq_query), e.g.
 // QUERY_CQ.
 func (cq *CQ) DevxQuery(in, out []byte) error {
 	const op = "devx cq query"
+	if err := cq.usable(op); err != nil {
+		return err
+	}
 	if cq.g.closed() {
 		return opErr(op, cq.name, ErrClosed)
 	}
-	return cq.c.queryObj(op, devxHandle(cq.obj, cq.handle), in, out)
+	return cq.c.queryObj(op, cq.name, devxHandle(cq.obj, cq.handle), in, out)
 }
 
 // DevxModify runs a modify command on the CQ (mlx5dv_devx_cq_modify), e.g.
 // MODIFY_CQ for moderation.
 func (cq *CQ) DevxModify(in, out []byte) error {
 	const op = "devx cq modify"
+	if err := cq.usable(op); err != nil {
+		return err
+	}
 	if cq.g.closed() {
 		return opErr(op, cq.name, ErrClosed)
 	}
-	return cq.c.modifyObj(op, devxHandle(cq.obj, cq.handle), in, out)
+	return cq.c.modifyObj(op, cq.name, devxHandle(cq.obj, cq.handle), in, out)
 }
 
 // DevxQuery runs a query command on the SRQ (mlx5dv_devx_srq_query), e.g.
 // QUERY_SRQ.
 func (s *SRQ) DevxQuery(in, out []byte) error {
 	const op = "devx srq query"
+	if err := s.usable(op); err != nil {
+		return err
+	}
 	if s.g.closed() {
 		return opErr(op, s.name, ErrClosed)
 	}
-	return s.c.queryObj(op, s.handle, in, out)
+	return s.c.queryObj(op, s.name, s.handle, in, out)
 }
 
 // DevxModify runs a modify command on the SRQ (mlx5dv_devx_srq_modify).
 func (s *SRQ) DevxModify(in, out []byte) error {
 	const op = "devx srq modify"
+	if err := s.usable(op); err != nil {
+		return err
+	}
 	if s.g.closed() {
 		return opErr(op, s.name, ErrClosed)
 	}
-	return s.c.modifyObj(op, s.handle, in, out)
+	return s.c.modifyObj(op, s.name, s.handle, in, out)
 }

@@ -207,20 +207,20 @@ func TestFirmwareErrorFromMailbox(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Status != prm.MLX5_CMD_STAT_BAD_PARAM_ERR || fe.Syndrome != 0x1234abcd || fe.Opcode != prm.MLX5_CMD_OP_QUERY_HCA_CAP || fe.OpMod != 1 {
 		t.Fatalf("error %v (%+v)", err, fe)
 	}
-	if !errors.Is(err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
+	if !errors.Is(Checked(t, err), prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
 		t.Errorf("errors.Is(BAD_PARAM) false for %v", err)
 	}
 	t.Log(err)
 	// The kernel's EREMOTEIO carries the same mailbox.
 	r.errno = unix.EREMOTEIO
 	err = r.GeneralCmd(in, make([]byte, 4112))
-	if !errors.As(err, &fe) || !errors.Is(err, unix.EREMOTEIO) {
+	if !errors.As(err, &fe) || !errors.Is(Checked(t, err), unix.EREMOTEIO) {
 		t.Errorf("with EREMOTEIO: %v", err)
 	}
 	// Other errnos are the kernel's.
 	r.errno = unix.EINVAL
 	r.fill = nil
-	if err := r.GeneralCmd(in, make([]byte, 4112)); !errors.Is(err, unix.EINVAL) || errors.As(err, &fe) {
+	if err := r.GeneralCmd(in, make([]byte, 4112)); !errors.Is(Checked(t, err), unix.EINVAL) || errors.As(err, &fe) {
 		t.Errorf("with EINVAL: %v", err)
 	}
 }
@@ -245,9 +245,9 @@ func TestDevxRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: a call reached the kernel", name)
 		}
 	}
-	noDEVX := &Context{dev: r.dev, devx: false}
+	noDEVX := &Context{dev: r.dev, name: "context", devx: false}
 	r.last = nil
-	if err := noDEVX.GeneralCmd(make([]byte, 16), make([]byte, 16)); !errors.Is(err, ErrNoDEVX) || r.last != nil {
+	if err := noDEVX.GeneralCmd(make([]byte, 16), make([]byte, 16)); !errors.Is(Checked(t, err), ErrNoDEVX) || r.last != nil {
 		t.Errorf("without DEVX: %v (sent: %v)", err, r.last != nil)
 	}
 	// QUERY_HCA_CAP is the kernel's to answer without DEVX (devx_get_uid's
@@ -262,9 +262,9 @@ func TestDevxRejectsBadInput(t *testing.T) {
 func TestAsyncBacklogError(t *testing.T) {
 	r := newRecorded(t)
 	r.errno = unix.EAGAIN
-	q := &AsyncCmdQueue{c: r.Context, fd: fakeAsyncFD{fd: 13}}
-	err := (&DevxObj{c: r.Context, handle: 779}).QueryAsync(make([]byte, 16), 256, 1, q)
-	if !errors.Is(err, ErrAsyncBacklog) || !errors.Is(err, unix.EAGAIN) {
+	q := &AsyncCmdQueue{c: r.Context, fd: fakeAsyncFD{fd: 13}, name: "async cmd queue 13"}
+	err := (&DevxObj{c: r.Context, handle: 779, name: "DEVX object 779"}).QueryAsync(make([]byte, 16), 256, 1, q)
+	if !errors.Is(Checked(t, err), ErrAsyncBacklog) || !errors.Is(err, unix.EAGAIN) {
 		t.Errorf("EAGAIN from the kernel: %v", err)
 	}
 }

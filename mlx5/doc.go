@@ -8,6 +8,13 @@
 // CQEs, doorbell records, UAR writes) plus the object handles the kernel
 // returns, so a software device model can stand in for both in tests.
 //
+// Every error it returns is an *Error naming the operation and the object
+// once, through which errors.Is finds the sentinel (ErrInvalid,
+// ErrClosed, ...) and the errno. As with os.File, a method of a nil
+// object, or of a zero value the package did not make (&QP{}), returns
+// ErrInvalid (a method without an error, its zero value), and a closed
+// object returns ErrClosed; docs/MLX5.md, "Errors".
+//
 // It may import uverbs, prm, wqe, doorbell and sig; nothing imports it but
 // the command-line tools, hwtest and users.
 package mlx5

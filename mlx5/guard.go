@@ -10,7 +10,10 @@ import (
 // path enters and exits with one atomic add each (no lock), Close sets a
 // bit that makes later enters fail and waits for the calls in flight to
 // exit before it unmaps anything. A pause bit stops new entries for a
-// moment (a CQ clean) without closing.
+// moment (a CQ clean) without closing. The zero guard is not open: enter
+// fails until the object that owns it is made (open), so that a zero
+// value of the object (&QP{}) is refused by the same test as a closed
+// one, at no cost to the hot path.
 type guard struct {
 	v atomic.Int32
 }
@@ -18,19 +21,23 @@ type guard struct {
 const (
 	guardClosed = 1 << 30
 	guardPaused = 1 << 29
-	guardCount  = guardPaused - 1
+	guardOpen   = 1 << 28
+	guardCount  = guardOpen - 1
 )
 
-// enter returns false once the object is closed. A pause makes it wait
-// (yielding) until the pause ends.
+// open makes enter succeed: the object is made.
+func (g *guard) open() { g.v.Or(guardOpen) }
+
+// enter returns false once the object is closed, or if it was never
+// opened. A pause makes it wait (yielding) until the pause ends.
 func (g *guard) enter() bool {
 	for {
 		v := g.v.Add(1)
-		if v&(guardClosed|guardPaused) == 0 {
+		if v&(guardOpen|guardClosed|guardPaused) == guardOpen {
 			return true
 		}
 		g.v.Add(-1)
-		if v&guardClosed != 0 {
+		if v&(guardOpen|guardClosed) != guardOpen {
 			return false
 		}
 		runtime.Gosched()
@@ -41,6 +48,10 @@ func (g *guard) exit() { g.v.Add(-1) }
 
 // closed reports whether close was called.
 func (g *guard) closed() bool { return g.v.Load()&guardClosed != 0 }
+
+// opened reports whether open was called: the object was made (and may
+// have been closed since).
+func (g *guard) opened() bool { return g.v.Load()&guardOpen != 0 }
 
 // close makes every later enter fail and waits until the calls that
 // entered before it have exited.

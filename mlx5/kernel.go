@@ -92,7 +92,7 @@ func (k *kernelDevice) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
 	p, err := pollfd.New(fd, "devx async cmd fd")
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("mlx5: %w", err)
+		return nil, err
 	}
 	return kernelAsyncFD{p}, nil
 }
@@ -160,7 +160,7 @@ func (k *kernelDevice) Close() error { return k.ctx.Close() }
 func (k *kernelDevice) MapUAR(u seam.UAR) ([]byte, error) {
 	b, err := unix.Mmap(k.ctx.FD(), int64(u.MMapOffset), int(u.MMapLength), unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: mmap UAR page %d: %w", u.PageID, err)
+		return nil, fmt.Errorf("mmap UAR page %d: %w", u.PageID, err)
 	}
 	return b, nil
 }
@@ -243,7 +243,7 @@ func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
 	p, err := pollfd.New(fd, "devx event channel")
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("mlx5: %w", err)
+		return nil, err
 	}
 	return kernelEventChannel{p}, nil
 }
@@ -260,14 +260,14 @@ type kernelEventChannel struct{ *pollfd.File }
 
 func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
 	if len(buf) < eventSize {
-		return 0, fmt.Errorf("mlx5: devx event: buffer of %d bytes, an event takes %d: %w", len(buf), eventSize, unix.EINVAL)
+		return 0, fmt.Errorf("devx event: buffer of %d bytes, an event takes %d: %w", len(buf), eventSize, unix.EINVAL)
 	}
 	n, err := c.Read(ctx, buf[:eventSize])
 	if err != nil {
 		return n, err
 	}
 	if n != eventSize {
-		return n, fmt.Errorf("mlx5: devx event: read %d bytes, an event takes %d: %w", n, eventSize, io.ErrUnexpectedEOF)
+		return n, fmt.Errorf("devx event: read %d bytes, an event takes %d: %w", n, eventSize, io.ErrUnexpectedEOF)
 	}
 	return n, nil
 }
@@ -278,11 +278,11 @@ func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
 // no FD_NUM: events go to the channel, not to an eventfd.
 func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
 	if ch == nil || len(types) == 0 {
-		return fmt.Errorf("mlx5: devx subscribe event: no channel or no event type: %w", unix.EINVAL)
+		return fmt.Errorf("devx subscribe event: no channel or no event type: %w", unix.EINVAL)
 	}
 	fd := ch.Fd()
 	if fd < 0 {
-		return fmt.Errorf("mlx5: devx subscribe event: channel closed: %w", unix.EBADF)
+		return fmt.Errorf("devx subscribe event: channel closed: %w", unix.EBADF)
 	}
 	var a uverbs.Attrs
 	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)

@@ -71,7 +71,7 @@ func destroy[T interface {
 }](op string, t *handles[T], h seam.Handle) error {
 	v, ok := t.get(h)
 	if !ok {
-		return fmt.Errorf("mlx5: %s: handle %d: %w", op, h, unix.ENOENT)
+		return fmt.Errorf("%s: handle %d: %w", op, h, unix.ENOENT)
 	}
 	if err := v.Close(); err != nil {
 		return verbsErr(op, err)
@@ -95,9 +95,9 @@ func verbsErr(op string, err error) error {
 	var errno unix.Errno
 	if errors.As(err, &errno) || errors.Is(err, uverbs.ErrClosed) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("mlx5: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("mlx5: %s: %w: %w", op, err, unix.EINVAL)
+	return fmt.Errorf("%s: %w: %w", op, err, unix.EINVAL)
 }
 
 func (k *kernelDevice) pd(op string, h seam.Handle) (*uverbs.PD, error) {
@@ -105,7 +105,7 @@ func (k *kernelDevice) pd(op string, h seam.Handle) (*uverbs.PD, error) {
 	pd := k.pds[h]
 	k.mu.Unlock()
 	if pd == nil {
-		return nil, fmt.Errorf("mlx5: %s: pd handle %d: %w", op, h, unix.ENOENT)
+		return nil, fmt.Errorf("%s: pd handle %d: %w", op, h, unix.ENOENT)
 	}
 	return pd, nil
 }
@@ -116,7 +116,7 @@ func (k *kernelDevice) cq(op string, h seam.Handle) (*uverbs.CQ, error) {
 	}
 	cq, ok := k.verbs.cqs.get(h)
 	if !ok {
-		return nil, fmt.Errorf("mlx5: %s: cq handle %d: %w", op, h, unix.ENOENT)
+		return nil, fmt.Errorf("%s: cq handle %d: %w", op, h, unix.ENOENT)
 	}
 	return cq, nil
 }
@@ -142,7 +142,7 @@ func (k *kernelDevice) QueryPort(port uint8) (seam.PortAttr, error) {
 		return seam.PortAttr{}, verbsErr("query port", err)
 	}
 	return seam.PortAttr{State: pa.State, MaxMTU: pa.MaxMTU, ActiveMTU: pa.ActiveMTU, GIDTableLen: pa.GIDTableLen,
-		PortCapFlags: pa.PortCapFlags, LID: pa.LID, SMLID: pa.SMLID, LMC: pa.LMC, LinkLayer: pa.LinkLayer, Flags: pa.Flags}, nil
+		PortCapFlags: pa.PortCapFlags, MaxMsgSz: pa.MaxMsgSize, LID: pa.LID, SMLID: pa.SMLID, LMC: pa.LMC, LinkLayer: pa.LinkLayer, Flags: pa.Flags}, nil
 }
 
 // QueryGIDTable is the device's GID table (UVERBS_METHOD_QUERY_GID_TABLE,
@@ -164,10 +164,10 @@ func (k *kernelDevice) QueryGIDTable() ([]seam.GIDEntry, error) {
 		}
 		ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex))
 		if err != nil {
-			return nil, fmt.Errorf("mlx5: %s: port %d index %d: netdev %d: %w", op, e.Port, e.Index, e.NetdevIfindex, err)
+			return nil, fmt.Errorf("%s: port %d index %d: netdev %d: %w", op, e.Port, e.Index, e.NetdevIfindex, err)
 		}
 		if len(ifi.HardwareAddr) != len(out[i].MAC) {
-			return nil, fmt.Errorf("mlx5: %s: port %d index %d: netdev %s has no Ethernet address (%v): %w",
+			return nil, fmt.Errorf("%s: port %d index %d: netdev %s has no Ethernet address (%v): %w",
 				op, e.Port, e.Index, ifi.Name, ifi.HardwareAddr, unix.EINVAL)
 		}
 		copy(out[i].MAC[:], ifi.HardwareAddr)
@@ -232,7 +232,7 @@ func (k *kernelDevice) CreateCQ(c seam.CQCreate, drvIn, drvOut []byte) (seam.Han
 	if c.Channel != nil {
 		kc, ok := c.Channel.(kernelCompChannel)
 		if !ok {
-			return 0, 0, fmt.Errorf("mlx5: %s: completion channel %T is not this device's: %w", op, c.Channel, unix.EINVAL)
+			return 0, 0, fmt.Errorf("%s: completion channel %T is not this device's: %w", op, c.Channel, unix.EINVAL)
 		}
 		o.Channel = kc.ch
 	}
@@ -272,7 +272,7 @@ func (k *kernelDevice) CreateQP(q seam.QPCreate, drvIn, drvOut []byte) (seam.Han
 	if q.SRQ != seam.NoHandle {
 		srq, ok := k.verbs.srqs.get(q.SRQ)
 		if !ok {
-			return 0, seam.QPCreated{}, fmt.Errorf("mlx5: %s: srq handle %d: %w", op, q.SRQ, unix.ENOENT)
+			return 0, seam.QPCreated{}, fmt.Errorf("%s: srq handle %d: %w", op, q.SRQ, unix.ENOENT)
 		}
 		init.SRQ = srq
 	}
@@ -292,10 +292,10 @@ func (k *kernelDevice) ModifyQP(h seam.Handle, a *seam.QPAttr, mask uint32, drvI
 	const op = "modify qp"
 	qp, ok := k.verbs.qps.get(h)
 	if !ok {
-		return fmt.Errorf("mlx5: %s: handle %d: %w", op, h, unix.ENOENT)
+		return fmt.Errorf("%s: handle %d: %w", op, h, unix.ENOENT)
 	}
 	if a == nil {
-		return fmt.Errorf("mlx5: %s: no attributes: %w", op, unix.EINVAL)
+		return fmt.Errorf("%s: no attributes: %w", op, unix.EINVAL)
 	}
 	ua := uverbsQPAttr(a)
 	m := uverbs.QPAttrMask(mask)
@@ -312,7 +312,7 @@ func (k *kernelDevice) QueryQP(h seam.Handle, mask uint32) (seam.QPAttr, error) 
 	const op = "query qp"
 	qp, ok := k.verbs.qps.get(h)
 	if !ok {
-		return seam.QPAttr{}, fmt.Errorf("mlx5: %s: handle %d: %w", op, h, unix.ENOENT)
+		return seam.QPAttr{}, fmt.Errorf("%s: handle %d: %w", op, h, unix.ENOENT)
 	}
 	a, err := qp.Query(uverbs.QPAttrMask(mask))
 	if err != nil {
@@ -352,7 +352,7 @@ func (k *kernelDevice) ModifySRQ(h seam.Handle, limit uint32) error {
 	const op = "modify srq"
 	srq, ok := k.verbs.srqs.get(h)
 	if !ok {
-		return fmt.Errorf("mlx5: %s: handle %d: %w", op, h, unix.ENOENT)
+		return fmt.Errorf("%s: handle %d: %w", op, h, unix.ENOENT)
 	}
 	return verbsErr(op, srq.Modify(uverbs.SRQAttrLimit, 0, limit, nil))
 }
@@ -370,7 +370,7 @@ func (k *kernelDevice) CreateAH(pdh seam.Handle, a *seam.AHAttr, userHandle uint
 		return 0, err
 	}
 	if a == nil {
-		return 0, fmt.Errorf("mlx5: %s: no address: %w", op, unix.EINVAL)
+		return 0, fmt.Errorf("%s: no address: %w", op, unix.EINVAL)
 	}
 	ua := uverbsAH(a)
 	ah, err := pd.CreateAHWithUserHandle(&ua, userHandle, drvOut)

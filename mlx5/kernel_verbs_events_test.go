@@ -282,7 +282,7 @@ func TestOracleKernelQueryPort(t *testing.T) {
 		pa, err = r.k.QueryPort(1)
 		return err
 	})
-	want := seam.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTableLen: 8, PortCapFlags: 0x2651e848, LID: 1, SMLID: 1,
+	want := seam.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTableLen: 8, PortCapFlags: 0x2651e848, MaxMsgSz: 1 << 30, LID: 1, SMLID: 1,
 		LinkLayer: 1}
 	if pa != want {
 		t.Errorf("port %+v, want %+v", pa, want)

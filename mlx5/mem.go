@@ -36,6 +36,7 @@ type Buffer struct {
 	// open. nil for allocBuffer's, which their object unmaps itself.
 	st      *mapState
 	cleanup runtime.Cleanup
+	closed  bool // Close ran: a Buffer with no memory is a closed one, or a zero one
 }
 
 // mapState is what decides when a Buffer's mapping goes: the Buffer's
@@ -67,18 +68,20 @@ var liveBuffers atomic.Int64
 // allocBuffer is AllocBuffer without the cleanup, for memory an object
 // owns and unmaps in its own Close (a queue the device may still use).
 func allocBuffer(n int) (*Buffer, error) {
+	const op = "alloc buffer"
+	obj := fmt.Sprintf("of %d bytes", n)
 	if n <= 0 {
-		return nil, invalid("alloc buffer", "", "size %d", n)
+		return nil, invalid(op, obj, "the size must be positive")
 	}
 	page := unix.Getpagesize()
 	size := (n + page - 1) &^ (page - 1)
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5: alloc buffer: mmap %d bytes: %w", size, err)
+		return nil, opErr(op, obj, fmt.Errorf("mmap %d bytes: %w", size, err))
 	}
 	if err := unix.Madvise(mem, unix.MADV_DONTFORK); err != nil {
 		unix.Munmap(mem)
-		return nil, fmt.Errorf("mlx5: alloc buffer: madvise DONTFORK: %w", err)
+		return nil, opErr(op, obj, fmt.Errorf("madvise DONTFORK: %w", err))
 	}
 	liveBuffers.Add(1)
 	return &Buffer{mem: mem[:n:n], mapped: mem}, nil
@@ -99,26 +102,31 @@ func (b *Buffer) Bytes() []byte {
 // device may still use the memory through them. Bytes returns nil after
 // Close, and the memory takes no new registration. Closing twice is safe.
 func (b *Buffer) Close() error {
+	const op = "free buffer"
 	if b == nil {
-		return invalid("free buffer", "", "nil Buffer")
+		return unusable(op, "Buffer", "AllocBuffer", true)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {
+		if !b.closed {
+			return unusable(op, "Buffer", "AllocBuffer", false)
+		}
 		return nil
 	}
 	mapped := b.mapped
-	b.mem, b.mapped = nil, nil
+	b.mem, b.mapped, b.closed = nil, nil, true
+	obj := fmt.Sprintf("buffer at %#x", addrOf(mapped))
 	if b.st == nil {
 		if err := unix.Munmap(mapped); err != nil {
-			return opErr("free buffer", "", err)
+			return opErr(op, obj, err)
 		}
 		liveBuffers.Add(-1)
 		return nil
 	}
 	b.cleanup.Stop()
 	if err := b.st.giveUp(); err != nil {
-		return opErr("free buffer", "", err)
+		return opErr(op, obj, err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/labenv"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
@@ -185,10 +186,10 @@ func TestRegistrationOfClosedBufferIsRefused(t *testing.T) {
 	}
 	defer mr.Close()
 	b.Close()
-	if _, err := r.pd.RegMR(mem[:4096], memAccess); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.pd.RegMR(mem[:4096], memAccess); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("RegMR of a closed Buffer's memory: %v, want ErrClosed", err)
 	}
-	if _, err := r.c.RegUMem(mem, mlx5.AccessLocalWrite); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.c.RegUMem(mem, mlx5.AccessLocalWrite); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("RegUMem of a closed Buffer's memory: %v, want ErrClosed", err)
 	}
 }
@@ -227,6 +228,7 @@ func churn(size int, stop <-chan struct{}, wg *sync.WaitGroup, cycles *atomic.In
 // GC pressure and mapping churn, a canary stays, and WRITEs from two
 // posting goroutines land where they should.
 func TestRegistrationKeepsUnreachableBufferMapped(t *testing.T) {
+	labenv.SkipUnderQEMUUser(t, "its /proc/self/maps, which the model reads to check user memory as ib_umem_get would, is qemu's emulation, and a read of it during this test's mapping churn misses mappings that are there (a doorbell record or CQ buffer, in every run)")
 	r := newRig(t, "cx7", model.Options{}, 64)
 	const size = 1 << 16
 	// Two posters, each with its QP and CQ, WRITE into their own quarter
@@ -483,11 +485,11 @@ func TestDestroyInUseFailsAndKeepsTheObject(t *testing.T) {
 	case e.Obj != fmt.Sprintf("UMEM %#x", o.umem.ID):
 		t.Errorf("UMem.Close: %v names %q, want the UMEM", err, e.Obj)
 	}
-	if !errors.Is(err, unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
+	if !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
 		t.Errorf("UMem.Close of a UMEM in use: %v, want EINVAL from DESTROY_UMEM's BAD_RES_STATE", err)
 	}
 	err = o.cq.Close()
-	if !errors.As(err, &e) || !errors.Is(err, unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
+	if !errors.As(err, &e) || !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
 		t.Errorf("DevxObj.Close of a CQ a QP uses: %v, want a *mlx5.Error with EINVAL from DESTROY_CQ's BAD_RES_STATE", err)
 	}
 

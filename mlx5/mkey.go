@@ -140,20 +140,24 @@ const mkcAccessKLMs = 2
 // ErrUnsupported before any command, as libmlx5 does.
 func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 	const op = "create mkey"
-	if err := p.c.check(op); err != nil {
+	if err := p.checkOpen(op); err != nil {
+		return nil, err
+	}
+	obj := pdName(p.pdn)
+	if err := p.c.check(op, obj); err != nil {
 		return nil, err
 	}
 	if o.MaxEntries < 1 || o.MaxEntries > 1024 {
-		return nil, invalid(op, "", "max entries %d (1 to 1024)", o.MaxEntries)
+		return nil, invalid(op, obj, "max entries %d (1 to 1024)", o.MaxEntries)
 	}
 	var caps sig.Caps
 	if o.BlockSignature {
 		var err error
 		if caps, err = p.c.blockSignature(); err != nil {
-			return nil, opErr(op, "", err)
+			return nil, wrapAs(op, obj, "", err)
 		}
 		if !caps.Offload() {
-			return nil, unsupported(op, "", "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
+			return nil, unsupported(op, obj, "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
 		}
 	}
 	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sigCaps: caps, checkCaps: o.BlockSignature,
@@ -168,7 +172,7 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 	}
 	if err != nil {
 		m.release()
-		return nil, opErr(op, "", err)
+		return nil, wrapAs(op, obj, "", err)
 	}
 	return m, nil
 }
@@ -234,6 +238,10 @@ func (m *Mkey) release() error {
 // then on (ErrClosed). If the device refuses the destroy, the mkey stays
 // usable. Closing twice is safe.
 func (m *Mkey) Close() error {
+	const op = "destroy mkey"
+	if err := m.usable(op); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -244,7 +252,7 @@ func (m *Mkey) Close() error {
 		if !m.obj.isClosed() {
 			m.dead.Store(false) // nothing was destroyed: still usable
 		}
-		return opErr("destroy", m.name, err)
+		return wrapAs(op, m.name, "", err)
 	}
 	m.closed = true
 	m.c.removeMkey(m)
@@ -252,16 +260,29 @@ func (m *Mkey) Close() error {
 	return nil
 }
 
+// usable fails for a nil Mkey and one not made by CreateMkey.
+func (m *Mkey) usable(op string) error {
+	if m == nil || m.c == nil {
+		return unusable(op, "Mkey", "PD.CreateMkey", m == nil)
+	}
+	return nil
+}
+
 // SigMkey reports whether the mkey has block signature support.
-func (m *Mkey) SigMkey() bool { return m.sigMkey }
+func (m *Mkey) SigMkey() bool { return m != nil && m.sigMkey }
 
 // RemoteInvalidate reports whether a peer's SEND with invalidate may
 // invalidate the mkey (MkeyOptions.RemoteInvalidate).
-func (m *Mkey) RemoteInvalidate() bool { return m.rinval }
+func (m *Mkey) RemoteInvalidate() bool { return m != nil && m.rinval }
 
 // PSVs returns the PSV indexes of the memory and wire domains (0 without
 // block signature).
-func (m *Mkey) PSVs() (mem, wire uint32) { return m.psvIndex[0], m.psvIndex[1] }
+func (m *Mkey) PSVs() (mem, wire uint32) {
+	if m == nil {
+		return 0, 0
+	}
+	return m.psvIndex[0], m.psvIndex[1]
+}
 
 // Check returns the first signature error the device reported on the mkey
 // since the last Check, and forgets it (mlx5dv_mkey_check): the zero
@@ -280,6 +301,9 @@ func (m *Mkey) PSVs() (mem, wire uint32) { return m.psvIndex[0], m.psvIndex[1] }
 // another signature error replaces it.
 func (m *Mkey) Check() (sig.MkeyErr, error) {
 	const op = "mkey check"
+	if err := m.usable(op); err != nil {
+		return sig.MkeyErr{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

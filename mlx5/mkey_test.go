@@ -130,7 +130,7 @@ func TestCreateMkeyRejectsBadInput(t *testing.T) {
 	pd := &PD{c: r.Context, pdn: 0x11}
 	for _, n := range []int{0, -1, 1025} {
 		r.last = nil
-		if _, err := pd.CreateMkey(MkeyOptions{MaxEntries: n}); !errors.Is(err, unix.EINVAL) {
+		if _, err := pd.CreateMkey(MkeyOptions{MaxEntries: n}); !errors.Is(Checked(t, err), unix.EINVAL) {
 			t.Errorf("max entries %d: %v, want EINVAL", n, err)
 		}
 		if r.last != nil {
@@ -154,7 +154,7 @@ func TestCreateMkeyFailureReleasesPSVs(t *testing.T) {
 	}
 	_, err := pd.CreateMkey(MkeyOptions{MaxEntries: 4, BlockSignature: true})
 	r.errno = 0
-	if !errors.Is(err, unix.ENOMEM) {
+	if !errors.Is(Checked(t, err), unix.ENOMEM) {
 		t.Fatalf("create: %v, want ENOMEM", err)
 	}
 	if len(methods) != 5 {

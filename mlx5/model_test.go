@@ -151,47 +151,47 @@ func TestModelNamedErrors(t *testing.T) {
 	in := mailbox(prm.QueryHcaCapIn.Layout(), prm.MLX5_CMD_OP_QUERY_VPORT_STATE)
 	err := c.GeneralCmd(in, out)
 	var ce *prm.CmdError
-	if !errors.Is(err, prm.MLX5_CMD_STAT_BAD_OP_ERR) || !errors.As(err, &ce) || ce.Syndrome != model.SyndromeBadOpcode {
+	if !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_OP_ERR) || !errors.As(err, &ce) || ce.Syndrome != model.SyndromeBadOpcode {
 		t.Errorf("unimplemented opcode: %v, want BAD_OP_ERR", err)
 	}
 	in = mailbox(prm.QueryHcaCapIn.Layout(), prm.MLX5_CMD_OP_QUERY_HCA_CAP)
 	prm.QueryHcaCapIn.OpMod.Set(in, uint64(prm.QueryHCACapOpMod(prm.MLX5_CAP_GENERAL_2, false)))
-	if err := c.GeneralCmd(in, out); !errors.Is(err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
+	if err := c.GeneralCmd(in, out); !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
 		t.Errorf("cmd_hca_cap_2 on cx5: %v, want BAD_PARAM_ERR", err)
 	}
 	o := createAll(t, c)
 	// RTR2RTS from RST.
 	tr := mailbox(prm.Rtr2rtsQpIn.Layout(), prm.MLX5_CMD_OP_RTR2RTS_QP)
 	prm.Rtr2rtsQpIn.Qpn.Set(tr, uint64(o.qpn))
-	if err := o.qp.Modify(tr, make([]byte, 16)); !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
+	if err := o.qp.Modify(tr, make([]byte, 16)); !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
 		t.Errorf("RTR2RTS from RST: %v, want BAD_RES_STATE_ERR", err)
 	}
 	// drain_sigerr on a ConnectX-5.
 	r2i := mailbox(prm.Rst2initQpIn.Layout(), prm.MLX5_CMD_OP_RST2INIT_QP)
 	prm.Rst2initQpIn.Qpn.Set(r2i, uint64(o.qpn))
 	prm.Qpc.DrainSigerr.At(prm.Rst2initQpIn.Qpc).Set(r2i, 1)
-	if err := o.qp.Modify(r2i, make([]byte, 16)); !errors.Is(err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
+	if err := o.qp.Modify(r2i, make([]byte, 16)); !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_PARAM_ERR) {
 		t.Errorf("drain_sigerr on cx5: %v, want BAD_PARAM_ERR", err)
 	}
 	// Destroying the PD the QP uses.
-	if err := o.pd.Close(); !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) || !errors.Is(err, unix.EINVAL) {
+	if err := o.pd.Close(); !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) || !errors.Is(err, unix.EINVAL) {
 		t.Errorf("destroy of a used PD: %v, want BAD_RES_STATE_ERR and EINVAL", err)
 	}
 	// Kernel rules.
 	query := mailbox(prm.QueryQpIn.Layout(), prm.MLX5_CMD_OP_QUERY_QP)
 	prm.QueryQpIn.Qpn.Set(query, uint64(o.qpn))
-	if _, err := c.CreateObj(query, make([]byte, 272)); !errors.Is(err, unix.EINVAL) {
+	if _, err := c.CreateObj(query, make([]byte, 272)); !errors.Is(mlx5.Checked(t, err), unix.EINVAL) {
 		t.Errorf("CreateObj(QUERY_QP): %v, want EINVAL", err)
 	}
-	if err := o.cq.Query(query, make([]byte, 272)); !errors.Is(err, unix.EINVAL) {
+	if err := o.cq.Query(query, make([]byte, 272)); !errors.Is(mlx5.Checked(t, err), unix.EINVAL) {
 		t.Errorf("QUERY_QP on the CQ's handle: %v, want EINVAL", err)
 	}
 	sqd := mailbox(prm.Sqd2rtsQpIn.Layout(), prm.MLX5_CMD_OP_SQD_RTS_QP)
 	prm.Sqd2rtsQpIn.Qpn.Set(sqd, uint64(o.qpn))
-	if err := o.qp.Modify(sqd, make([]byte, 16)); !errors.Is(err, unix.EINVAL) {
+	if err := o.qp.Modify(sqd, make([]byte, 16)); !errors.Is(mlx5.Checked(t, err), unix.EINVAL) {
 		t.Errorf("SQD2RTS through DEVX: %v, want EINVAL", err)
 	}
-	if err := c.GeneralCmd(mailbox(prm.AllocPdIn.Layout(), prm.MLX5_CMD_OP_ALLOC_PD), make([]byte, 16)); !errors.Is(err, unix.EINVAL) {
+	if err := c.GeneralCmd(mailbox(prm.AllocPdIn.Layout(), prm.MLX5_CMD_OP_ALLOC_PD), make([]byte, 16)); !errors.Is(mlx5.Checked(t, err), unix.EINVAL) {
 		t.Errorf("ALLOC_PD as a general command: %v, want EINVAL", err)
 	}
 }
@@ -301,7 +301,7 @@ func TestModelAsyncQuery(t *testing.T) {
 	}
 	bad := mailbox(prm.QueryQpIn.Layout(), prm.MLX5_CMD_OP_QUERY_QP)
 	prm.QueryQpIn.Qpn.Set(bad, uint64(o.qpn+1))
-	if err := o.qp.QueryAsync(bad, outLen, 43, q); !errors.Is(err, unix.EINVAL) {
+	if err := o.qp.QueryAsync(bad, outLen, 43, q); !errors.Is(mlx5.Checked(t, err), unix.EINVAL) {
 		t.Errorf("async query of another QP: %v, want EINVAL", err)
 	}
 	buf := make([]byte, 8+outLen)
@@ -314,7 +314,7 @@ func TestModelAsyncQuery(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
-	if _, err := q.Next(ctx, buf); !errors.Is(err, context.Canceled) {
+	if _, err := q.Next(ctx, buf); !errors.Is(mlx5.Checked(t, err), context.Canceled) {
 		t.Errorf("Next on cancel: %v, want context.Canceled", err)
 	}
 	// A failed query arrives as a completion carrying the firmware's error.
@@ -340,7 +340,7 @@ func TestModelUARAndEQN(t *testing.T) {
 		t.Fatalf("UAR page %d, page of %d bytes", u.PageID, len(u.Page))
 	}
 	u.Page[0x800] = 1 // a doorbell write lands in the mapping
-	if _, err := c.QueryEQN(1 << 20); !errors.Is(err, unix.ENOENT) {
+	if _, err := c.QueryEQN(1 << 20); !errors.Is(mlx5.Checked(t, err), unix.ENOENT) {
 		t.Errorf("EQN of vector 2^20: %v, want ENOENT", err)
 	}
 	eqn, err := c.QueryEQN(3)

@@ -345,7 +345,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		"AllocUAR": func() error { _, err := c.AllocUAR(mlx5.UARBlueFlame); return err },
 		"QueryEQN": func() error { _, err := c.QueryEQN(0); return err },
 	} {
-		if err := f(); !errors.Is(err, mlx5.ErrNoDEVX) {
+		if err := f(); !errors.Is(mlx5.Checked(t, err), mlx5.ErrNoDEVX) {
 			t.Errorf("%s: %v, want ErrNoDEVX", name, err)
 		}
 		if calls := dev.took(); len(calls) != 0 {

@@ -26,22 +26,57 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	h, pdn, err := c.dev.AllocPD()
 	if err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	p := &PD{c: c, handle: h, pdn: pdn}
 	if err := c.adopt(p); err != nil {
 		p.Close()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
 	}
 	return p, nil
 }
 
 // PDN is the protection domain number PRM commands and WQEs refer to.
-func (p *PD) PDN() uint32 { return p.pdn }
+func (p *PD) PDN() uint32 {
+	if p == nil {
+		return 0
+	}
+	return p.pdn
+}
+
+// usable fails for a nil PD and one not made by AllocPD.
+func (p *PD) usable(op string) error {
+	if p == nil || p.c == nil {
+		return unusable(op, "PD", "Context.AllocPD", p == nil)
+	}
+	return nil
+}
+
+// isClosed reports whether Close succeeded.
+func (p *PD) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// checkOpen fails for an unusable PD, and once the PD or its context is
+// closed: what is made in the PD checks it first.
+func (p *PD) checkOpen(op string) error {
+	if err := p.usable(op); err != nil {
+		return err
+	}
+	if p.isClosed() {
+		return opErr(op, pdName(p.pdn), ErrClosed)
+	}
+	return p.c.checkOpen(op)
+}
 
 // Close deallocates the PD; everything in it must be closed first.
 // Closing twice is safe.
 func (p *PD) Close() error {
+	if err := p.usable("dealloc pd"); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -49,7 +84,7 @@ func (p *PD) Close() error {
 	}
 	if !p.c.closedNow() {
 		if err := p.c.dev.DeallocPD(p.handle); err != nil {
-			return opErr("dealloc pd", fmt.Sprintf("PD %#x", p.pdn), err)
+			return opErr("dealloc pd", pdName(p.pdn), err)
 		}
 	}
 	p.closed = true
@@ -87,37 +122,32 @@ type MR struct {
 // ErrClosed.
 func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	const op = "reg mr"
-	if err := p.c.checkOpen(op); err != nil {
+	if err := p.checkOpen(op); err != nil {
 		return nil, err
 	}
+	obj := pdName(p.pdn)
 	if len(mem) == 0 {
-		return nil, invalid(op, "", "empty region")
+		return nil, invalid(op, obj, "empty region")
 	}
 	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering) != 0 {
-		return nil, invalid(op, "", "access %#x", uint32(access))
+		return nil, invalid(op, obj, "access %#x", uint32(access))
 	}
 	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
-		return nil, invalid(op, "", "remote write or atomic access needs local write (IB spec 10.6.3.1)")
+		return nil, invalid(op, obj, "remote write or atomic access needs local write (IB spec 10.6.3.1)")
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, opErr(op, fmt.Sprintf("PD %#x", p.pdn), ErrClosed)
-	}
-	hold, err := holdMem(op, fmt.Sprintf("PD %#x", p.pdn), mem)
+	hold, err := holdMem(op, obj, mem)
 	if err != nil {
 		return nil, err
 	}
 	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
 	if err != nil {
 		hold.release()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, obj, err)
 	}
 	mr := &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem)), hold: hold}
 	if err := p.c.adopt(mr); err != nil {
 		mr.Close()
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, obj, err)
 	}
 	return mr, nil
 }
@@ -126,6 +156,9 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 // kept is unmapped if it was closed, Go memory is unpinned. Closing twice
 // is safe.
 func (m *MR) Close() error {
+	if m == nil || m.c == nil {
+		return unusable("dereg mr", "MR", "PD.RegMR", m == nil)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

@@ -77,7 +77,12 @@ type SigFailure struct {
 // those found so far.
 func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion), open []SigTransfer) ([]SigFailure, error) {
 	const op = "recover sig stop"
+	if err := qp.usable(op); err != nil {
+		return nil, err
+	}
 	switch {
+	case qp.g.closed():
+		return nil, opErr(op, qp.name, ErrClosed)
 	case !qp.sigPipelining:
 		return nil, invalid(op, qp.name, "the QP was created without SigPipelining")
 	case cq == nil || cq != qp.sendCQ:
@@ -95,7 +100,7 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 	open = slices.Clone(open)
 	at, err := qp.Query(QPAttrState)
 	if err != nil {
-		return nil, err
+		return nil, wrapAs(op, qp.name, "", err)
 	}
 	if at.State != QPStateSQD || at.SQDraining {
 		msg := fmt.Sprintf("the QP is in %v, not stopped in SQD", at.State)
@@ -110,7 +115,7 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 			deliver(wc[:n])
 		}
 		if err != nil {
-			return nil, opErr(op, qp.name, err)
+			return nil, wrapAs(op, qp.name, "", err)
 		}
 		if n == 0 {
 			break
@@ -124,12 +129,12 @@ func (qp *QP) RecoverSigStop(cq *CQ, wc []Completion, deliver func([]Completion)
 		}
 		f := SigFailure{Transfer: i, Response: t.Response, Err: me}
 		if f.Canceled, err = qp.CancelPostedSends(t.Response); err != nil {
-			return failed, err
+			return failed, wrapAs(op, qp.name, "", err)
 		}
 		failed = append(failed, f)
 	}
 	if err := qp.Modify(&QPAttr{State: QPStateRTS, CurState: QPStateSQD}, QPAttrState|QPAttrCurState); err != nil {
-		return failed, err
+		return failed, wrapAs(op, qp.name, "to RTS", err)
 	}
 	return failed, nil
 }

@@ -37,7 +37,7 @@ func TestRecoverSigStopRefusals(t *testing.T) {
 		"nothing opened": {r.a, r.scq, wc, deliver, nil, mlx5.ErrNotDrained},
 	} {
 		failed, err := c.qp.RecoverSigStop(c.cq, c.wc, c.deliver, c.open)
-		if !errors.Is(err, c.want) || failed != nil {
+		if !errors.Is(mlx5.Checked(t, err), c.want) || failed != nil {
 			t.Errorf("%s: %v, %v; want %v", name, failed, err, c.want)
 		}
 		if errors.Is(c.want, mlx5.ErrNotDrained) && !errors.Is(err, unix.EINVAL) {

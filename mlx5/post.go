@@ -6,6 +6,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
+	"golang.org/x/sys/unix"
 )
 
 // Opcode is a send work request's operation (enum ibv_wr_opcode, and
@@ -93,7 +94,9 @@ type SendWR struct {
 	// adds SwapAdd. The old value lands in the (8-byte) SGE.
 	Compare, SwapAdd uint64
 	// SGL is the local memory: gathered for sends and writes, scattered
-	// into by reads and atomics. An SGE may name an Mkey: with a signature
+	// into by reads and atomics. Its lengths add up to at most the port's
+	// max_msg_sz (1 GiB on ConnectX), a datagram's to the port's MTU; each
+	// is less than 2^31 (SGE). An SGE may name an Mkey: with a signature
 	// block, its addresses and lengths count the bytes of the wire domain
 	// (the message's), whatever the memory layout's length; the same holds
 	// for RemoteAddr through a peer's signature mkey. For example a 512-byte
@@ -116,9 +119,10 @@ type SendWR struct {
 	// QPOptions.DCIStreams, and 0 on a DCI without streams. An error on a
 	// stream flushes that stream's work only, and QP.ResetDCIStream brings
 	// it back. A DCI work request without an AH, with an AH of another
-	// context or a closed one, with a DCT number over 24 bits or with a
-	// stream the DCI does not have is refused with ErrInvalid before
-	// anything is written (libmlx5 checks none of these: docs/MLX5.md).
+	// context, with a DCT number over 24 bits or with a stream the DCI
+	// does not have is refused with ErrInvalid before anything is written
+	// (libmlx5 checks none of these: docs/MLX5.md); a closed AH, as on a
+	// UD QP, with ErrClosed.
 	// LOCAL_INV and NOP on a DCI take no DC address and run on stream 0,
 	// as libmlx5 builds LOCAL_INV. Other QPs take StreamID 0 only.
 	AH          *AH
@@ -205,20 +209,25 @@ func (qp *QP) PostRecv(wrID uint64, sgl []SGE) error {
 // PostRecvList posts the receive work requests in order and writes the
 // receive doorbell record once, all or none: a list with an invalid work
 // request, or more than the queue has room for, posts nothing and the
-// error names the work request (ibv_post_recv posts those before it).
+// error names the work request (ibv_post_recv posts those before it). An
+// SGE of 2^31 bytes or more is found as the list is written (a full queue
+// is reported first): the WQEs written are zeroed again.
 func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	const op = postRecv
-	n := len(qp.rq.wrID)
-	if n == 0 {
-		return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
+	if qp == nil || len(qp.rq.wrID) == 0 {
+		return qp.noRecvQueue()
 	}
+	n := len(qp.rq.wrID)
 	for i := range wrs {
 		if len(wrs[i].SGL) > qp.rq.maxSGE {
-			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %d SGEs, the queue takes %d", i, wrs[i].WrID, len(wrs[i].SGL), qp.rq.maxSGE)
+			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, wqe.ErrTooManySGEs)
 		}
 	}
+	// The SGEs' lengths are checked as they are written, in one pass
+	// (a check before the writes costs the single receive 5%): a list
+	// with one too long for a data segment is zeroed again and refused.
 	if !qp.g.enter() {
-		return qp.errs.closed[op]
+		return qp.refused(op)
 	}
 	if int(qp.rq.pi-uint16(qp.rq.tail.Load()))+len(wrs) > n {
 		qp.g.exit()
@@ -230,8 +239,15 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	pi := qp.rq.pi
 	for i := range wrs {
 		j := int(pi) & (n - 1)
-		// Checked above: PutRecv cannot fail on the stride with these SGEs.
-		_ = wqe.PutRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wqeSGL(wrs[i].SGL))
+		// The stride and the SGE count are checked (above, and at create).
+		if !wqe.WriteRecv(qp.rq.ring[j*qp.rq.stride:(j+1)*qp.rq.stride], wqeSGL(wrs[i].SGL)) {
+			for k := qp.rq.pi; k != pi+1; k++ {
+				j := int(k) & (n - 1)
+				clear(qp.rq.ring[j*qp.rq.stride : (j+1)*qp.rq.stride])
+			}
+			qp.g.exit()
+			return recvErr(postOpNames[op], qp.name, "queue", i, &wrs[i], qp.rq.maxSGE, wqe.ErrSGELength)
+		}
 		qp.rq.wrID[j] = wrs[i].WrID
 		pi++
 	}
@@ -242,6 +258,27 @@ func (qp *QP) PostRecvList(wrs []RecvWR) error {
 	}
 	qp.g.exit()
 	return nil
+}
+
+// recvErr is the error of receive work request i of a list: more SGEs
+// than the queue (named so) takes (wqe.ErrTooManySGEs), or one too long
+// for a data segment (wqe.ErrSGELength).
+func recvErr(op, obj, queue string, i int, wr *RecvWR, maxSGE int, err error) error {
+	if err == wqe.ErrTooManySGEs {
+		return invalid(op, obj, "work request %d (wr_id %#x): %d SGEs, the %s takes %d", i, wr.WrID, len(wr.SGL), queue, maxSGE)
+	}
+	return &Error{Op: op, Obj: obj, Err: &reasonError{msg: fmt.Sprintf("work request %d (wr_id %#x): %v", i, wr.WrID, err), errs: []error{ErrInvalid, unix.EINVAL, err}}}
+}
+
+// noRecvQueue is PostRecvList's error for a QP without a receive queue:
+// a nil QP, one CreateQP did not make, a closed one (none has a receive
+// queue then), or one made without (MaxRecvWR 0, or an SRQ).
+func (qp *QP) noRecvQueue() error {
+	const op = postRecv
+	if qp == nil || !qp.g.opened() || qp.g.closed() {
+		return qp.refused(op)
+	}
+	return invalid(postOpNames[op], qp.name, "the QP has no receive queue")
 }
 
 // MkeyConfigureWR configures an Mkey (mlx5dv_wr_mkey_configure with its

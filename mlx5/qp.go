@@ -149,7 +149,10 @@ type sendQueue struct {
 	slots     []sqSlot
 	maxSGE    int
 	maxInline int
-	sync      handoff
+	// maxMsg is the longest message a work request may send or read
+	// (Context.maxMessage; on UD the port's active MTU too).
+	maxMsg uint32
+	sync   handoff
 
 	_ [64]byte // the poller's fields on their own cache line
 	// tail is the consumer counter: the WQEBBs before it are free. The
@@ -218,7 +221,20 @@ func (t QPType) String() string {
 }
 
 // QPN is the QP's number.
-func (qp *QP) QPN() uint32 { return qp.qpn }
+func (qp *QP) QPN() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.qpn
+}
+
+// usable fails for a nil QP and one not made by CreateQP.
+func (qp *QP) usable(op string) error {
+	if qp == nil || qp.c == nil {
+		return unusable(op, "QP", "Context.CreateQP", qp == nil)
+	}
+	return nil
+}
 
 const (
 	dataSegSize   = 16 // struct mlx5_wqe_data_seg
@@ -239,7 +255,12 @@ type QPCaps struct {
 }
 
 // Caps returns what the QP grants.
-func (qp *QP) Caps() QPCaps { return qp.caps }
+func (qp *QP) Caps() QPCaps {
+	if qp == nil {
+		return QPCaps{}
+	}
+	return qp.caps
+}
 
 // geometry is the QP's queues as libmlx5 sizes them, and its largest work
 // request in WQEBBs.
@@ -282,23 +303,29 @@ func (o *QPOptions) geometry(lim *deviceLimits) (sqGeometry, rqGeometry, int, er
 // CreateQP creates a QP in the RST state.
 func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	const op = "create qp"
+	if err := c.usable(op); err != nil {
+		return nil, err
+	}
 	verbs := !o.DEVX && c.speaksVerbs()
 	var err error
 	if verbs {
 		err = c.checkOpen(op)
 	} else {
-		err = c.check(op)
+		err = c.check(op, "")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := c.checkQPOptions(&o, verbs); err != nil {
-		return nil, opErr(op, "", err)
+		return nil, opErr(op, c.name, err)
+	}
+	if o.PD.isClosed() {
+		return nil, opErr(op, pdName(o.PD.pdn), ErrClosed)
 	}
 	lim := c.Caps.limits()
 	sq, rq, largest, err := o.geometry(&lim)
 	if err != nil {
-		return nil, invalid(op, "", "%v", err)
+		return nil, invalid(op, c.name, "%v", err)
 	}
 	// The CQs cannot be destroyed while the QP is being made on them.
 	if err := o.SendCQ.ref(); err != nil {
@@ -322,6 +349,11 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		qp.dciStreams, qp.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
 	}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
+	qp.sq.maxMsg = c.maxMessage()
+	if o.Type == QPTypeUD {
+		// Until Modify names the port: no port's MTU is larger.
+		qp.sq.maxMsg = min(qp.sq.maxMsg, maxMTUBytes)
+	}
 	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
 	if verbs {
 		err = qp.createVerbs(&o, sq, rq)
@@ -331,6 +363,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	if err == nil {
 		qp.name = qpName(qp.qpn)
 		qp.initErrors()
+		qp.g.open()
 		// A QP closing on these CQs with the same number (the firmware
 		// reuses numbers at once) has cleaned its CQEs out of them before
 		// this one is found there.
@@ -340,7 +373,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		unlock()
 		if err = c.adopt(qp); err != nil {
 			qp.Close()
-			return nil, opErr(op, "", err)
+			return nil, opErr(op, c.name, err)
 		}
 	}
 	if err != nil {
@@ -353,7 +386,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 		if o.SRQ != nil {
 			o.SRQ.unref()
 		}
-		return nil, opErr(op, "", err)
+		return nil, wrapAs(op, c.name, "", err)
 	}
 	return qp, nil
 }
@@ -541,21 +574,20 @@ func (q qpcIn) set(f prm.Field, v uint64) { f.At(q.qpc).Set(q.in, v) }
 func (q qpcIn) bytes(f prm.Field) []byte  { return f.At(q.qpc).Bytes(q.in) }
 
 // modify runs one QP state transition command whose QP context fill
-// writes (2ERR and 2RST have none: fill is not called).
+// writes (2ERR and 2RST have none: fill is not called). Its error is
+// Modify's.
 func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, fill func(qpcIn)) error {
 	qpn, ok := l.Field("qpn")
 	if !ok {
-		return fmt.Errorf("%s: prm has no layout for it", name)
+		return opErr("modify", qp.name, fmt.Errorf("%s: prm has no layout for it", name))
 	}
 	in := mailbox(l.Size, opcode)
 	qpn.Set(in, uint64(qp.qpn))
 	if qpc, ok := l.Field("qpc"); ok {
 		fill(qpcIn{in, qpc})
 	}
-	if err := qp.obj.Modify(in, make([]byte, outSize)); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return nil
+	// The firmware's error names the command (prm.CmdError).
+	return qp.c.modifyObj("modify", qp.name, qp.obj.handle, in, make([]byte, outSize))
 }
 
 // Close destroys the QP and frees its queues. Posts in flight finish
@@ -565,6 +597,10 @@ func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, 
 // same number. If the device refuses the destroy, the QP stays as it was
 // and usable. Closing twice is safe.
 func (qp *QP) Close() error {
+	const op = "destroy qp"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.closed {
@@ -581,7 +617,7 @@ func (qp *QP) Close() error {
 		err = qp.obj.Close()
 	}
 	if err != nil {
-		return opErr("destroy", qp.name, err)
+		return wrapAs(op, qp.name, "", err)
 	}
 	qp.g.close()
 	qp.sendCQ.refs-- // one reference per role, as CreateQP took them
@@ -618,7 +654,7 @@ func (c *Context) LoopbackPath(port uint8) (AddressPath, error) {
 	}
 	pa, err := c.dev.QueryPort(port)
 	if err != nil {
-		return AddressPath{}, opErr(op, "", err)
+		return AddressPath{}, opErr(op, c.name, err)
 	}
 	path := AddressPath{Port: port, MTU: pa.ActiveMTU, LID: pa.LID}
 	if pa.LinkLayer != linkLayerEthernet {
@@ -626,7 +662,7 @@ func (c *Context) LoopbackPath(port uint8) (AddressPath, error) {
 	}
 	gids, err := c.dev.QueryGIDTable()
 	if err != nil {
-		return AddressPath{}, opErr(op, "", err)
+		return AddressPath{}, opErr(op, c.name, err)
 	}
 	var best *seam.GIDEntry
 	for i := range gids {
@@ -639,7 +675,7 @@ func (c *Context) LoopbackPath(port uint8) (AddressPath, error) {
 		}
 	}
 	if best == nil {
-		return AddressPath{}, opErr(op, "", fmt.Errorf("port %d has no RoCE v2 GID", port))
+		return AddressPath{}, opErr(op, c.name, fmt.Errorf("port %d has no RoCE v2 GID", port))
 	}
 	path.GRH, path.GID, path.SGIDIndex, path.HopLimit, path.MAC = true, best.GID, uint8(best.Index), 64, best.MAC
 	return path, nil

@@ -139,9 +139,16 @@ func pathOf(a *seam.AHAttr, mtu uint8) AddressPath {
 // signature-pipelining QP moved to INIT gets drain_sigerr; a DCT gets its
 // number (QPN) when it reaches RTR. A DEVX QP takes
 // the transitions its commands have (RESET, INIT, RTR, RTS, SQE to RTS,
-// ERR), not SQD.
+// ERR): a move into or out of SQD is ErrUnsupported, a move the IB spec
+// has not (RTS to INIT) ErrInvalid.
 func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	const op = "modify"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
 	if a == nil {
 		return invalid(op, qp.name, "nil attributes")
 	}
@@ -151,10 +158,13 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrState != 0 && a.State > QPStateErr {
 		return invalid(op, qp.name, "state %v", a.State)
 	}
-	if qp.g.closed() {
-		return opErr(op, qp.name, ErrClosed)
-	}
 	var err error
+	udMax := uint32(0)
+	if qp.typ == QPTypeUD && mask&QPAttrPort != 0 {
+		if udMax, err = qp.c.datagramMax(a.Port); err != nil {
+			return opErr(op, qp.name, err)
+		}
+	}
 	switch {
 	case qp.verbs && qp.typ == QPTypeDCT:
 		err = qp.modifyDCT(a, mask)
@@ -165,7 +175,10 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 		err = qp.modifyDEVX(a, mask)
 	}
 	if err != nil {
-		return opErr(op, qp.name, err)
+		return wrapAs(op, qp.name, "", err)
+	}
+	if udMax != 0 {
+		qp.sq.maxMsg = udMax
 	}
 	if mask&QPAttrState == 0 {
 		return nil
@@ -177,11 +190,39 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	case QPStateInit:
 		if qp.sigPipelining {
 			if err := qp.drainSigErr(); err != nil {
-				return opErr(op, qp.name, err)
+				return wrapAs(op, qp.name, "INIT2INIT drain_sigerr", err)
 			}
 		}
 	}
 	return nil
+}
+
+// maxMTUBytes is the largest MTU, IB_MTU_4096: no datagram is longer (and
+// mlx5_ib gives UD QPs log_msg_max 12).
+const maxMTUBytes = 4096
+
+// datagramMax is the longest datagram a UD QP on port sends: the port's
+// active MTU (a datagram fits one packet) as the context learned it at
+// open (asked now if it did not), and no more than the context's maximum
+// message. The IB spec (C10-93.1.1, as rxe_req.c quotes it) has the
+// device send nothing for a longer one and complete it successfully; the
+// driver refuses it instead.
+func (c *Context) datagramMax(port uint8) (uint32, error) {
+	var mtu uint8
+	if port >= 1 && int(port) <= len(c.ports) && c.ports[port-1].linkLayer != 0 {
+		mtu = c.ports[port-1].activeMTU
+	} else {
+		pa, err := c.dev.QueryPort(port)
+		if err != nil {
+			return 0, err
+		}
+		mtu = pa.ActiveMTU
+	}
+	n := uint32(maxMTUBytes)
+	if mtu >= 1 && mtu <= 5 { // enum ib_mtu: 256 << (mtu-1)
+		n = 128 << mtu
+	}
+	return min(n, c.maxMessage()), nil
 }
 
 // restart is a move to RESET: the device's counters start over, and so
@@ -257,10 +298,7 @@ func (qp *QP) drainSigErr() error {
 	prm.Init2initQpIn.Qpn.Set(in, uint64(qp.qpn))
 	prm.Init2initQpIn.OptParamMask.Set(in, mlx5QPCOptMaskDrainSigErr)
 	prm.Qpc.DrainSigerr.At(prm.Init2initQpIn.Qpc).Set(in, 1)
-	if err := qp.c.modifyObj("modify", qp.handle, in, make([]byte, prm.Init2initQpOut.Layout().Size)); err != nil {
-		return fmt.Errorf("INIT2INIT drain_sigerr: %w", err)
-	}
-	return nil
+	return qp.c.modifyObj("modify", qp.name, qp.handle, in, make([]byte, prm.Init2initQpOut.Layout().Size))
 }
 
 func seamAttr(a *QPAttr) seam.QPAttr {
@@ -276,16 +314,19 @@ func seamAttr(a *QPAttr) seam.QPAttr {
 // read, as libibverbs keeps it in ibv_qp.state: ResetDCIStream checks it.
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	const op = "query"
-	if mask&^qpAttrKnown != 0 {
-		return QPAttr{}, invalid(op, qp.name, "attribute mask %#x", uint32(mask))
+	if err := qp.usable(op); err != nil {
+		return QPAttr{}, err
 	}
 	if qp.g.closed() {
 		return QPAttr{}, opErr(op, qp.name, ErrClosed)
 	}
+	if mask&^qpAttrKnown != 0 {
+		return QPAttr{}, invalid(op, qp.name, "attribute mask %#x", uint32(mask))
+	}
 	if !qp.verbs {
 		a, err := qp.queryDEVX()
 		if err != nil {
-			return QPAttr{}, opErr(op, qp.name, err)
+			return QPAttr{}, wrapAs(op, qp.name, "", err)
 		}
 		a.Caps = qp.caps
 		if mask&QPAttrState != 0 {
@@ -315,6 +356,12 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 // retries forever, PSNs 0.
 func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
 	const op = "connect"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
 	if qp.typ != QPTypeRC && qp.typ != QPTypeUC {
 		return invalid(op, qp.name, "a %v QP is not connected", qp.typ)
 	}
@@ -341,7 +388,7 @@ func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
 			s.mask &^= QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic
 		}
 		if err := qp.Modify(&s.a, s.mask); err != nil {
-			return fmt.Errorf("mlx5: %s %s to %v: %w", op, qp.name, s.a.State, err)
+			return wrapAs(op, qp.name, "to "+s.a.State.String(), err)
 		}
 	}
 	return nil
@@ -351,6 +398,12 @@ func (qp *QP) Connect(remoteQPN uint32, path AddressPath) error {
 // Q_Key qkey: what it takes to send and receive datagrams.
 func (qp *QP) Ready(port uint8, qkey uint32) error {
 	const op = "ready"
+	if err := qp.usable(op); err != nil {
+		return err
+	}
+	if qp.g.closed() {
+		return opErr(op, qp.name, ErrClosed)
+	}
 	if qp.typ != QPTypeUD {
 		return invalid(op, qp.name, "a %v QP is connected, not readied", qp.typ)
 	}
@@ -364,7 +417,7 @@ func (qp *QP) Ready(port uint8, qkey uint32) error {
 	}
 	for _, s := range steps {
 		if err := qp.Modify(&s.a, s.mask); err != nil {
-			return fmt.Errorf("mlx5: %s %s to %v: %w", op, qp.name, s.a.State, err)
+			return wrapAs(op, qp.name, "to "+s.a.State.String(), err)
 		}
 	}
 	return nil
@@ -406,8 +459,12 @@ func (qp *QP) modifyDEVX(a *QPAttr, mask QPAttrMask) error {
 		c = cmd{"RTS2RTS", prm.MLX5_CMD_OP_RTS2RTS_QP, prm.Rts2rtsQpIn.Layout(), prm.Rts2rtsQpOut.Layout().Size, true}
 	case from == QPStateSQE && to == QPStateRTS:
 		c = cmd{"SQERR2RTS", prm.MLX5_CMD_OP_SQERR2RTS_QP, prm.Sqerr2rtsQpIn.Layout(), prm.Sqerr2rtsQpOut.Layout().Size, true}
+	case sqdMove(from, to):
+		return &reasonError{msg: fmt.Sprintf("a DEVX QP does not move from %v to %v: SQD needs a verbs QP", from, to),
+			errs: []error{ErrUnsupported, unix.EOPNOTSUPP}}
 	default:
-		return unsupported("modify", qp.name, "a DEVX QP does not move from %v to %v (SQD needs a verbs QP)", from, to)
+		return &reasonError{msg: fmt.Sprintf("%v to %v is not a QP state transition (IB spec: ib_modify_qp_is_ok refuses it with EINVAL)", from, to),
+			errs: []error{ErrInvalid, unix.EINVAL}}
 	}
 	caps, err := qp.c.generalCaps()
 	if err != nil {
@@ -482,12 +539,20 @@ func (qp *QP) modifyDEVX(a *QPAttr, mask QPAttrMask) error {
 	})
 }
 
+// sqdMove reports whether from to to is one of the IB spec's moves into
+// or out of SQD (the kernel's qp_state_table: RTS to SQD, SQD to SQD,
+// SQD to RTS), which a DEVX QP has no command for; a move to RESET or ERR
+// it has.
+func sqdMove(from, to QPState) bool {
+	return from == QPStateRTS && to == QPStateSQD || from == QPStateSQD && (to == QPStateSQD || to == QPStateRTS)
+}
+
 // queryDEVX reads a DEVX QP's state and attributes with QUERY_QP.
 func (qp *QP) queryDEVX() (QPAttr, error) {
 	in := mailbox(prm.QueryQpIn.Layout().Size, prm.MLX5_CMD_OP_QUERY_QP)
 	prm.QueryQpIn.Qpn.Set(in, uint64(qp.qpn))
 	out := make([]byte, prm.QueryQpOut.Layout().Size)
-	if err := qp.obj.Query(in, out); err != nil {
+	if err := qp.c.queryObj("query", qp.name, qp.obj.handle, in, out); err != nil {
 		return QPAttr{}, err
 	}
 	qpc := prm.QueryQpOut.Qpc

@@ -138,7 +138,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	small := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, false)
 	m := mkey(t, r, r.pd, 1)
-	if err := small.PostMkeyConfigure(r.configure(9, m)); !errors.Is(err, mlx5.ErrInvalid) || !strings.Contains(err.Error(), "MkeyConfigure") {
+	if err := small.PostMkeyConfigure(r.configure(9, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) || !strings.Contains(err.Error(), "MkeyConfigure") {
 		t.Errorf("configure on a QP made without MkeyConfigure: %v, want ErrInvalid naming MkeyConfigure", err)
 	}
 
@@ -153,7 +153,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	}
 	// 11 of 16 WQEBBs are in use: a 6-WQEBB configure does not fit, a
 	// 1-WQEBB send does.
-	if err := qp.PostMkeyConfigure(r.configure(7, m)); !errors.Is(err, mlx5.ErrQueueFull) {
+	if err := qp.PostMkeyConfigure(r.configure(7, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrQueueFull) {
 		t.Errorf("configure with 11 of 16 WQEBBs in use: %v, want ErrQueueFull", err)
 	}
 	if err := qp.PostSend(r.write(11, mlx5.SendSignaled, r.mr.RKey)); err != nil {
@@ -180,7 +180,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	}
 	wr.List = wr.List[1:]
 	wr.Sig = nil
-	if err := qp.PostMkeyConfigure(wr); !errors.Is(err, mlx5.ErrInvalid) || !strings.Contains(err.Error(), "inline data") {
+	if err := qp.PostMkeyConfigure(wr); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) || !strings.Contains(err.Error(), "inline data") {
 		t.Errorf("configure of 32 entries on a QP made for 1: %v, want ErrInvalid naming the QP's inline data", err)
 	}
 }
@@ -219,10 +219,10 @@ func TestCloseDuringPostAndPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
-		if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(err, mlx5.ErrClosed) || !strings.Contains(err.Error(), "post send QP") {
+		if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) || !strings.Contains(err.Error(), "post send QP") {
 			t.Fatalf("post after Close: %v", err)
 		}
-		if err := qp.PostRecv(1, nil); !errors.Is(err, mlx5.ErrClosed) && !errors.Is(err, mlx5.ErrInvalid) {
+		if err := qp.PostRecv(1, nil); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) && !errors.Is(err, mlx5.ErrInvalid) {
 			t.Fatalf("post recv after Close: %v", err)
 		}
 		r.c.Close()
@@ -371,16 +371,16 @@ func TestContextCloseClosesChildren(t *testing.T) {
 	if err := r.c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(err, mlx5.ErrClosed) {
+	if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("post after Context.Close: %v, want ErrClosed", err)
 	}
-	if err := qp.PostMkeyConfigure(r.configure(1, m)); !errors.Is(err, mlx5.ErrClosed) {
+	if err := qp.PostMkeyConfigure(r.configure(1, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("configure after Context.Close: %v, want ErrClosed", err)
 	}
-	if _, err := r.cq.Poll(make([]mlx5.Completion, 1)); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.cq.Poll(make([]mlx5.Completion, 1)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("poll after Context.Close: %v, want ErrClosed", err)
 	}
-	if _, err := q.Next(t.Context(), make([]byte, 64)); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := q.Next(t.Context(), make([]byte, 64)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("async queue after Context.Close: %v, want ErrClosed", err)
 	}
 	if uar.Page != nil {
@@ -430,7 +430,7 @@ func TestClosedMkeyIsRefused(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.PostMkeyConfigure(r.configure(2, m)); !errors.Is(err, mlx5.ErrClosed) {
+	if err := qp.PostMkeyConfigure(r.configure(2, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("configure of a closed mkey: %v, want ErrClosed", err)
 	}
 	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey)); err != nil {
@@ -487,10 +487,10 @@ func TestPosterAndPollerAreRaceClean(t *testing.T) {
 func TestPostErrors(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 2, MkeyConfigure: true}, false)
-	if err := qp.PostSend(nil); !errors.Is(err, mlx5.ErrInvalid) {
+	if err := qp.PostSend(nil); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("PostSend(nil): %v", err)
 	}
-	if err := qp.PostMkeyConfigure(nil); !errors.Is(err, mlx5.ErrInvalid) {
+	if err := qp.PostMkeyConfigure(nil); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("PostMkeyConfigure(nil): %v", err)
 	}
 	for {
@@ -507,10 +507,10 @@ func TestPostErrors(t *testing.T) {
 	}
 	bad := r.write(3, 0, r.mr.RKey)
 	bad.SGL = append(bad.SGL, bad.SGL[0], bad.SGL[0]) // 3 SGEs, the QP takes 1
-	if err := qp.PostSend(bad); !errors.Is(err, mlx5.ErrInvalid) || !errors.Is(err, wqe.ErrTooManySGEs) {
+	if err := qp.PostSend(bad); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) || !errors.Is(err, wqe.ErrTooManySGEs) {
 		t.Errorf("an invalid WR on a full queue: %v, want its own error", err)
 	}
-	if err := qp.PostSend(&mlx5.SendWR{Opcode: 0x77}); !errors.Is(err, mlx5.ErrInvalid) {
+	if err := qp.PostSend(&mlx5.SendWR{Opcode: 0x77}); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("unknown opcode: %v", err)
 	}
 }
@@ -546,7 +546,7 @@ func TestCallsAfterCloseReturnErrClosed(t *testing.T) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
 	}
-	if _, err := q.Next(t.Context(), make([]byte, 64)); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := q.Next(t.Context(), make([]byte, 64)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("AsyncCmdQueue.Next after Close: %v", err)
 	}
 	o2.Close()
@@ -556,7 +556,7 @@ func TestFirmwareErrorPrintsStatusOnce(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	in := mailbox(prm.QueryHcaCapIn.Layout(), prm.MLX5_CMD_OP_QUERY_VPORT_STATE)
 	err := r.c.GeneralCmd(in, make([]byte, 64))
-	if !errors.Is(err, prm.MLX5_CMD_STAT_BAD_OP_ERR) || !errors.Is(err, unix.EREMOTEIO) {
+	if !errors.Is(mlx5.Checked(t, err), prm.MLX5_CMD_STAT_BAD_OP_ERR) || !errors.Is(err, unix.EREMOTEIO) {
 		t.Fatalf("%v: want BAD_OP_ERR and EREMOTEIO", err)
 	}
 	if s := err.Error(); strings.Count(s, "BAD_OP_ERR") != 1 || strings.Count(s, "QUERY_VPORT_STATE") != 1 {
@@ -630,7 +630,7 @@ func TestCQOverrunIsReported(t *testing.T) {
 		n, err = r.cq.Poll(wc)
 		got = append(got, wc[:n]...)
 	}
-	if !errors.Is(err, mlx5.ErrCQOverrun) || !strings.Contains(err.Error(), fmt.Sprintf("CQ %#x", r.cq.CQN())) {
+	if !errors.Is(mlx5.Checked(t, err), mlx5.ErrCQOverrun) || !strings.Contains(err.Error(), fmt.Sprintf("CQ %#x", r.cq.CQN())) {
 		t.Fatalf("6 completions due on a CQ of 2: %d completions, then %v; want ErrCQOverrun naming the CQ", len(got), err)
 	}
 	if len(got) > r.cq.Size() {
@@ -641,7 +641,7 @@ func TestCQOverrunIsReported(t *testing.T) {
 			t.Errorf("completion %d: %+v", i, c)
 		}
 	}
-	if _, err := r.cq.Poll(wc); !errors.Is(err, mlx5.ErrCQOverrun) {
+	if _, err := r.cq.Poll(wc); !errors.Is(mlx5.Checked(t, err), mlx5.ErrCQOverrun) {
 		t.Errorf("the next poll: %v, want ErrCQOverrun again", err)
 	}
 }
@@ -652,7 +652,7 @@ func TestCreateMkeyNeedsSignatureCaps(t *testing.T) {
 	r := newRig(t, "cx5", model.Options{}, 8)
 	before := r.dev.Objects()
 	_, err := r.pd.CreateMkey(mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true})
-	if !errors.Is(err, mlx5.ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+	if !errors.Is(mlx5.Checked(t, err), mlx5.ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Fatalf("signature mkey on cx5: %v, want ErrUnsupported and EOPNOTSUPP", err)
 	}
 	if n := r.dev.Objects(); n != before {
@@ -690,7 +690,7 @@ func TestContextCloseUnmapsWhatTheDeviceRefused(t *testing.T) {
 	if got := mlx5.LiveBuffers(); got != before {
 		t.Errorf("%d buffer mappings left after Context.Close, want %d", got, before)
 	}
-	if _, err := r.cq.Poll(make([]mlx5.Completion, 1)); !errors.Is(err, mlx5.ErrClosed) {
+	if _, err := r.cq.Poll(make([]mlx5.Completion, 1)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("poll: %v, want ErrClosed", err)
 	}
 }

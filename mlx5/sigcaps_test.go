@@ -88,7 +88,7 @@ func TestOracleSigCaps(t *testing.T) {
 
 	// The open_device of the original vectors: the fake ConnectX-6's caps,
 	// as libmlx5 read them at open.
-	c := &Context{}
+	c := newRecorded(t).Context
 	seedCaps(t, c)
 	var open struct {
 		SigCaps struct {
@@ -243,7 +243,7 @@ func TestMkeyConfigureRefusesWhatTheCapsLack(t *testing.T) {
 	for _, tt := range refused {
 		err := r.qp.PostMkeyConfigure(r.configure(7, m, tt.attr))
 		var ae *sig.AttrError
-		if !errors.Is(err, ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) || !errors.Is(err, sig.ErrUnsupported) ||
+		if !errors.Is(Checked(t, err), ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) || !errors.Is(err, sig.ErrUnsupported) ||
 			errors.Is(err, ErrInvalid) || !errors.As(err, &ae) || ae.Field != tt.field {
 			t.Errorf("%s: %v; want ErrUnsupported, EOPNOTSUPP and sig's error for %s", tt.name, err, tt.field)
 		}
@@ -256,16 +256,16 @@ func TestMkeyConfigureRefusesWhatTheCapsLack(t *testing.T) {
 	// Invalid and unsupported: libmlx5's EINVAL comes first.
 	bad := crcDomain(sig.CRCTypeCRC64XP10, sig.BlockSize4048)
 	bad.CRC.Seed = 5
-	if err := r.qp.PostMkeyConfigure(r.configure(8, m, &sig.BlockAttr{Mem: bad})); !errors.Is(err, ErrInvalid) || !errors.Is(err, sig.ErrCRCSeed) || errors.Is(err, ErrUnsupported) {
+	if err := r.qp.PostMkeyConfigure(r.configure(8, m, &sig.BlockAttr{Mem: bad})); !errors.Is(Checked(t, err), ErrInvalid) || !errors.Is(err, sig.ErrCRCSeed) || errors.Is(err, ErrUnsupported) {
 		t.Errorf("an invalid seed with an unsupported CRC: %v, want ErrInvalid (the seed)", err)
 	}
-	if err := r.qp.PostMkeyConfigure(r.configure(8, m, &sig.BlockAttr{Mem: t10difDomain(9, sig.BlockSize512)})); !errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnsupported) {
+	if err := r.qp.PostMkeyConfigure(r.configure(8, m, &sig.BlockAttr{Mem: t10difDomain(9, sig.BlockSize512)})); !errors.Is(Checked(t, err), ErrInvalid) || errors.Is(err, ErrUnsupported) {
 		t.Errorf("an unknown guard type: %v, want ErrInvalid", err)
 	}
 	// Both RESET_SIG_ATTR and a block: EINVAL whatever the block.
 	wr := r.configure(8, m, &sig.BlockAttr{Mem: crcDomain(sig.CRCTypeCRC64XP10, sig.BlockSize512)})
 	wr.ResetSig = true
-	if err := r.qp.PostMkeyConfigure(wr); !errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnsupported) {
+	if err := r.qp.PostMkeyConfigure(wr); !errors.Is(Checked(t, err), ErrInvalid) || errors.Is(err, ErrUnsupported) {
 		t.Errorf("RESET_SIG_ATTR with an unsupported block: %v, want ErrInvalid", err)
 	}
 	if now := r.posted(); now.pi != before.pi || !bytes.Equal(now.ring, before.ring) {
@@ -276,7 +276,7 @@ func TestMkeyConfigureRefusesWhatTheCapsLack(t *testing.T) {
 	b := r.qp.Begin()
 	b.AddMkeyConfigure(r.configure(20, m, &sig.BlockAttr{Mem: t10difDomain(sig.T10DIFGuardCRC, sig.BlockSize512)}))
 	b.AddMkeyConfigure(r.configure(21, m, &sig.BlockAttr{Mem: crcDomain(sig.CRCTypeCRC32C, sig.BlockSize512)}))
-	if err := b.Commit(); !errors.Is(err, ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+	if err := b.Commit(); !errors.Is(Checked(t, err), ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("batch: %v, want ErrUnsupported", err)
 	}
 	if now := r.posted(); now.objects != before.objects || now.pi != before.pi || now.db != before.db || !bytes.Equal(now.ring, before.ring) {
@@ -317,7 +317,7 @@ func TestCreateMkeyNeedsShoAndSigerrDomain(t *testing.T) {
 		}
 		before := r.dev.Objects()
 		_, err := r.pd.CreateMkey(MkeyOptions{MaxEntries: 1, BlockSignature: true})
-		if !errors.Is(err, ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+		if !errors.Is(Checked(t, err), ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
 			t.Errorf("without %s: CreateMkey %v, want ErrUnsupported", name, err)
 		}
 		if n := r.dev.Objects(); n != before {

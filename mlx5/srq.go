@@ -96,6 +96,7 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	if err := c.checkOpen(op); err != nil {
 		return nil, err
 	}
+	obj := c.name
 	lim := c.Caps.limits()
 	maxSRQ := c.Caps.MaxSRQRecvWR
 	if maxSRQ == 0 {
@@ -107,15 +108,17 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	maxSRQ = min(maxSRQ, maxSRQWR)
 	switch {
 	case !c.speaksVerbs():
-		return nil, unsupported(op, "", "the device makes no verbs objects")
+		return nil, unsupported(op, obj, "the device makes no verbs objects")
 	case o.PD == nil || o.PD.c != c:
-		return nil, invalid(op, "", "a PD of this context is required")
+		return nil, invalid(op, obj, "a PD of this context is required")
+	case o.PD.isClosed():
+		return nil, opErr(op, pdName(o.PD.pdn), ErrClosed)
 	case o.MaxWR <= 0 || o.MaxWR > maxSRQ:
-		return nil, invalid(op, "", "MaxWR %d (1 to %d)", o.MaxWR, maxSRQ)
+		return nil, invalid(op, obj, "MaxWR %d (1 to %d)", o.MaxWR, maxSRQ)
 	case o.MaxSGE < 0 || o.MaxSGE > lim.maxRQDesc/dataSegSize:
-		return nil, invalid(op, "", "MaxSGE %d (0 to %d)", o.MaxSGE, lim.maxRQDesc/dataSegSize)
+		return nil, invalid(op, obj, "MaxSGE %d (0 to %d)", o.MaxSGE, lim.maxRQDesc/dataSegSize)
 	case o.Limit < 0 || o.Limit > o.MaxWR:
-		return nil, invalid(op, "", "Limit %d (0 to MaxWR)", o.Limit)
+		return nil, invalid(op, obj, "Limit %d (0 to MaxWR)", o.Limit)
 	}
 	// libmlx5 tells the kernel the size of its ring and the SGEs its
 	// rounded-up WQE holds, and mlx5_ib_create_srq refuses a max_wr of
@@ -124,14 +127,15 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	// twice that, 32 SGEs a 1024-byte WQE of 63. Refused here first.
 	switch g := srqSize(maxSRQ, o.MaxWR, o.MaxSGE); {
 	case g.wqes-1 > maxSRQ:
-		return nil, invalid(op, "", "MaxWR %d: its ring of %d WQEs is more than the kernel takes (%d)", o.MaxWR, g.wqes, maxSRQ)
+		return nil, invalid(op, obj, "MaxWR %d: its ring of %d WQEs is more than the kernel takes (%d)", o.MaxWR, g.wqes, maxSRQ)
 	case g.maxSGE > lim.maxRQDesc/dataSegSize:
-		return nil, invalid(op, "", "MaxSGE %d: its %d-byte WQE holds %d SGEs, more than the kernel takes (%d)", o.MaxSGE, g.stride, g.maxSGE, lim.maxRQDesc/dataSegSize)
+		return nil, invalid(op, obj, "MaxSGE %d: its %d-byte WQE holds %d SGEs, more than the kernel takes (%d)", o.MaxSGE, g.stride, g.maxSGE, lim.maxRQDesc/dataSegSize)
 	}
 	s := &SRQ{c: c, pd: o.PD}
 	err := s.create(&o, srqSize(maxSRQ, o.MaxWR, o.MaxSGE))
 	if err == nil {
 		s.name = fmt.Sprintf("SRQ %#x", s.srqn)
+		s.g.open()
 		err = c.adopt(s)
 		if err != nil {
 			c.dev.DestroySRQ(s.handle)
@@ -139,7 +143,7 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	}
 	if err != nil {
 		s.release()
-		return nil, opErr(op, "", err)
+		return nil, wrapAs(op, obj, "", err)
 	}
 	return s, nil
 }
@@ -222,10 +226,28 @@ func (s *SRQ) wqe(i uint16) []byte {
 }
 
 // SRQN is the SRQ's number.
-func (s *SRQ) SRQN() uint32 { return s.srqn }
+func (s *SRQ) SRQN() uint32 {
+	if s == nil {
+		return 0
+	}
+	return s.srqn
+}
 
 // Caps returns what the SRQ grants.
-func (s *SRQ) Caps() SRQCaps { return s.caps }
+func (s *SRQ) Caps() SRQCaps {
+	if s == nil {
+		return SRQCaps{}
+	}
+	return s.caps
+}
+
+// usable fails for a nil SRQ and one not made by CreateSRQ.
+func (s *SRQ) usable(op string) error {
+	if s == nil || s.c == nil {
+		return unusable(op, "SRQ", "Context.CreateSRQ", s == nil)
+	}
+	return nil
+}
 
 // PostRecv posts one receive work request to the SRQ.
 func (s *SRQ) PostRecv(wrID uint64, sgl []SGE) error {
@@ -238,9 +260,12 @@ func (s *SRQ) PostRecv(wrID uint64, sgl []SGE) error {
 // before a bad one).
 func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	const op = "post srq recv"
+	if err := s.usable(op); err != nil {
+		return err
+	}
 	for i := range wrs {
-		if len(wrs[i].SGL) > s.maxSGE {
-			return invalid(op, s.name, "work request %d (wr_id %#x): %d SGEs, the SRQ takes %d", i, wrs[i].WrID, len(wrs[i].SGL), s.maxSGE)
+		if err := wqe.CheckRecv(wqeSGL(wrs[i].SGL), s.maxSGE); err != nil {
+			return recvErr(op, s.name, "SRQ", i, &wrs[i], s.maxSGE, err)
 		}
 	}
 	if !s.g.enter() {
@@ -253,7 +278,7 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 	}
 	for i := range wrs {
 		w := s.wqe(s.head)
-		_ = wqe.PutRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL))
+		_ = wqe.WriteRecv(w[srqNextSegSize:], wqeSGL(wrs[i].SGL)) // checked above
 		s.wrID[int(s.head)&(len(s.wrID)-1)] = wrs[i].WrID
 		s.head = binary.BigEndian.Uint16(w[2:])
 	}
@@ -306,11 +331,14 @@ func (s *SRQ) free(i uint16) {
 // fewer than limit receives remain, EventSRQLimitReached, once.
 func (s *SRQ) Arm(limit int) error {
 	const op = "arm srq"
-	if limit < 0 || limit > s.caps.MaxWR {
-		return invalid(op, s.name, "limit %d (0 to %d)", limit, s.caps.MaxWR)
+	if err := s.usable(op); err != nil {
+		return err
 	}
 	if s.g.closed() {
 		return opErr(op, s.name, ErrClosed)
+	}
+	if limit < 0 || limit > s.caps.MaxWR {
+		return invalid(op, s.name, "limit %d (0 to %d)", limit, s.caps.MaxWR)
 	}
 	if err := s.c.dev.ModifySRQ(s.handle, uint32(limit)); err != nil {
 		return opErr(op, s.name, err)
@@ -339,13 +367,20 @@ func (s *SRQ) unref() {
 // Closing twice is safe.
 func (s *SRQ) Close() error {
 	const op = "destroy srq"
+	if err := s.usable(op); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
 	}
 	if s.refs > 0 && !s.c.closedNow() {
-		return opErr(op, s.name, fmt.Errorf("%d QPs use it: %w", s.refs, unix.EBUSY))
+		users := fmt.Sprintf("%d QPs use it", s.refs)
+		if s.refs == 1 {
+			users = "a QP uses it"
+		}
+		return opErr(op, s.name, fmt.Errorf("%s: %w", users, unix.EBUSY))
 	}
 	if !s.c.closedNow() {
 		if err := s.c.dev.DestroySRQ(s.handle); err != nil {

@@ -15,7 +15,10 @@ import (
 // SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
 // the memory region or mkey with key LKey. Through an mkey with a
 // signature block, Addr and Length count bytes of the wire domain, in a
-// send's SGL and a receive's alike (SendWR.SGL).
+// send's SGL and a receive's alike (SendWR.SGL). Length is less than
+// 2^31: a data segment's byte count has 31 bits (bit 31 marks an inline
+// segment), and a post with a longer SGE fails with ErrInvalid. A
+// length of 0 is an empty entry, which takes no data segment.
 type SGE struct {
 	Addr   uint64
 	Length uint32
@@ -42,7 +45,9 @@ const (
 )
 
 // KLM is one piece of an mkey's list layout (mlx5dv_wr_set_mkey_layout_list's
-// struct ibv_sge): ByteCount bytes at Addr of memory key Mkey.
+// struct ibv_sge): ByteCount bytes at Addr of memory key Mkey. A KLM maps
+// at most 2^31 bytes (mlx5dv.h's "up to 2GB"); a longer one fails the
+// configure with ErrInvalid.
 type KLM struct {
 	Addr      uint64
 	ByteCount uint32

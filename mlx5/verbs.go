@@ -346,11 +346,15 @@ func (c *Context) readEvents(ctx context.Context) {
 // NextEvent returns the context's next asynchronous event (ibv_get_async_event):
 // SQ_DRAINED, QP errors, COMM_EST, LAST_WQE_REACHED, a CQ's error (which Poll
 // reports too), SRQ limits, port changes. It waits until one arrives or ctx
-// is done. Events of objects already closed are left out; past 4096 unread
-// events the oldest are dropped.
+// is done (the error then wraps ctx's). Events of objects already closed
+// are left out; past 4096 unread events the oldest are dropped.
 func (c *Context) NextEvent(ctx context.Context) (Event, error) {
-	if err := c.checkOpen("next event"); err != nil {
+	const op = "next event"
+	if err := c.checkOpen(op); err != nil {
 		return Event{}, err
+	}
+	if ctx == nil {
+		return Event{}, invalid(op, c.name, "nil context.Context")
 	}
 	c.startEvents()
 	e := &c.vr.ev
@@ -368,12 +372,12 @@ func (c *Context) NextEvent(ctx context.Context) (Event, error) {
 			if errors.Is(stopped, context.Canceled) {
 				stopped = ErrClosed
 			}
-			return Event{}, opErr("next event", "", stopped)
+			return Event{}, opErr(op, c.name, stopped)
 		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return Event{}, ctx.Err()
+			return Event{}, opErr(op, c.name, ctx.Err())
 		}
 	}
 }

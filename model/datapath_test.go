@@ -382,10 +382,14 @@ func TestErrorsAndFlush(t *testing.T) {
 		if f := r.d.Faults(); len(f) != 1 {
 			t.Errorf("faults: %q, want one for the opcode", f)
 		}
-		// ds past the data: the zeroed data segments name 2 GiB of key 0.
+		// ds past the data: a zeroed data segment names 2 GiB of key 0;
+		// three make a message past the IB's 2^31 bytes.
+		a, _ = pair(t, r, qpOpts{})
+		idx = a.post(twqe{opcode: tOpSend, dsOverride: 2})
+		checkCQE(t, "bad ds", a.scq.next(), a.wantErr(reqErr, synLocalProt, tOpSend, idx, 0))
 		a, _ = pair(t, r, qpOpts{})
 		idx = a.post(twqe{opcode: tOpSend, dsOverride: 4})
-		checkCQE(t, "bad ds", a.scq.next(), a.wantErr(reqErr, synLocalProt, tOpSend, idx, 0))
+		checkCQE(t, "bad ds of 6 GiB", a.scq.next(), a.wantErr(reqErr, synLocalLength, tOpSend, idx, 0))
 		// ds past what the doorbell record covers: a fault, and the WQE
 		// waits.
 		a, _ = pair(t, r, qpOpts{})

@@ -35,6 +35,11 @@ func (a access) local() access {
 	return accLocalRead
 }
 
+// maxKLMBytes is the most a KLM maps: struct mlx5_wqe_umr_klm_seg's
+// byte_count is "up to 2GB" (mlx5dv.h), and libmlx5 refuses to bind a
+// memory window over more ("KLM support only 2GB", qp.c).
+const maxKLMBytes = 1 << 31
+
 // klm is one entry of an indirect mkey's translation (struct mlx5_klm /
 // mlx5_wqe_umr_klm_seg): byteCount bytes at address va of key.
 type klm struct {

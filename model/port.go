@@ -72,7 +72,8 @@ func mtuBytes(m uint8) int { return 128 << m }
 // QueryPort answers ibv_query_port as mlx5_query_port_roce does for the
 // model's netdev: ACTIVE (the netdev is up), max MTU 4096, the active MTU
 // from the netdev's MTU, the GID table of roce_address_table_size
-// entries, CM supported and IP-based GIDs, no LID.
+// entries, CM supported and IP-based GIDs, max_msg_sz 1 << log_max_msg,
+// no LID.
 func (d *Device) QueryPort(port uint8) (seam.PortAttr, error) {
 	const call = "query port"
 	d.h.mu.Lock()
@@ -89,6 +90,7 @@ func (d *Device) QueryPort(port uint8) (seam.PortAttr, error) {
 		ActiveMTU:    min(ibMTU4096, iboeMTU(portNetdevMTU)),
 		GIDTableLen:  uint32(d.h.prof.roceCap(prm.RoceCap.RoceAddressTableSize)),
 		PortCapFlags: ibPortCMSup | uverbsPCFIPBasedGIDs,
+		MaxMsgSz:     1 << d.h.prof.cap(prm.CmdHcaCap.LogMaxMsg),
 		LinkLayer:    linkLayerEthernet,
 	}, nil
 }

@@ -31,7 +31,8 @@ const (
 	ctrlSolicited = 1 << 1    // MLX5_WQE_CTRL_SOLICITED
 	inlineSeg     = 1 << 31   // MLX5_INLINE_SEG
 	invalidLKey   = 0x100     // MLX5_INVALID_LKEY: ends a receive WQE's list
-	dataSegZero   = 1 << 31   // a data segment's byte_count of 0 means 2 GiB
+	dataSegZero   = 1 << 31   // a data segment's byte_count of 0 means 2 GiB (libmlx5's mlx5_wr_memcpy)
+	ibMaxMsg      = 1 << 31   // the IB spec's longest message
 	ctrlSegSize   = 16        // struct mlx5_wqe_ctrl_seg
 	raddrSegSize  = 16        // struct mlx5_wqe_raddr_seg
 	maxWQEBytes   = 64 * 0x10 // ds is 6 bits: at most 63 octwords
@@ -258,13 +259,19 @@ type sge struct {
 }
 
 // dataSegs reads the data part of a WQE: data segments, or one inline
-// segment (byte_count with MLX5_INLINE_SEG) whose bytes follow.
+// segment (byte_count with MLX5_INLINE_SEG) whose bytes follow. An empty
+// inline segment is not modelled: libmlx5 never writes one (it leaves the
+// segment out), and what a device makes of it is not public; a driver
+// that writes an SGE of 2^31 bytes as a data segment writes one.
 func dataSegs(b []byte, inlineOK bool) (sges []sge, inline []byte, f *wqeFail) {
 	if len(b) >= 4 && binary.BigEndian.Uint32(b)&inlineSeg != 0 {
 		if !inlineOK {
 			return nil, nil, qpOpErr("an inline segment where data segments must be")
 		}
 		n := int(binary.BigEndian.Uint32(b) &^ inlineSeg)
+		if n == 0 {
+			return nil, nil, unmodelled("an empty inline segment (byte_count %#x: an SGE of 2^31 bytes written as a data segment?)", inlineSeg)
+		}
 		if 4+n > len(b) {
 			return nil, nil, qpOpErr("inline data of %d bytes past the WQE's end", n)
 		}
@@ -281,6 +288,26 @@ func dataSegs(b []byte, inlineOK bool) (sges []sge, inline []byte, f *wqeFail) {
 		sges = append(sges, sge{n, binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint64(b[8:])})
 	}
 	return sges, nil, nil
+}
+
+// msgLen checks the length of q's message, data segments or inline bytes,
+// against the QP's maximum, 2^qpc.log_msg_max (mlx5_ib sets it from
+// log_max_msg with the path MTU; left 0, the IB spec's 2^31), before any
+// byte is read: longer is a local length error, the IB spec's Local
+// Length Error for a message over the port's maximum message size.
+func msgLen(q *qpObj, sges []sge, inline []byte) *wqeFail {
+	n := uint64(len(inline))
+	for _, s := range sges {
+		n += s.n
+	}
+	limit := uint64(ibMaxMsg)
+	if l := prm.Qpc.LogMsgMax.Get(q.qpc); l != 0 {
+		limit = min(limit, 1<<l)
+	}
+	if n > limit {
+		return &wqeFail{syndrome: SyndromeLocalLength, why: fmt.Sprintf("a message of %d bytes, the QP's maximum is %d (log_msg_max)", n, limit)}
+	}
+	return nil
 }
 
 // gather builds the message of a send or RDMA WRITE: the inline bytes,
@@ -404,7 +431,11 @@ func (h *hca) recvWQE(r *qpObj) (*rwqe, bool) {
 		return nil, false
 	}
 	o := r.rq.off + int(r.rqCI)&(r.rq.entries-1)*r.rq.stride
-	return &rwqe{sges: readSGEs(r.wq[o : o+r.rq.stride]), counter: r.rqCI}, true
+	sges, bad := readSGEs(r.wq[o : o+r.rq.stride])
+	if bad != 0 {
+		h.fault(r.ctx, "QP %#x receive WQE %d: a data segment's byte_count %#x has bit 31 (MLX5_INLINE_SEG) set", r.qpn, r.rqCI, bad)
+	}
+	return &rwqe{sges: sges, counter: r.rqCI}, true
 }
 
 // consume takes receive WQE w of r: the SRQ's head moves on, or the RQ's
@@ -449,6 +480,9 @@ func (h *hca) respFail(q, r *qpObj, w *rwqe, respSyndrome uint8, fail *wqeFail, 
 // responder's next receive WQE.
 func (h *hca) send(q *qpObj, w *sendWQE) result {
 	sges, inline, f := dataSegs(w.b[ctrlSegSize:], true)
+	if f == nil {
+		f = msgLen(q, sges, inline)
+	}
 	if f != nil {
 		return result{fail: f}
 	}
@@ -530,6 +564,9 @@ func (h *hca) rdmaWrite(q *qpObj, w *sendWQE) result {
 	}
 	raddr, rkey := binary.BigEndian.Uint64(w.b[16:]), binary.BigEndian.Uint32(w.b[24:])
 	sges, inline, f := dataSegs(w.b[ctrlSegSize+raddrSegSize:], true)
+	if f == nil {
+		f = msgLen(q, sges, inline)
+	}
 	if f != nil {
 		return result{fail: f}
 	}
@@ -589,6 +626,9 @@ func (h *hca) rdmaRead(q *qpObj, w *sendWQE) result {
 	}
 	raddr, rkey := binary.BigEndian.Uint64(w.b[16:]), binary.BigEndian.Uint32(w.b[24:])
 	sges, _, f := dataSegs(w.b[ctrlSegSize+raddrSegSize:], false)
+	if f == nil {
+		f = msgLen(q, sges, nil)
+	}
 	if f != nil {
 		return result{fail: f}
 	}

@@ -145,6 +145,11 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 			}
 		} else {
 			klms = parseKLMs(t, xlt)
+			for _, k := range klms {
+				if k.byteCount > maxKLMBytes {
+					return unmodelled("UMR: a KLM of %#x bytes: a KLM maps up to 2 GiB (mlx5dv.h)", k.byteCount)
+				}
+			}
 		}
 	}
 	var sc *sigConf

@@ -202,7 +202,11 @@ func (h *hca) srqRecvWQE(s *srqObj) (sges []sge, idx uint16, ok bool) {
 	}
 	idx = s.head & uint16(s.size-1)
 	b := s.buf[int(idx)*s.stride:][:s.stride][16:]
-	return readSGEs(b), idx, true
+	sges, bad := readSGEs(b)
+	if bad != 0 {
+		h.fault(s.ctx, "SRQ receive WQE %d: a data segment's byte_count %#x has bit 31 (MLX5_INLINE_SEG) set", idx, bad)
+	}
+	return sges, idx, true
 }
 
 // takeSRQ consumes the head WQE: the head follows its next_wqe_index, and
@@ -220,19 +224,25 @@ func (h *hca) takeSRQ(s *srqObj, n uint32) {
 }
 
 // readSGEs reads a receive WQE's data segments, up to MLX5_INVALID_LKEY
-// or the end.
-func readSGEs(b []byte) []sge {
-	var sges []sge
+// or the end. A byte_count with bit 31 (MLX5_INLINE_SEG) set has no
+// meaning in a receive WQE (what a device does with it is not public):
+// bad is the first such, which the caller reports as a fault; the
+// segment is read as its 32 bits say.
+func readSGEs(b []byte) (sges []sge, bad uint32) {
 	for ; len(b) >= 16; b = b[16:] {
 		key := binary.BigEndian.Uint32(b[4:])
 		if key == invalidLKey {
 			break
 		}
-		n := uint64(binary.BigEndian.Uint32(b))
+		bc := binary.BigEndian.Uint32(b)
+		if bc&inlineSeg != 0 && bad == 0 {
+			bad = bc
+		}
+		n := uint64(bc)
 		if n == 0 {
 			n = dataSegZero
 		}
 		sges = append(sges, sge{n, key, binary.BigEndian.Uint64(b[8:])})
 	}
-	return sges
+	return sges, bad
 }

@@ -58,7 +58,7 @@ func TestQueryPortAndGIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := seam.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 3, GIDTableLen: 255, PortCapFlags: 1<<16 | 1<<26, LinkLayer: 2}
+	want := seam.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 3, GIDTableLen: 255, PortCapFlags: 1<<16 | 1<<26, MaxMsgSz: 1 << 30, LinkLayer: 2}
 	if p != want {
 		t.Errorf("port %+v, want %+v", p, want)
 	}

@@ -177,9 +177,13 @@ type IbUverbsQueryPortResp struct {
 }
 
 // IbUverbsQueryPortRespEx is struct ib_uverbs_query_port_resp_ex,
-// <rdma/ib_user_ioctl_verbs.h>.
+// <rdma/ib_user_ioctl_verbs.h>. active_speed_ex is newer than 6.1, whose
+// struct keeps those bytes reserved and zeroes them (6.12 has it): the
+// port's enum ib_port_speed, which XDR (256) no longer fits into the
+// legacy u8 active_speed.
 type IbUverbsQueryPortRespEx struct {
 	LegacyResp    IbUverbsQueryPortResp
 	PortCapFlags2 uint16
-	Reserved      [6]uint8
+	Reserved      [2]uint8
+	ActiveSpeedEx uint32
 }

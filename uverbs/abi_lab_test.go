@@ -85,6 +85,7 @@ var uverbsLayouts = []btfcheck.Layout{
 		{Name: "legacy_resp.link_layer", Offset: unsafe.Offsetof(IbUverbsQueryPortResp{}.LinkLayer)},
 		{Name: "legacy_resp.flags", Offset: unsafe.Offsetof(IbUverbsQueryPortResp{}.Flags)},
 		{Name: "port_cap_flags2", Offset: unsafe.Offsetof(IbUverbsQueryPortRespEx{}.PortCapFlags2)},
+		{Name: "active_speed_ex", Offset: unsafe.Offsetof(IbUverbsQueryPortRespEx{}.ActiveSpeedEx), Newer: true}, // 6.1 reserves it
 	}},
 	{Struct: "ib_uverbs_query_port_resp", Size: unsafe.Sizeof(IbUverbsQueryPortResp{})},
 	{Struct: "ib_uverbs_alloc_pd", Size: unsafe.Sizeof(IbUverbsAllocPd{})},

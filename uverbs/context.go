@@ -343,6 +343,20 @@ type PortAttr struct {
 	PhysState     uint8
 	LinkLayer     uint8 // 0 unspecified, 1 InfiniBand, 2 Ethernet
 	Flags         uint8
+	// ActiveSpeedEx is the kernel's active_speed_ex (enum ib_port_speed:
+	// XDR is 256, which ActiveSpeed cannot hold); 0 where the kernel does
+	// not give it (6.1, or the write() fallback). Speed reads either.
+	ActiveSpeedEx uint32
+}
+
+// Speed is the port's enum ib_port_speed: ActiveSpeedEx where the kernel
+// gives it, else ActiveSpeed, as users of ibv_port_attr read
+// active_speed_ex ?: active_speed.
+func (a *PortAttr) Speed() uint32 {
+	if a.ActiveSpeedEx != 0 {
+		return a.ActiveSpeedEx
+	}
+	return uint32(a.ActiveSpeed)
 }
 
 // QueryPort returns the attributes of port (1-based).
@@ -363,6 +377,11 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	if err != nil {
 		return PortAttr{}, err
 	}
+	return resp.portAttr(), nil
+}
+
+// portAttr decodes the kernel's answer to QUERY_PORT.
+func (resp *IbUverbsQueryPortRespEx) portAttr() PortAttr {
 	r := &resp.LegacyResp
 	return PortAttr{
 		State: r.State, MaxMTU: r.MaxMtu, ActiveMTU: r.ActiveMtu, GIDTableLen: r.GidTblLen,
@@ -371,7 +390,8 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		LID: r.Lid, SMLID: r.SmLid, LMC: r.Lmc, MaxVLNum: r.MaxVlNum, SMSL: r.SmSl,
 		SubnetTimeout: r.SubnetTimeout, InitTypeReply: r.InitTypeReply, ActiveWidth: r.ActiveWidth,
 		ActiveSpeed: r.ActiveSpeed, PhysState: r.PhysState, LinkLayer: r.LinkLayer, Flags: r.Flags,
-	}, nil
+		ActiveSpeedEx: resp.ActiveSpeedEx,
+	}
 }
 
 // object is what every kernel object shares: its context, its handle and

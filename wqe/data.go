@@ -16,6 +16,15 @@ const (
 	// MaxDS is the largest WQE a control segment can describe, in
 	// 16-byte units (its ds field is 6 bits).
 	MaxDS = 0x3f
+	// MaxSGELength is the longest SGE a data segment holds: its
+	// byte_count has 31 bits of count, bit 31 being InlineSeg. (2 GiB is
+	// written as 0, libmlx5's mlx5_wr_memcpy says; the builders give a
+	// zero-length SGE no segment, as libmlx5 does, so they never write
+	// it.)
+	MaxSGELength = 1<<31 - 1
+	// MaxMessage is the longest message of the IB spec, 2^31 bytes: the
+	// bound of a Send whose MaxMessage is 0.
+	MaxMessage = 1 << 31
 	// atomicSize is the byte count of an atomic's data segment: the
 	// 8-byte operand the responder returns (MLX5_ATOMIC_SIZE).
 	atomicSize = 8
@@ -24,6 +33,10 @@ const (
 // Errors of BuildSend, BuildLocalInv and PutRecv. libmlx5 fails the same
 // work requests: ErrTooManySGEs and ErrInlineTooLong with ENOMEM on the
 // send queue (EINVAL on the receive queue), ErrOpcode with EINVAL.
+// libmlx5 does not check lengths: it writes an SGE of 2^31 bytes or more
+// as it is, and the device reads the data segment as an inline one;
+// ErrSGELength and ErrMsgTooLong refuse what rxe refuses at post
+// (validate_send_wr: a message past the port's max_msg_sz).
 var (
 	ErrOpcode        = errors.New("wqe: opcode not supported by this work request or QP type")
 	ErrTooManySGEs   = errors.New("wqe: more scatter/gather entries than the queue allows")
@@ -31,6 +44,8 @@ var (
 	ErrInline        = errors.New("wqe: inline data together with an SGL, or on an RDMA read or atomic")
 	ErrTooLarge      = errors.New("wqe: WQE larger than 63 16-byte units")
 	ErrRecvStride    = errors.New("wqe: receive WQE stride is not a positive multiple of 16 bytes")
+	ErrSGELength     = errors.New("wqe: SGE of 2^31 bytes or more: a data segment's byte count has 31 bits")
+	ErrMsgTooLong    = errors.New("wqe: message longer than the QP's maximum message size")
 	// ErrDest: a work request names a UD and a DC destination both, or a
 	// stream channel without a DC destination. libmlx5 cannot express
 	// either.
@@ -74,7 +89,8 @@ const (
 )
 
 // PutData writes the data segment of s into b[:16] (struct
-// mlx5_wqe_data_seg: byte_count, lkey, addr).
+// mlx5_wqe_data_seg: byte_count, lkey, addr). It writes s.Length as it
+// is: the builders refuse lengths past MaxSGELength before they call it.
 func PutData(b []byte, s SGE) error {
 	if len(b) < DataSegSize {
 		return ErrShort
@@ -302,7 +318,8 @@ type Send struct {
 
 	// SGL is the gather list (the scatter list of a read or atomic).
 	// Zero-length entries get no data segment, as in libmlx5; an atomic's
-	// data segments have byte count 8, as ibv_post_send writes them.
+	// data segments have byte count 8, as ibv_post_send writes them. An
+	// entry longer than MaxSGELength fails with ErrSGELength.
 	SGL []SGE
 	// Inline, when it holds any bytes, is copied into the WQE as one
 	// inline segment instead of a gather list (ibv_wr_set_inline_data(_list),
@@ -328,6 +345,12 @@ type Send struct {
 	// none.
 	MaxSGE    int
 	MaxInline int
+	// MaxMessage is the longest message the QP sends (the port's
+	// max_msg_sz; on UD the MTU): a gather list or inline data adding up
+	// to more, or a read of more, fails with ErrMsgTooLong. Zero is the
+	// IB spec's MaxMessage. An atomic's message is its 8 bytes, whatever
+	// its SGE says.
+	MaxMessage uint32
 }
 
 // sendLayout is what a Send's WQE holds, worked out before writing.
@@ -384,11 +407,24 @@ func (s *Send) layout() (l sendLayout, err error) {
 		if l.inline > s.MaxInline {
 			return l, ErrInlineTooLong
 		}
+		if uint64(l.inline) > s.maxMessage() {
+			return l, ErrMsgTooLong
+		}
 		l.ds += inlineSize(l.inline) / 16
 	default:
+		// The lengths' sum: past the maximum message, or 2^31 and more
+		// (which an SGE no data segment holds makes), it is looked at
+		// closer. An atomic's SGEs are written as 8 bytes.
+		var total uint64
 		for _, g := range s.SGL {
 			if g.Length != 0 {
 				l.ds++
+			}
+			total += uint64(g.Length)
+		}
+		if total >= min(s.maxMessage()+1, MaxMessage) && !l.atomic {
+			if err := s.checkLengths(total); err != nil {
+				return l, err
 			}
 		}
 	}
@@ -408,6 +444,31 @@ func (s *Send) checkDC() error {
 		return ErrQPN
 	}
 	return nil
+}
+
+// checkLengths is the closer look at a gather list of total bytes:
+// ErrSGELength for an SGE longer than MaxSGELength, ErrMsgTooLong for a
+// total past the maximum message (a message of 2^31 bytes in SGEs that
+// fit is fine where the maximum is 2^31).
+func (s *Send) checkLengths(total uint64) error {
+	for _, g := range s.SGL {
+		if g.Length > MaxSGELength {
+			return ErrSGELength
+		}
+	}
+	if total > s.maxMessage() {
+		return ErrMsgTooLong
+	}
+	return nil
+}
+
+// maxMessage is s.MaxMessage, or the IB spec's MaxMessage for 0.
+func (s *Send) maxMessage() uint64 {
+	m := uint64(s.MaxMessage)
+	if m == 0 {
+		m = MaxMessage
+	}
+	return m
 }
 
 // maxWQE is the largest WQE in bytes: MaxDS 16-byte units, rounded up to
@@ -586,21 +647,55 @@ func BuildLocalInv(r Ring, pi uint16, free int, l *LocalInv) (Result, error) {
 	return Result{WQEBBs: bbs, DS: localInvDS, Doorbell: be.Uint64(bb), SmallFence: true}, nil
 }
 
+// CheckRecv checks a receive work request's scatter list as PutRecv
+// does, writing nothing, for a queue whose WQEs take maxSGE data
+// segments: a longer sgl fails with ErrTooManySGEs, an SGE longer than
+// MaxSGELength with ErrSGELength. (A receive longer than any message is
+// not an error: what a message does not fill stays as it was.)
+func CheckRecv(sgl []SGE, maxSGE int) error {
+	if len(sgl) > maxSGE {
+		return ErrTooManySGEs
+	}
+	var or uint32
+	for _, g := range sgl {
+		or |= g.Length
+	}
+	if or&InlineSeg != 0 {
+		return ErrSGELength
+	}
+	return nil
+}
+
 // PutRecv writes one receive WQE into wqe, whose length is the receive
 // queue's stride (a multiple of 16): a data segment per SGE of non-zero
 // length, then, when the WQE has room for more, a segment with byte count
 // 0 and lkey InvalidLKey that ends the list, as libmlx5 writes it; the
 // rest of the stride is zeroed. The queue takes stride/16 SGEs; a longer
-// sgl fails with ErrTooManySGEs and wqe is left unchanged.
+// sgl fails with ErrTooManySGEs, an SGE longer than MaxSGELength with
+// ErrSGELength, and wqe is left unchanged.
 func PutRecv(wqe []byte, sgl []SGE) error {
 	if len(wqe) == 0 || len(wqe)%DataSegSize != 0 {
 		return ErrRecvStride
 	}
-	if len(sgl) > len(wqe)/DataSegSize {
-		return ErrTooManySGEs
+	if err := CheckRecv(sgl, len(wqe)/DataSegSize); err != nil {
+		return err
 	}
+	_ = WriteRecv(wqe, sgl)
+	return nil
+}
+
+// WriteRecv is PutRecv in one pass, for a caller that has checked the
+// stride (a positive multiple of 16 bytes) and the SGE count (at most
+// len(wqe)/16) and would rather not read the SGEs twice on its hot path.
+// It reports whether every SGE fit its data segment. When one did not (an
+// SGE of 2^31 bytes or more, PutRecv's ErrSGELength), the WQE holds a
+// segment the device would read as an inline one: the caller must not
+// post it (it zeroes it and refuses the work request).
+func WriteRecv(wqe []byte, sgl []SGE) bool {
 	off := 0
+	var or uint32
 	for _, g := range sgl {
+		or |= g.Length
 		if g.Length != 0 {
 			_ = PutData(wqe[off:], g)
 			off += DataSegSize
@@ -611,5 +706,5 @@ func PutRecv(wqe []byte, sgl []SGE) error {
 		off += DataSegSize
 	}
 	clear(wqe[off:])
-	return nil
+	return or&InlineSeg == 0
 }

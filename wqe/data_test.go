@@ -125,6 +125,32 @@ func TestBuildSendErrors(t *testing.T) {
 		{"ring not pow2", func(_ *Send, r *Ring) { *r = (*r)[:3*WQEBB] }, ErrRing},
 		{"ring ragged", func(_ *Send, r *Ring) { *r = (*r)[:4*WQEBB+1] }, ErrRing},
 		{"ring empty", func(_ *Send, r *Ring) { *r = nil }, ErrRing},
+		// A data segment's byte_count has 31 bits: bit 31 is InlineSeg.
+		{"sge 2^31-1", func(s *Send, _ *Ring) { s.SGL[0].Length = MaxSGELength }, nil},
+		{"sge 2^31", func(s *Send, _ *Ring) { s.SGL[0].Length = 1 << 31 }, ErrSGELength},
+		{"sge 2^31+64", func(s *Send, _ *Ring) { s.SGL[0].Length = 1<<31 + 64 }, ErrSGELength},
+		{"sge 2^31 after an empty one", func(s *Send, _ *Ring) { s.SGL = []SGE{{}, {Length: 0xffffffff}} }, ErrSGELength},
+		{"sge 2^31 read", func(s *Send, _ *Ring) { s.Opcode = OpcodeRDMARead; s.SGL[0].Length = 1 << 31 }, ErrSGELength},
+		{"sge 2^31 send", func(s *Send, _ *Ring) { s.Opcode = OpcodeSend; s.SGL[0].Length = 1 << 31 }, ErrSGELength},
+		// An atomic's data segment is written with 8, whatever the SGE says.
+		{"sge 2^31 atomic", func(s *Send, _ *Ring) { s.Opcode = OpcodeAtomicFA; s.SGL[0].Length = 1 << 31 }, nil},
+		// The message: the SGEs' sum, against MaxMessage (0: 2^31).
+		{"message 2^31", func(s *Send, _ *Ring) { s.SGL = []SGE{{Length: 1 << 30}, {Length: 1 << 30}} }, nil},
+		{"message 2^31+1", func(s *Send, _ *Ring) { s.SGL = []SGE{{Length: 1 << 30}, {Length: 1 << 30}, {Length: 1}} }, ErrMsgTooLong},
+		{"message 3 x (2^31-1)", func(s *Send, _ *Ring) {
+			s.SGL = []SGE{{Length: MaxSGELength}, {Length: MaxSGELength}, {Length: MaxSGELength}}
+		}, ErrMsgTooLong},
+		{"message max", func(s *Send, _ *Ring) { s.MaxMessage = 4096; s.SGL = []SGE{{Length: 4000}, {Length: 96}} }, nil},
+		{"message over max", func(s *Send, _ *Ring) { s.MaxMessage = 4096; s.SGL = []SGE{{Length: 4000}, {Length: 97}} }, ErrMsgTooLong},
+		{"read over max", func(s *Send, _ *Ring) { s.Opcode = OpcodeRDMARead; s.MaxMessage = 4096; s.SGL[0].Length = 4097 }, ErrMsgTooLong},
+		{"inline over max", func(s *Send, _ *Ring) {
+			s.SGL = nil
+			s.MaxMessage = 100
+			s.Inline = [][]byte{make([]byte, 60), make([]byte, 41)}
+		}, ErrMsgTooLong},
+		{"atomic over max", func(s *Send, _ *Ring) { s.Opcode = OpcodeAtomicCS; s.MaxMessage = 4; s.SGL[0].Length = 8 }, nil},
+		// Inline data never reaches bit 31: a WQE holds less than 1 KiB.
+		{"inline huge", func(s *Send, _ *Ring) { s.SGL = nil; s.MaxInline = 1 << 40; s.Inline = [][]byte{make([]byte, 4096)} }, ErrTooLarge},
 	}
 	for _, tc := range cases {
 		s := rdmaWrite()
@@ -198,6 +224,36 @@ func TestPutRecv(t *testing.T) {
 		}
 		if !bytes.Equal(w, make([]byte, c.n)) {
 			t.Errorf("stride %d: written", c.n)
+		}
+	}
+	// A receive SGE of 2^31 bytes or more fits no data segment; a
+	// receive longer than any message is no error.
+	for _, c := range []struct {
+		sgl  []SGE
+		want error
+	}{
+		{[]SGE{{Length: MaxSGELength}, {Length: MaxSGELength}, {Length: MaxSGELength}}, nil},
+		{[]SGE{{Length: 1}, {Length: 1 << 31}}, ErrSGELength},
+		{[]SGE{{Length: 0xffffffff}}, ErrSGELength},
+		{make([]SGE, 4), ErrTooManySGEs},
+	} {
+		if err := CheckRecv(c.sgl, 3); !errors.Is(err, c.want) {
+			t.Errorf("CheckRecv %v: %v, want %v", c.sgl, err, c.want)
+		}
+		w := make([]byte, 48)
+		if err := PutRecv(w, c.sgl); !errors.Is(err, c.want) {
+			t.Errorf("PutRecv %v: %v, want %v", c.sgl, err, c.want)
+		}
+		if c.want != nil && !bytes.Equal(w, make([]byte, 48)) {
+			t.Errorf("PutRecv %v: written", c.sgl)
+		}
+		// WriteRecv writes in one pass and says whether the SGEs fit.
+		if c.want == ErrTooManySGEs {
+			continue
+		}
+		w2 := make([]byte, 48)
+		if ok := WriteRecv(w2, c.sgl); ok != (c.want == nil) || (ok && !bytes.Equal(w, w2)) {
+			t.Errorf("WriteRecv %v: %v, %x; PutRecv wrote %x", c.sgl, ok, w2, w)
 		}
 	}
 }

@@ -16,26 +16,34 @@ var fuzzOpcodes = []uint8{OpcodeSend, OpcodeSendImm, OpcodeSendInval, OpcodeRDMA
 // ctrl segment that describes it. ErrNoRoom says how many WQEBBs the work
 // request needs: more than free, and what it takes when they are free.
 func FuzzBuildSend(f *testing.F) {
-	f.Add(uint8(3), uint8(1), uint16(0), uint8(3), uint16(0), uint8(4), uint16(316), false, uint8(0), int16(2), uint8(0))
-	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(4), uint8(0))
-	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(3), uint8(0))
-	f.Add(uint8(1), uint8(0), uint16(65535), uint8(2), uint16(60), uint8(2), uint16(124), true, uint8(2), int16(1), uint8(0))
-	f.Add(uint8(6), uint8(2), uint16(7), uint8(1), uint16(0), uint8(1), uint16(0), false, uint8(9), int16(-1), uint8(0))
-	f.Add(uint8(0), uint8(10), uint16(5), uint8(63), uint16(0), uint8(63), uint16(0), false, uint8(4), int16(5000), uint8(0))
-	f.Add(uint8(0x18), uint8(3), uint16(7), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(1), uint8(1))
-	f.Add(uint8(0x20), uint8(0), uint16(9), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(0), uint8(2))
-	f.Fuzz(func(t *testing.T, opSel, logRing uint8, pi uint16, nsge uint8, inl uint16, maxSGE uint8, maxInl uint16, ud bool, zeroMask uint8, free int16, kind uint8) {
+	f.Add(uint8(3), uint8(1), uint16(0), uint8(3), uint16(0), uint8(4), uint16(316), false, uint8(0), int16(2), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(4), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(0), uint8(3), uint16(1023), uint8(0), uint16(200), uint8(4), uint16(316), false, uint8(0), int16(3), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(1), uint8(0), uint16(65535), uint8(2), uint16(60), uint8(2), uint16(124), true, uint8(2), int16(1), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(6), uint8(2), uint16(7), uint8(1), uint16(0), uint8(1), uint16(0), false, uint8(9), int16(-1), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(0), uint8(10), uint16(5), uint8(63), uint16(0), uint8(63), uint16(0), false, uint8(4), int16(5000), uint8(0), uint32(0), uint32(0))
+	f.Add(uint8(0x18), uint8(3), uint16(7), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(1), uint8(1), uint32(0), uint32(0))
+	f.Add(uint8(0x20), uint8(0), uint16(9), uint8(0), uint16(0), uint8(0), uint16(0), false, uint8(0), int16(0), uint8(2), uint32(0), uint32(0))
+	f.Add(uint8(3), uint8(1), uint16(0), uint8(2), uint16(0), uint8(4), uint16(316), false, uint8(0), int16(2), uint8(0), uint32(1<<31), uint32(0))
+	f.Add(uint8(1), uint8(1), uint16(0), uint8(2), uint16(0), uint8(4), uint16(316), false, uint8(0), int16(2), uint8(0), uint32(1<<30), uint32(1<<30))
+	f.Fuzz(func(t *testing.T, opSel, logRing uint8, pi uint16, nsge uint8, inl uint16, maxSGE uint8, maxInl uint16, ud bool, zeroMask uint8, free int16, kind uint8, big, maxMsg uint32) {
 		s := &Send{
 			QPN: 0x1a3, Opcode: fuzzOpcodes[int(opSel)%len(fuzzOpcodes)], Flags: SendFlags(opSel >> 4),
 			SmallFence: opSel&8 != 0, Imm: 0x11223344, RemoteAddr: 0x1000, RKey: 7, SwapAdd: 1, Compare: 2,
-			MaxSGE: int(maxSGE), MaxInline: int(maxInl),
+			MaxSGE: int(maxSGE), MaxInline: int(maxInl), MaxMessage: maxMsg,
 		}
+		var total uint64
+		var or uint32
 		for i := range int(nsge) % 70 {
 			l := uint32(i + 1)
+			if i == 0 && big != 0 {
+				l = big
+			}
 			if zeroMask>>(i%8)&1 != 0 {
 				l = 0
 			}
 			s.SGL = append(s.SGL, SGE{Addr: uint64(i) << 12, Length: l, LKey: uint32(i)})
+			total, or = total+uint64(l), or|l
 		}
 		if inl > 0 {
 			s.Inline = [][]byte{bytes.Repeat([]byte{0xab}, int(inl)%1100)}
@@ -82,7 +90,7 @@ func FuzzBuildSend(f *testing.F) {
 				}
 				return
 			}
-			for _, e := range []error{ErrOpcode, ErrTooManySGEs, ErrInlineTooLong, ErrInline, ErrTooLarge, ErrRing, ErrQPN} {
+			for _, e := range []error{ErrOpcode, ErrTooManySGEs, ErrInlineTooLong, ErrInline, ErrTooLarge, ErrRing, ErrQPN, ErrSGELength, ErrMsgTooLong} {
 				if errors.Is(err, e) {
 					return
 				}
@@ -91,6 +99,13 @@ func FuzzBuildSend(f *testing.F) {
 		}
 		if res.WQEBBs < 1 || res.WQEBBs > n || res.WQEBBs > int(free) || int(res.DS) > MaxDS || (int(res.DS)*16+63)/64 != res.WQEBBs {
 			t.Fatalf("result %+v on %d WQEBBs, %d free", res, n, free)
+		}
+		limit := uint64(maxMsg)
+		if limit == 0 {
+			limit = MaxMessage
+		}
+		if kind%3 == 0 && len(s.Inline) == 0 && opcode != OpcodeAtomicCS && opcode != OpcodeAtomicFA && (or&InlineSeg != 0 || total > limit) {
+			t.Fatalf("built a WQE of %d bytes (SGE lengths' or %#x), the maximum message is %d", total, or, limit)
 		}
 		ctrl := r.Slot(pi)
 		if be.Uint64(ctrl) != res.Doorbell || ctrl[7]&0x3f != res.DS || ctrl[3] != opcode || be.Uint16(ctrl[1:]) != pi {

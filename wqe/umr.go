@@ -51,7 +51,15 @@ var (
 	// of an mkey whose signature block stays (BSF BSFSet, no Sig, no
 	// ResetSig), so its PSVs must be set again, but Block has no domain.
 	ErrNoSigBlock = errors.New("wqe: signature error counter update without the mkey's signature block (MkeyConfigure.Block)")
+	// ErrKLMLength: a list layout's entry of more than MaxKLMLength bytes.
+	// libmlx5 does not check the list (its memory window bind refuses
+	// more than 2 GiB with EOPNOTSUPP, "KLM support only 2GB").
+	ErrKLMLength = errors.New("wqe: KLM of more than 2^31 bytes")
 )
+
+// MaxKLMLength is the most a KLM maps: 2 GiB (struct
+// mlx5_wqe_umr_klm_seg's byte_count, "up to 2GB" in mlx5dv.h).
+const MaxKLMLength = 1 << 31
 
 // ErrNoRoom is returned by the Build functions when the WQEs of a valid
 // work request need more WQEBBs than the caller says are free at the
@@ -217,6 +225,9 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 			return 0, 0, ErrTooManyEntries
 		}
 		for _, k := range c.List {
+			if k.ByteCount > MaxKLMLength {
+				return 0, 0, ErrKLMLength
+			}
 			length += uint64(k.ByteCount)
 		}
 		return octowords(len(c.List)), length, nil

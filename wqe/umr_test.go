@@ -62,6 +62,8 @@ func TestBuildErrors(t *testing.T) {
 		{"ring not pow2", func(_ *MkeyConfigure, r *Ring) { *r = (*r)[:12*WQEBB] }, ErrRing},
 		{"ring ragged", func(_ *MkeyConfigure, r *Ring) { *r = (*r)[:8*WQEBB+1] }, ErrRing},
 		{"too many for ds", func(c *MkeyConfigure, _ *Ring) { c.MaxEntries = 0; c.List = make([]KLM, 60) }, ErrTooManyEntries},
+		{"klm 2^31+1", func(c *MkeyConfigure, _ *Ring) { c.List = []KLM{{ByteCount: 1}, {ByteCount: 1<<31 + 1}} }, ErrKLMLength},
+		{"klm 2^32-1", func(c *MkeyConfigure, _ *Ring) { c.List = []KLM{{ByteCount: 0xffffffff}} }, ErrKLMLength},
 	}
 	for _, tc := range cases {
 		c := sample()
@@ -204,5 +206,18 @@ func TestSigErrCounterUpdate(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = BuildMkeyConfigure(r, 0, 8, c) }); n != 0 {
 		t.Errorf("%v allocs", n)
+	}
+}
+
+// A KLM maps up to 2 GiB, that included (mlx5dv.h: "up to 2GB").
+func TestBuildKLMOf2GiB(t *testing.T) {
+	c := sample()
+	c.List = []KLM{{ByteCount: MaxKLMLength}, {ByteCount: MaxKLMLength}}
+	r := make(Ring, 8*WQEBB)
+	if _, err := BuildMkeyConfigure(r, 0, 8, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.Uint32(r[CtrlSegSize+UMRCtrlSegSize+MkcSegSize+KLMSegSize:]); got != MaxKLMLength {
+		t.Errorf("the second KLM's byte_count %#x", got)
 	}
 }

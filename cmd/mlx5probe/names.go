@@ -104,6 +104,7 @@ var speedNames = map[uint64]string{
 	32:  "25.0 Gbps",
 	64:  "50.0 Gbps",
 	128: "100.0 Gbps",
+	256: "200.0 Gbps", // XDR: only in active_speed_ex
 }
 
 var vlNames = map[uint64]string{1: "1", 2: "2", 3: "4", 4: "8", 5: "15"}

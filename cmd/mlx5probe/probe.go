@@ -386,7 +386,7 @@ func portSection(port uint8, pa *uverbs.PortAttr) portReport {
 		SubnetTimeout: pa.SubnetTimeout,
 		InitTypeReply: pa.InitTypeReply,
 		ActiveWidth:   lookup(widthNames, uint64(pa.ActiveWidth), "invalid width"),
-		ActiveSpeed:   lookup(speedNames, uint64(pa.ActiveSpeed), "invalid speed"),
+		ActiveSpeed:   lookup(speedNames, uint64(pa.Speed()), "invalid speed"),
 		PhysState:     lookup(physStateNames, uint64(pa.PhysState), "invalid physical state"),
 		GIDs:          []gidReport{},
 	}

@@ -1,17 +1,20 @@
-// Command lab is the kernel lab: it boots Debian's current kernel under
-// QEMU with ib_uverbs, rdma_rxe, mlx5_core and mlx5_ib loaded and an rxe
-// device up, runs the project's lab tests inside it, streams their output
-// and exits non-zero if any test fails or the machine does not come up.
+// Command lab is the kernel lab: it boots a Debian kernel under QEMU with
+// ib_uverbs, rdma_rxe, mlx5_core and mlx5_ib loaded and an rxe device up,
+// runs the project's lab tests inside it, streams their output and exits
+// non-zero if any test fails or the machine does not come up.
 //
-//	go run ./hwtest/lab                 # every package with TestLab*/BenchmarkLab*
-//	go run ./hwtest/lab ./uverbs        # only these packages
-//	go run ./hwtest/lab -run TestLabBTF # a subset of the lab tests
+//	go run ./hwtest/lab                      # Debian 12's kernel, every package with TestLab*/BenchmarkLab*
+//	go run ./hwtest/lab -kernel trixie       # Debian 13's kernel
+//	go run ./hwtest/lab -kernel all          # bookworm, trixie and sid, one after the other
+//	go run ./hwtest/lab ./uverbs             # only these packages
+//	go run ./hwtest/lab -run TestLabBTF      # a subset of the lab tests
 //
 // Lab tests are the functions named TestLab* and BenchmarkLab*; outside the
-// lab they skip (internal/labenv). The kernel is whatever Debian's
-// linux-image-amd64 depends on today, downloaded once and cached with the
-// initramfs modules archive under the user cache directory (see -cache), so
-// a warm run needs no network. See docs/LAB.md.
+// lab they skip (internal/labenv). A kernel is chosen by Debian suite: the
+// one the suite's linux-image-amd64 depends on today (internal/lab/kernel),
+// downloaded once and cached with the initramfs modules archive under the
+// user cache directory (see -cache), so a warm run needs no network. See
+// docs/LAB.md.
 package main
 
 import (
@@ -42,8 +45,10 @@ import (
 // Modules the lab loads, in this order (dependencies are added from each
 // module's .modinfo). crc32_generic must precede rdma_rxe, which needs the
 // crc32 crypto algorithm to add a link but does not declare it.
+// "a|b" loads the first of the two the kernel has: crc32_generic became
+// crc32_cryptoapi in 6.15 (where rdma_rxe no longer needs it).
 var labModules = []string{
-	"crc32_generic", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "rdma_rxe", "dummy",
+	"crc32_generic|crc32_cryptoapi", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "rdma_rxe", "dummy",
 	"mlxfw", "psample", "pci-hyperv-intf", "mlx5_core", "mlx5_ib",
 }
 
@@ -53,6 +58,7 @@ const labAddress = "192.0.2.1/24"
 
 type config struct {
 	accel, cache, run, bench, benchtime string
+	kernels                             []kernel.Choice
 	timeout                             time.Duration
 	memMB                               int
 	quiet, keep                         bool
@@ -70,6 +76,11 @@ func main() {
 	if defaultCache == "" {
 		defaultCache = filepath.Join(userCache, "mlx5go-lab")
 	}
+	defaultKernel := os.Getenv("MLX5GO_LAB_KERNEL")
+	if defaultKernel == "" {
+		defaultKernel = "bookworm"
+	}
+	kernels := flag.String("kernel", defaultKernel, "kernels to boot, comma-separated: a Debian suite (bookworm, trixie, sid), linux-image-ABI[=VERSION], SUITE/linux-image-ABI[=VERSION], or all for "+strings.Join(kernel.Suites, ",")+" (env MLX5GO_LAB_KERNEL)")
 	flag.StringVar(&c.accel, "accel", defaultAccel, "QEMU accelerator: tcg, or kvm where it works (env MLX5GO_LAB_ACCEL)")
 	flag.StringVar(&c.cache, "cache", defaultCache, "cache for kernels and module archives (env MLX5GO_LAB_CACHE)")
 	flag.StringVar(&c.run, "run", "^TestLab", "test name pattern passed to every lab binary as -test.run")
@@ -85,11 +96,16 @@ func main() {
 	}
 	flag.Parse()
 	c.pkgs = flag.Args()
+	var err error
+	if c.kernels, err = parseKernels(*kernels); err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(2)
+	}
 	if len(c.pkgs) == 0 {
 		c.pkgs = []string{"./..."}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, c)
+	err = run(ctx, c)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -98,6 +114,35 @@ func main() {
 }
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// parseKernels parses -kernel: a comma-separated list of choices, "all"
+// standing for the matrix.
+func parseKernels(list string) ([]kernel.Choice, error) {
+	var out []kernel.Choice
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "all" {
+			for _, suite := range kernel.Suites {
+				out = append(out, kernel.Choice{Suite: suite})
+			}
+			continue
+		}
+		ch, err := kernel.ParseChoice(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// kernelResult is one kernel's run, for the closing summary.
+type kernelResult struct {
+	name                    string
+	passed, failed, skipped int
+	took                    time.Duration
+	err                     error
+}
 
 func run(ctx context.Context, c config) error {
 	start := time.Now()
@@ -108,12 +153,9 @@ func run(ctx context.Context, c config) error {
 	if c.accel != "tcg" && c.accel != "kvm" {
 		return fmt.Errorf("lab: -accel %q: want tcg or kvm", c.accel)
 	}
-	k, err := kernel.Resolve(ctx, c.cache, logf)
-	if err != nil {
-		return err
+	if len(c.kernels) == 0 {
+		c.kernels = []kernel.Choice{{Suite: kernel.Suites[0]}}
 	}
-	logf("lab: kernel %s %s (%s)", k.Package, k.Version, k.Release)
-
 	work, err := os.MkdirTemp("", "mlx5go-lab-")
 	if err != nil {
 		return err
@@ -123,11 +165,6 @@ func run(ctx context.Context, c config) error {
 	} else {
 		defer os.RemoveAll(work)
 	}
-
-	modArchive, modPaths, err := modulesArchive(k)
-	if err != nil {
-		return err
-	}
 	pkgs, err := labPackages(ctx, c.pkgs)
 	if err != nil {
 		return err
@@ -135,19 +172,65 @@ func run(ctx context.Context, c config) error {
 	if len(pkgs) == 0 {
 		return fmt.Errorf("lab: no package in %v has TestLab or BenchmarkLab functions", c.pkgs)
 	}
-	runArchive := filepath.Join(work, "run.cpio")
-	if err := buildRunArchive(ctx, c, work, runArchive, pkgs, modPaths); err != nil {
+	bins, err := buildBinaries(ctx, c, work, pkgs)
+	if err != nil {
 		return err
+	}
+	logf("lab: built %d test binaries in %.1fs", len(pkgs), time.Since(start).Seconds())
+
+	var results []kernelResult
+	for i, ch := range c.kernels {
+		kstart := time.Now()
+		dir := filepath.Join(work, fmt.Sprintf("k%d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		r := runKernel(ctx, c, qemu, ch, bins, dir)
+		r.took = time.Since(kstart)
+		if r.err != nil {
+			logf("%v", r.err)
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return matrixSummary(results, time.Since(start))
+}
+
+// runKernel resolves one kernel, boots it with the test binaries and
+// reports what ran.
+func runKernel(ctx context.Context, c config, qemu string, ch kernel.Choice, bins []proto.Binary, work string) kernelResult {
+	res := kernelResult{name: ch.String()}
+	start := time.Now()
+	k, err := kernel.Resolve(ctx, c.cache, ch, logf)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	res.name = k.String()
+	logf("lab: kernel %s", k)
+	modArchive, modPaths, err := modulesArchive(k)
+	if err != nil {
+		res.err = fmt.Errorf("lab: %s: %w", k, err)
+		return res
+	}
+	runArchive := filepath.Join(work, "run.cpio")
+	if err := writeRunArchive(runArchive, k, bins, modPaths); err != nil {
+		res.err = err
+		return res
 	}
 	initrd := filepath.Join(work, "initrd")
 	if err := concat(initrd, modArchive, runArchive); err != nil {
-		return err
+		res.err = err
+		return res
 	}
-	logf("lab: prepared in %.1fs; booting (%s, %d binaries)", time.Since(start).Seconds(), c.accel, len(pkgs))
+	logf("lab: %s prepared in %.1fs; booting (%s, %d binaries)", k.Release, time.Since(start).Seconds(), c.accel, len(bins))
 
 	rep, err := boot(ctx, c, qemu, k, initrd, work)
 	if err != nil {
-		return err
+		res.err = fmt.Errorf("%w (kernel %s)", err, k)
+		return res
 	}
 	if c.quiet {
 		// Quiet runs still show everything a failed binary said.
@@ -159,34 +242,69 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 	}
-	summary(rep)
+	res.passed, res.failed, res.skipped = summary(k, rep)
 	if err := rep.Err(); err != nil {
 		if !rep.Done || len(rep.Binaries) == 0 {
 			showConsole(filepath.Join(work, "console.log"))
 		}
-		return err
+		res.err = fmt.Errorf("%w (kernel %s)", err, k)
+		return res
 	}
 	for _, b := range rep.Binaries {
 		if b.Passed == 0 && b.Failed == 0 {
-			return fmt.Errorf("lab: %s ran no test (pattern %q matched nothing?)", b.Name, c.run)
+			res.err = fmt.Errorf("lab: %s ran no test on %s (pattern %q matched nothing?)", b.Name, k, c.run)
+			return res
 		}
 	}
-	logf("lab: PASS in %.1fs", time.Since(start).Seconds())
+	return res
+}
+
+// matrixSummary prints one line per kernel and the plain closing line CI
+// reads, and fails if any kernel failed.
+func matrixSummary(results []kernelResult, took time.Duration) error {
+	var passed, failed, skipped int
+	var bad []string
+	if len(results) > 1 {
+		fmt.Println("lab kernels:")
+	}
+	for _, r := range results {
+		passed += r.passed
+		failed += r.failed
+		skipped += r.skipped
+		status := "PASS"
+		if r.err != nil {
+			status = "FAIL"
+			bad = append(bad, r.name)
+		}
+		if len(results) > 1 {
+			fmt.Printf("  %-4s %-60s %3d passed %3d failed %3d skipped  %6.1fs\n", status, r.name, r.passed, r.failed, r.skipped, r.took.Seconds())
+		}
+	}
+	fmt.Printf("lab: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	if len(bad) > 0 {
+		return fmt.Errorf("lab: FAIL on %s", strings.Join(bad, "; "))
+	}
+	logf("lab: PASS in %.1fs", took.Seconds())
 	return nil
 }
 
 // modulesArchive returns a cpio of the modules the lab loads, cached next
 // to the kernel and keyed on the module list, and their in-guest paths.
 func modulesArchive(k *kernel.Kernel) (string, []string, error) {
-	order, err := k.ModuleOrder(labModules)
+	mods, builtin, err := k.ModuleOrder(labModules)
 	if err != nil {
-		return "", nil, fmt.Errorf("lab: resolve modules: %w", err)
+		return "", nil, fmt.Errorf("resolve modules: %w", err)
 	}
-	guest := make([]string, len(order))
-	for i, rel := range order {
-		guest[i] = "/lib/modules/" + k.Release + "/" + rel
+	if len(builtin) > 0 {
+		logf("lab: built into %s: %s", k.Release, strings.Join(builtin, " "))
 	}
-	sum := sha256.Sum256([]byte("cpio-v1\n" + strings.Join(order, "\n")))
+	guest := make([]string, len(mods))
+	rels := make([]string, len(mods))
+	for i, m := range mods {
+		guest[i] = "/lib/modules/" + k.Release + "/" + filepath.ToSlash(m.Rel)
+		rels[i] = m.Rel
+	}
+	sum := sha256.Sum256([]byte("cpio-v1\n" + strings.Join(rels, "\n")))
 	path := filepath.Join(k.Root, "lab-modules-"+hex.EncodeToString(sum[:8])+".cpio")
 	if _, err := os.Stat(path); err == nil {
 		return path, guest, nil
@@ -197,8 +315,8 @@ func modulesArchive(k *kernel.Kernel) (string, []string, error) {
 		return "", nil, err
 	}
 	w := cpio.NewWriter(f)
-	for i, rel := range order {
-		if err := w.File(guest[i], 0o644, filepath.Join(k.ModuleDir(), rel)); err != nil {
+	for i, m := range mods {
+		if err := w.File(guest[i], 0o644, m.Path); err != nil {
 			f.Close()
 			return "", nil, err
 		}
@@ -273,19 +391,39 @@ func goBuild(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// buildRunArchive builds the guest init and the test binaries and writes the
-// per-run archive: /init, /dev/console, the manifest, binaries, testdata.
-func buildRunArchive(ctx context.Context, c config, work, dst string, pkgs []labPkg, modules []string) error {
+// buildBinaries builds the guest init and one test binary per package,
+// once for every kernel of the run.
+func buildBinaries(ctx context.Context, c config, work string, pkgs []labPkg) ([]proto.Binary, error) {
 	initBin := filepath.Join(work, "init")
 	if err := goBuild(ctx, "build", "-o", initBin, "github.com/mlx5go/mlx5go/hwtest/lab/guest"); err != nil {
-		return err
+		return nil, err
 	}
+	var bins []proto.Binary
+	for _, p := range pkgs {
+		bin := filepath.Join(work, strings.ReplaceAll(p.Name, "/", "-")+".test")
+		if err := goBuild(ctx, "test", "-c", "-o", bin, p.ImportPath); err != nil {
+			return nil, err
+		}
+		args := []string{"-test.v", "-test.run", c.run, "-test.timeout", "10m"}
+		if c.bench != "" {
+			args = append(args, "-test.bench", c.bench, "-test.benchmem", "-test.benchtime", c.benchtime)
+		}
+		bins = append(bins, proto.Binary{Name: p.Name, Path: bin, Dir: p.Dir, Args: args})
+	}
+	return bins, nil
+}
+
+// writeRunArchive writes the per-run archive: /init, /dev/console, the
+// manifest, the test binaries and each package's testdata. bins hold host
+// paths (Path: the binary, Dir: the package directory).
+func writeRunArchive(dst string, k *kernel.Kernel, bins []proto.Binary, modules []string) error {
 	m := proto.Manifest{
 		Modules: modules,
 		Netdev:  labenv.Netdev,
 		Address: labAddress,
 		RXE:     labenv.RXEDevice,
 		Env:     []string{labenv.EnvVar + "=1"},
+		Release: k.Release,
 	}
 	f, err := os.Create(dst)
 	if err != nil {
@@ -297,28 +435,21 @@ func buildRunArchive(ctx context.Context, c config, work, dst string, pkgs []lab
 	for _, d := range []string{"proc", "sys", "tmp", "run"} {
 		w.Dir(d, 0o755)
 	}
+	initBin := filepath.Join(filepath.Dir(bins[0].Path), "init")
 	if err := w.File("init", 0o755, initBin); err != nil {
 		return err
 	}
-	for _, p := range pkgs {
-		bin := filepath.Join(work, strings.ReplaceAll(p.Name, "/", "-")+".test")
-		if err := goBuild(ctx, "test", "-c", "-o", bin, p.ImportPath); err != nil {
+	for _, b := range bins {
+		guestBin := "/lab/bin/" + filepath.Base(b.Path)
+		if err := w.File(guestBin, 0o755, b.Path); err != nil {
 			return err
 		}
-		guestBin := "/lab/bin/" + filepath.Base(bin)
-		if err := w.File(guestBin, 0o755, bin); err != nil {
-			return err
-		}
-		dir := "/lab/src/" + p.Name
+		dir := "/lab/src/" + b.Name
 		w.Dir(dir, 0o755)
-		if err := addTree(w, filepath.Join(p.Dir, "testdata"), dir+"/testdata"); err != nil {
+		if err := addTree(w, filepath.Join(b.Dir, "testdata"), dir+"/testdata"); err != nil {
 			return err
 		}
-		args := []string{"-test.v", "-test.run", c.run, "-test.timeout", "10m"}
-		if c.bench != "" {
-			args = append(args, "-test.bench", c.bench, "-test.benchmem", "-test.benchtime", c.benchtime)
-		}
-		m.Binaries = append(m.Binaries, proto.Binary{Name: p.Name, Path: guestBin, Dir: dir, Args: args})
+		m.Binaries = append(m.Binaries, proto.Binary{Name: b.Name, Path: guestBin, Dir: dir, Args: b.Args})
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -433,9 +564,10 @@ func boot(ctx context.Context, c config, qemu string, k *kernel.Kernel, initrd, 
 	return rep, nil
 }
 
-func summary(rep *proto.Report) {
-	fmt.Println("lab results:")
-	var passed, failed, skipped int
+// summary prints one kernel's results, naming the kernel, and returns its
+// counts.
+func summary(k *kernel.Kernel, rep *proto.Report) (passed, failed, skipped int) {
+	fmt.Printf("lab results on %s:\n", k)
 	for _, b := range rep.Binaries {
 		passed += b.Passed
 		failed += b.Failed
@@ -448,8 +580,8 @@ func summary(rep *proto.Report) {
 		}
 		fmt.Printf("  %-4s %-24s %3d passed %3d failed %3d skipped  %6.1fs\n", status, b.Name, b.Passed, b.Failed, b.Skipped, b.Duration.Seconds())
 	}
-	// The plain closing line CI reads.
-	fmt.Printf("lab: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	fmt.Printf("  %s: %d passed, %d failed, %d skipped\n", k.Release, passed, failed, skipped)
+	return passed, failed, skipped
 }
 
 func showConsole(path string) {

@@ -14,3 +14,17 @@ func TestMissingQEMU(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestParseKernels(t *testing.T) {
+	got, err := parseKernels("all")
+	if err != nil || len(got) != 3 || got[0].Suite != "bookworm" || got[1].Suite != "trixie" || got[2].Suite != "sid" {
+		t.Errorf("all: %+v, %v", got, err)
+	}
+	got, err = parseKernels("trixie, linux-image-6.1.0-56-amd64=6.1.192-2")
+	if err != nil || len(got) != 2 || got[0].Suite != "trixie" || got[1].Package != "linux-image-6.1.0-56-amd64" || got[1].Version != "6.1.192-2" {
+		t.Errorf("list: %+v, %v", got, err)
+	}
+	if _, err := parseKernels("bookworm,Trixie"); err == nil || !strings.Contains(err.Error(), `"Trixie"`) {
+		t.Errorf("bad suite: %v", err)
+	}
+}

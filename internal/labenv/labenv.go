@@ -30,3 +30,17 @@ func Require(t testing.TB) {
 		t.Skip("needs the kernel lab (Debian's kernel under QEMU with ib_uverbs, rdma_rxe, mlx5_ib): run `go run ./hwtest/lab`")
 	}
 }
+
+// QEMUUserVar is set to "1" by scripts/test when it runs the linux/arm64
+// tests under qemu-user (go test -exec qemu-aarch64-static).
+const QEMUUserVar = "MLX5GO_QEMU_USER"
+
+// SkipUnderQEMUUser skips t, with the reason, when the tests run under
+// qemu-user: for the few tests that exercise something qemu emulates
+// differently from a kernel (its own /proc/self/maps, for one).
+func SkipUnderQEMUUser(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv(QEMUUserVar) == "1" {
+		t.Skip("under qemu-user: " + reason)
+	}
+}

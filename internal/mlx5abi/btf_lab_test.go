@@ -362,7 +362,11 @@ var queryDeviceLayouts = []btfcheck.Layout{
 		{Name: "max_log_num_concurent", Offset: unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumConcurent)},
 		{Name: "max_log_num_errored", Offset: unsafe.Offsetof(Mlx5IbDciStreamsCaps{}.MaxLogNumErrored)},
 	}},
-	{Struct: "mlx5_ib_query_device_resp", Size: unsafe.Sizeof(Mlx5IbQueryDeviceResp{}), Fields: []btfcheck.Field{
+	// Extensible: mlx5_ib_query_device fills a member only if
+	// offsetofend(resp, member) <= the caller's outlen and counts it in
+	// response_length (drivers/infiniband/hw/mlx5/main.c); 6.12 and
+	// later add reg_c0 (104 -> 112 bytes), which mlx5go does not ask for.
+	{Struct: "mlx5_ib_query_device_resp", Size: unsafe.Sizeof(Mlx5IbQueryDeviceResp{}), Extensible: true, Fields: []btfcheck.Field{
 		{Name: "comp_mask", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.CompMask)},
 		{Name: "response_length", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.ResponseLength)},
 		{Name: "tso_caps", Offset: unsafe.Offsetof(Mlx5IbQueryDeviceResp{}.TsoCaps)},

@@ -34,6 +34,7 @@ type PortAttr struct {
 	ActiveMTU    uint8
 	GIDTableLen  uint32
 	PortCapFlags uint32
+	MaxMsgSz     uint32 // the longest message (mlx5_ib: 1 << log_max_msg)
 	LID, SMLID   uint16
 	LMC          uint8
 	LinkLayer    uint8 // IB_LINK_LAYER_INFINIBAND 1, IB_LINK_LAYER_ETHERNET 2

@@ -45,6 +45,7 @@ func main() {
 	if err != nil {
 		return
 	}
+	w.Setup("kernel", release(), checkRelease(m.Release))
 	n, err := loadModules(m.Modules)
 	w.Setup("modules", fmt.Sprintf("%d loaded", n), err)
 	if m.Netdev != "" {
@@ -62,6 +63,24 @@ func main() {
 		runBinary(w, bin, m.Env)
 	}
 	w.Done()
+}
+
+// release is the running kernel's uname -r.
+func release() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// checkRelease fails if the guest runs another kernel than the host meant
+// to boot.
+func checkRelease(want string) error {
+	if got := release(); want != "" && got != want {
+		return fmt.Errorf("running %s, the host booted %s", got, want)
+	}
+	return nil
 }
 
 func mountAll() {

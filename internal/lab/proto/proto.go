@@ -36,6 +36,10 @@ type Manifest struct {
 	Binaries []Binary `json:"binaries"`
 	// Env is added to every test binary's environment.
 	Env []string `json:"env"`
+	// Release is the uname -r of the kernel the host booted; the guest
+	// checks it (set-up step "kernel"), so a run names the kernel it
+	// really ran on.
+	Release string `json:"release"`
 }
 
 // Binary is one test binary and how to run it.

@@ -1,0 +1,329 @@
+// Package docs holds the test that keeps the documentation honest: every
+// Go identifier the docs (docs/*.md, README.md) name must exist.
+package docs
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the import path of the repository's root.
+const module = "github.com/mlx5go/mlx5go"
+
+// TestDocIdentifiers checks every Go identifier the docs name in the
+// dotted forms `pkg.Name`, `pkg.Type.Member`, `Type.Member` and
+// `Type.Member.Member` (a field, method, or a field of a field), in code
+// spans and code blocks alike, against the repository's packages as
+// go/types sees them: a renamed or removed API fails the test until its
+// docs follow. `Type.A/B` names Type.A and Type.B. A name whose first
+// part is neither a package of the repository nor a capitalized Go
+// identifier (`ibv_post_send`, `errors.Is`, `qpc.state`) is not Go of
+// this repository and is skipped, as are file names (`MODEL.md`).
+func TestDocIdentifiers(t *testing.T) {
+	repo := loadRepo(t)
+	docs, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, "../README.md")
+	checked := 0
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range references(string(text)) {
+			if !repo.lookable(ref.parts) {
+				continue
+			}
+			checked++
+			if !repo.resolves(ref.parts) {
+				t.Errorf("%s:%d: `%s` names no Go identifier of the repository", filepath.Base(doc), ref.line, strings.Join(ref.parts, "."))
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("only %d identifiers checked: the extraction is broken", checked)
+	}
+}
+
+// TestDocIdentifiersCatchRenames: the check finds a name that is not
+// there, and finds the names that are, in each form.
+func TestDocIdentifiersCatchRenames(t *testing.T) {
+	repo := loadRepo(t)
+	for _, c := range []struct {
+		text string
+		ok   bool
+	}{
+		{"`Context.CreateQP`", true},
+		{"`mlx5.QP.PostSend`", true},
+		{"`Context.Caps.SQD2RTS`", true},
+		{"`prm.Qpc.DrainSigerr`", true},
+		{"`seam.Verbs.DriverContext`", true},
+		{"`DevxObj.Query/Modify`", true},
+		{"`CQ.Poll(wc)`", true},
+		{"`model.State*`", true},
+		{"`prm.MLX5_CMD_STAT_...`", true},
+		{"`mlx5.Example_signaturePipelining`", true},
+		{"`model.NoSuchPrefix*`", false},
+		{"`Context.QueryObj`", false},
+		{"`DevxObj.Query/Destroy`", false},
+		{"`mlx5.NoSuchThing`", false},
+		{"`QPOptions.NoSuchField`", false},
+	} {
+		refs := references(c.text)
+		if len(refs) == 0 {
+			t.Errorf("%s: nothing extracted", c.text)
+			continue
+		}
+		ok := true
+		for _, r := range refs {
+			if !repo.lookable(r.parts) {
+				t.Errorf("%s: %v skipped", c.text, r.parts)
+			}
+			ok = ok && repo.resolves(r.parts)
+		}
+		if ok != c.ok {
+			t.Errorf("%s: resolves %v, want %v", c.text, ok, c.ok)
+		}
+	}
+	for _, skip := range []string{"`ibv_post_send`", "`errors.Is`", "`docs/MODEL.md`", "`qpc.drain_sigerr`", "`mlx5_ifc.h`"} {
+		for _, r := range references(skip) {
+			if repo.lookable(r.parts) {
+				t.Errorf("%s: %v is checked, want it skipped", skip, r.parts)
+			}
+		}
+	}
+}
+
+// ref is a dotted name found in a doc, split at its dots.
+type ref struct {
+	parts []string
+	line  int
+}
+
+var (
+	codeSpan = regexp.MustCompile("`+([^`]+)`+")
+	// dotted is a chain of identifiers joined by dots, with an optional
+	// `/Alt` for its last part, not preceded by a path or a dot.
+	// A trailing `*` or `...` names a family by its prefix
+	// (`model.State*`, `prm.MLX5_CMD_STAT_...`).
+	dotted = regexp.MustCompile(`(^|[^A-Za-z0-9_./-])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)((?:/[A-Za-z_][A-Za-z0-9_]*)*)(\*|\.\.\.)?`)
+	// fileExt are the last parts that make a dotted name a file name.
+	fileExt = map[string]bool{"md": true, "go": true, "c": true, "h": true, "py": true, "json": true, "jsonl": true,
+		"diff": true, "txt": true, "sh": true, "s": true, "mod": true, "sum": true, "test": true, "ko": true, "deb": true}
+)
+
+// references extracts the dotted names of the code spans and code blocks
+// of a markdown text.
+func references(text string) []ref {
+	var out []ref
+	add := func(code string, line int) {
+		for _, m := range dotted.FindAllStringSubmatch(code, -1) {
+			parts := strings.Split(m[2], ".")
+			if fileExt[parts[len(parts)-1]] {
+				continue
+			}
+			if m[4] != "" {
+				parts[len(parts)-1] += "*"
+			}
+			out = append(out, ref{parts: parts, line: line})
+			if m[3] != "" {
+				for _, alt := range strings.Split(m[3][1:], "/") {
+					p := append(append([]string(nil), parts[:len(parts)-1]...), alt)
+					out = append(out, ref{parts: p, line: line})
+				}
+			}
+		}
+	}
+	inBlock := false
+	for i, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if inBlock {
+			add(line, i+1)
+			continue
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+			add(m[1], i+1)
+		}
+	}
+	return out
+}
+
+// repo is the repository's packages, type-checked.
+type repo struct {
+	byName map[string][]*types.Package // by package name
+	all    []*types.Package
+	// examples are the Example functions of each package's tests (go doc
+	// shows them; `mlx5.Example_signaturePipelining`).
+	examples map[string]map[string]bool
+}
+
+// lookable reports whether a dotted name is one the check is for: its
+// first part is a package of the repository, or a capitalized identifier
+// that is not a C name (no underscore, not all capitals unless short).
+func (r *repo) lookable(parts []string) bool {
+	first := parts[0]
+	if len(r.byName[first]) > 0 {
+		return true
+	}
+	if !token.IsExported(first) || strings.Contains(first, "_") {
+		return false
+	}
+	return true
+}
+
+// resolves reports whether some package of the repository has the name.
+func (r *repo) resolves(parts []string) bool {
+	if pkgs := r.byName[parts[0]]; len(pkgs) > 0 {
+		if len(parts) == 2 && r.examples[parts[0]][parts[1]] {
+			return true
+		}
+		for _, p := range pkgs {
+			if prefix, ok := strings.CutSuffix(parts[1], "*"); ok && len(parts) == 2 {
+				for _, n := range p.Scope().Names() {
+					if strings.HasPrefix(n, prefix) {
+						return true
+					}
+				}
+				continue
+			}
+			if obj := p.Scope().Lookup(parts[1]); obj != nil && members(obj.Type(), p, parts[2:]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range r.all {
+		obj := p.Scope().Lookup(parts[0])
+		if _, ok := obj.(*types.TypeName); ok && members(obj.Type(), p, parts[1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// members reports whether each name is a field or method of the type of
+// the one before it, from typ.
+func members(typ types.Type, pkg *types.Package, names []string) bool {
+	for _, n := range names {
+		obj, _, _ := types.LookupFieldOrMethod(typ, true, pkg, n)
+		if obj == nil {
+			return false
+		}
+		typ = obj.Type()
+		if sig, ok := typ.(*types.Signature); ok {
+			// A method's result, for `QP.Caps.MaxSendWR`-like chains.
+			if sig.Results().Len() == 0 {
+				typ = types.NewStruct(nil, nil)
+			} else {
+				typ = sig.Results().At(0).Type()
+			}
+		}
+	}
+	return true
+}
+
+// loadRepo parses and type-checks every package of the repository (its
+// non-test files). Packages outside it are empty stand-ins: what uses
+// them does not type-check, and the errors are ignored, but every
+// declaration of the repository is there with its fields and methods.
+func loadRepo(t *testing.T) *repo {
+	t.Helper()
+	fset := token.NewFileSet()
+	files := map[string][]*ast.File{} // by import path
+	examples := map[string]map[string]bool{}
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); p != ".." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(p, "_test.go") {
+			pkg := strings.TrimSuffix(f.Name.Name, "_test")
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Example") {
+					if examples[pkg] == nil {
+						examples[pkg] = map[string]bool{}
+					}
+					examples[pkg][fn.Name.Name] = true
+				}
+			}
+			return nil
+		}
+		rel, err := filepath.Rel("..", filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		ip := module
+		if rel != "." {
+			ip = path.Join(module, filepath.ToSlash(rel))
+		}
+		files[ip] = append(files[ip], f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &repo{byName: map[string][]*types.Package{}, examples: examples}
+	done := map[string]*types.Package{}
+	var imp importerFunc
+	imp = func(ip string) (*types.Package, error) {
+		if p, ok := done[ip]; ok {
+			return p, nil
+		}
+		fs, ok := files[ip]
+		if !ok {
+			p := types.NewPackage(ip, path.Base(ip))
+			p.MarkComplete()
+			done[ip] = p
+			return p, nil
+		}
+		conf := types.Config{Importer: imp, Error: func(error) {}}
+		p, _ := conf.Check(ip, fset, fs, nil)
+		done[ip] = p
+		return p, nil
+	}
+	paths := make([]string, 0, len(files))
+	for ip := range files {
+		paths = append(paths, ip)
+	}
+	sort.Strings(paths)
+	for _, ip := range paths {
+		p, _ := imp(ip)
+		if p.Name() == "main" {
+			continue
+		}
+		r.all = append(r.all, p)
+		r.byName[p.Name()] = append(r.byName[p.Name()], p)
+	}
+	return r
+}
+
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
