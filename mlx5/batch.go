@@ -182,10 +182,6 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %v on a %v QP", b.n, wr.WrID, wr.Opcode, qp.typ))
 		return b
 	}
-	if wr.StreamID > qp.maxStream {
-		b.fail(op, qp.streamErr(b.n, wr))
-		return b
-	}
 	// The builder's result is taken field by field: copying the whole
 	// wqe.Result it returns in registers costs a store-forwarding stall.
 	var (
@@ -200,6 +196,11 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			b.fail(op, err)
 			return b
 		}
+		// A QP's type is for life: elsewhere these stay nil and 0.
+		b.send.DC = &b.dc
+	} else if wr.StreamID != 0 {
+		b.fail(op, qp.streamErr(b.n, wr))
+		return b
 	}
 	switch wr.Opcode {
 	case OpLocalInv:
@@ -234,9 +235,6 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			}
 			b.ud = wqe.UD{AV: wr.AH.av, RemoteQPN: wr.RemoteQPN, QKey: wr.QKey}
 			s.UD = &b.ud
-		}
-		if qp.typ == QPTypeDCI { // a QP's type is for life: elsewhere they stay nil and 0
-			s.DC, s.StreamID = &b.dc, wr.StreamID
 		}
 		r, e := wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
 		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
@@ -445,11 +443,15 @@ func (qp *QP) ahErr(op postOp, n int, wr *SendWR) error {
 }
 
 // dcAddr checks the DC address of work request n on a DCI and puts it
-// in d: an AH of the QP's context that is not closed (ErrClosed, as for a
-// UD send), a DCT number of 24 bits; none on LOCAL_INV and NOP, which
-// libmlx5 builds without an address vector, on stream 0.
+// in d: a stream of the DCI, an AH of the QP's context that is not closed
+// (ErrClosed, as for a UD send), a DCT number of 24 bits; none on
+// LOCAL_INV and NOP, which libmlx5 builds without an address vector, on
+// stream 0.
 func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	const op = postSend
+	if wr.StreamID > qp.maxStream {
+		return qp.streamErr(n, wr)
+	}
 	ah := wr.AH
 	if wr.Opcode == OpLocalInv || wr.Opcode == OpNOP {
 		if ah != nil || wr.StreamID != 0 {
@@ -465,7 +467,7 @@ func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	case wr.RemoteQPN > 0xffffff:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): DCT number %#x: a QP number has 24 bits", n, wr.WrID, wr.RemoteQPN)
 	}
-	*d = wqe.DC{AV: ah.av, DCTN: wr.RemoteQPN, Key: wr.DCAccessKey}
+	*d = wqe.DC{AV: ah.av, DCTN: wr.RemoteQPN, Key: wr.DCAccessKey, StreamID: wr.StreamID}
 	return nil
 }
 

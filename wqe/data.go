@@ -46,10 +46,9 @@ var (
 	ErrRecvStride    = errors.New("wqe: receive WQE stride is not a positive multiple of 16 bytes")
 	ErrSGELength     = errors.New("wqe: SGE of 2^31 bytes or more: a data segment's byte count has 31 bits")
 	ErrMsgTooLong    = errors.New("wqe: message longer than the QP's maximum message size")
-	// ErrDest: a work request names a UD and a DC destination both, or a
-	// stream channel without a DC destination. libmlx5 cannot express
-	// either.
-	ErrDest = errors.New("wqe: a UD and a DC destination both, or a stream id without a DC destination")
+	// ErrDest: a work request names a UD and a DC destination both
+	// (libmlx5 cannot express it).
+	ErrDest = errors.New("wqe: a UD and a DC destination both")
 )
 
 // SGE is a scatter/gather entry (struct ibv_sge): Length bytes at Addr of
@@ -266,6 +265,11 @@ type DC struct {
 	AV   AV     // the AH's address vector
 	DCTN uint32 // the DCT's number, 24 bits
 	Key  uint64 // the DCT's access key (dc_access_key)
+	// StreamID is the DCI stream channel the WQE belongs to
+	// (mlx5dv_wr_set_dc_addr_stream), the ctrl segment's
+	// dci_stream_channel_id; 0 is mlx5dv_wr_set_dc_addr's. BuildSend
+	// writes it; PutDCAddr, the address vector alone, does not.
+	StreamID uint16
 }
 
 // PutDCAddr writes a DCI's address vector segment into b[:48] as
@@ -331,13 +335,10 @@ type Send struct {
 	// UD is the destination of a send on a UD QP, nil on RC.
 	UD *UD
 	// DC is the destination of a work request on a DCI, nil elsewhere:
-	// its WQE carries the address vector segment after the ctrl segment
-	// (every opcode BuildSend takes is allowed on a DCI, as on RC).
+	// its WQE carries the address vector segment after the ctrl segment,
+	// and its stream id in the ctrl segment (every opcode BuildSend takes
+	// is allowed on a DCI, as on RC).
 	DC *DC
-	// StreamID is the DCI stream channel the WQE belongs to
-	// (mlx5dv_wr_set_dc_addr_stream), the ctrl segment's
-	// dci_stream_channel_id; 0 is mlx5dv_wr_set_dc_addr's. Only with DC.
-	StreamID uint16
 
 	// MaxSGE and MaxInline are the QP's send capabilities as the device
 	// granted them (max_send_sge, max_inline_data): a longer SGL fails with
@@ -361,13 +362,8 @@ type sendLayout struct {
 }
 
 func (s *Send) layout() (l sendLayout, err error) {
-	if s.QPN > 0xffffff || (s.UD != nil && s.UD.RemoteQPN > 0xffffff) {
+	if s.QPN > 0xffffff {
 		return l, ErrQPN
-	}
-	if s.DC != nil || s.StreamID != 0 {
-		if err := s.checkDC(); err != nil {
-			return l, err
-		}
 	}
 	switch s.Opcode {
 	case OpcodeSend, OpcodeSendImm:
@@ -380,9 +376,6 @@ func (s *Send) layout() (l sendLayout, err error) {
 	default:
 		return l, ErrOpcode
 	}
-	if s.UD != nil && s.Opcode != OpcodeSend && s.Opcode != OpcodeSendImm {
-		return l, ErrOpcode // a UD QP only sends
-	}
 	if len(s.SGL) > s.MaxSGE {
 		return l, ErrTooManySGEs
 	}
@@ -391,6 +384,16 @@ func (s *Send) layout() (l sendLayout, err error) {
 	}
 	l.ds = 1
 	if s.UD != nil || s.DC != nil {
+		// A UD or a DC destination: one of them, a QP or DCT number of 24
+		// bits, and a UD QP only sends.
+		switch {
+		case s.UD != nil && s.DC != nil:
+			return l, ErrDest
+		case s.UD != nil && s.UD.RemoteQPN > 0xffffff, s.DC != nil && s.DC.DCTN > 0xffffff:
+			return l, ErrQPN
+		case s.UD != nil && s.Opcode != OpcodeSend && s.Opcode != OpcodeSendImm:
+			return l, ErrOpcode
+		}
 		l.ds += DatagramSegSize / 16
 	}
 	if l.remote {
@@ -432,18 +435,6 @@ func (s *Send) layout() (l sendLayout, err error) {
 		return l, ErrTooLarge
 	}
 	return l, nil
-}
-
-// checkDC checks a DCI's destination: a DCT number of 24 bits, no UD
-// destination with it, a stream id only with it.
-func (s *Send) checkDC() error {
-	switch {
-	case s.DC == nil || s.UD != nil:
-		return ErrDest
-	case s.DC.DCTN > 0xffffff:
-		return ErrQPN
-	}
-	return nil
 }
 
 // checkLengths is the closer look at a gather list of total bytes:
@@ -530,13 +521,13 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
 		imm = s.Imm
 	}
-	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, s.StreamID, imm)
+	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
 	off := CtrlSegSize
-	switch {
-	case s.UD != nil:
+	if s.UD != nil {
 		_ = PutDatagram(w[off:], s.UD)
 		off += DatagramSegSize
-	case s.DC != nil:
+	} else if s.DC != nil {
+		be.PutUint16(w[ctrlOffStreamID:], s.DC.StreamID)
 		_ = PutDCAddr(w[off:], s.DC)
 		off += DatagramSegSize
 	}

@@ -111,7 +111,7 @@ func sendOf(t *testing.T, r *dpRecord, api string, wr *dpWR) (*Send, *LocalInv) 
 	if d := wr.DC; d != nil {
 		s.DC = &DC{AV: IBAV(ahAttr(t, &d.AH)), DCTN: uint32(num(t, d.RemoteDCTN)), Key: num(t, d.RemoteDCKey)}
 		if d.StreamID != nil {
-			s.StreamID = uint16(*d.StreamID)
+			s.DC.StreamID = uint16(*d.StreamID)
 		}
 	}
 	return s, nil

@@ -24,7 +24,7 @@ func FuzzBuildSendDC(f *testing.F) {
 		s := &Send{
 			QPN: 0x1a4, Opcode: fuzzOpcodes[int(opSel)%len(fuzzOpcodes)], Flags: SendFlags(opSel >> 4),
 			Imm: 0x11223344, RemoteAddr: 0x1000, RKey: 7, SwapAdd: 1, Compare: 2, MaxSGE: 4, MaxInline: 92,
-			DC: &DC{AV: IBAV(ah), DCTN: dctn, Key: key}, StreamID: stream,
+			DC: &DC{AV: IBAV(ah), DCTN: dctn, Key: key, StreamID: stream},
 		}
 		for i := range int(nsge) % 8 {
 			s.SGL = append(s.SGL, SGE{Addr: uint64(i) << 12, Length: uint32(i + 1), LKey: uint32(i)})

@@ -93,10 +93,9 @@ func TestPutDCAddrUnmasked(t *testing.T) {
 	}
 }
 
-// A DC destination and a UD one on one work request, or a stream id
-// without a DC destination, are refused before anything is written; the
-// stream id goes to the ctrl segment's bytes 9 and 10, also through
-// PutCtrl.
+// A DC destination and a UD one on one work request are refused before
+// anything is written; the stream id goes to the ctrl segment's bytes 9
+// and 10, also through PutCtrl.
 func TestBuildSendDCDestinations(t *testing.T) {
 	dc := &DC{AV: IBAV(&AHAttr{DLID: 0x22}), DCTN: 0x1234, Key: 0x0123456789abcdef}
 	base := Send{QPN: 0x1a4, Opcode: OpcodeSend, Flags: SendSignaled, MaxSGE: 1, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
@@ -106,7 +105,6 @@ func TestBuildSendDCDestinations(t *testing.T) {
 		err  error
 	}{
 		{"UD and DC", func(s *Send) { s.DC, s.UD = dc, &UD{RemoteQPN: 1} }, ErrDest},
-		{"stream without DC", func(s *Send) { s.StreamID = 1 }, ErrDest},
 		{"DCT number of 25 bits", func(s *Send) { s.DC = &DC{DCTN: 1 << 24} }, ErrQPN},
 	} {
 		s := base
@@ -117,7 +115,8 @@ func TestBuildSendDCDestinations(t *testing.T) {
 		}
 	}
 	s := base
-	s.DC, s.StreamID = dc, 0xbeef
+	dc.StreamID = 0xbeef
+	s.DC = dc
 	ring := make(Ring, 4*WQEBB)
 	res, err := BuildSend(ring, 3, 4, &s)
 	if err != nil || res.DS != 5 || res.WQEBBs != 2 {
