@@ -46,6 +46,8 @@ type Batch struct {
 	send wqe.Send
 	ud   wqe.UD
 	dc   wqe.DC
+	// stream is the stream of the work request being added (a DCI's).
+	stream uint16
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
 	// refusedAt: Begin found the QP closed (or nil, or not made by
@@ -141,7 +143,7 @@ func (b *Batch) room() int {
 // added records a work request the builder wrote: its WQEBBs, the ds
 // and doorbell word of its last WQE, the small fence it leaves, and its
 // WQEs.
-func (b *Batch) added(wrID uint64, wc WCOpcode, bbs int, ds uint8, db uint64, fence bool, wqes int) {
+func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, ds uint8, db uint64, fence bool, wqes int) {
 	qp := b.qp
 	at := qp.sq.pi
 	last := at
@@ -149,7 +151,10 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bbs int, ds uint8, db uint64, fe
 		last = at + uint16(bbs) - 1 // the last SET_PSV: one WQEBB
 	}
 	qp.fmCache = fence
-	qp.track(wrID, wc, bbs, last)
+	if ds := qp.sq.streams; ds != nil {
+		ds.stream[int(at)&(len(ds.stream)-1)] = b.stream
+	}
+	qp.track(wrID, wc, bbs, last, bits)
 	b.lastAt, b.lastDS, b.lastDB = last, ds, db
 	b.nwqe += wqes
 	b.n++
@@ -244,7 +249,12 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, bbs, err))
 		return b
 	}
-	b.added(wr.WrID, info.wc, bbs, ds, db, fence, 1)
+	var bits uint8
+	if op := wr.Opcode; op == OpSendImm || op == OpRDMAWriteImm {
+		bits = slotImm // libmlx5's handle_good_req reports IBV_WC_WITH_IMM
+	}
+	b.stream = wr.StreamID // 0 but on a DCI with streams
+	b.added(wr.WrID, info.wc, bits, bbs, ds, db, fence, 1)
 	return b
 }
 
@@ -352,7 +362,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.sigPSV = wqe.BlockPSVs{}
 	}
 	m.sentErrs = errs
-	b.added(wr.WrID, WCUMR, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
+	b.stream = 0
+	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
 	return b
 }
 

@@ -109,7 +109,7 @@ func TestMultiWQERequestCompletesOnce(t *testing.T) {
 	qp := sqQP(t, cq, 0xa1, 8)
 	qp.maxWQE = 8
 	// A configure-like request: a 4-WQEBB UMR and two 1-WQEBB SET_PSVs.
-	qp.track(1, WCUMR, 6, 5)
+	qp.track(1, WCUMR, 6, 5, 0)
 	qp.sq.slots[0].last = 5
 	if free := qp.sq.free(); free != 2 {
 		t.Fatalf("free %d, want 2", free)
@@ -141,5 +141,143 @@ func TestMultiWQERequestCompletesOnce(t *testing.T) {
 	}
 	if err := qp.PostSend(nil); !errors.Is(Checked(t, err), ErrInvalid) {
 		t.Errorf("PostSend(nil): %v", err)
+	}
+}
+
+// A DCI's streams may complete out of send queue order: a work request
+// that completes ahead of an earlier one is reported at once, with its own
+// wr_id, but the WQEBBs are freed only over work that is done, so a post
+// never writes over a WQE (or the record of a work request) the device
+// has not completed. libmlx5 moves its tail to the completed work request
+// and frees the earlier ones' WQEBBs.
+func TestOutOfOrderCompletionsFreeOnlyDoneWork(t *testing.T) {
+	c := &Context{devx: true}
+	cq := testCQ(t, c, 64, 0)
+	// A DC SEND with one SGE is 2 WQEBBs (ctrl, the DC address, data):
+	// 8 of them fill the 16-WQEBB ring; work request i is WQE 2i.
+	qp := sqQP(t, cq, 0xa1, 16)
+	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 3, 2
+	qp.sq.streams = &streamBook{stream: make([]uint16, 16), doneTo: make([]uint16, 4), ahead: make([]bool, 4)}
+	pd := &PD{c: c}
+	ah := &AH{pd: pd}
+	// WQE i is on stream streamOf[i]; wr_ids 0x10+i, then 0x20+i.
+	streamOf := []uint16{0, 1, 1, 0, 2, 3, 2, 0, 1, 3, 2}
+	next := 0
+	send := func(id uint64) error {
+		err := qp.PostSend(&SendWR{WrID: id, Opcode: OpSend, Flags: SendSignaled, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}},
+			AH: ah, RemoteQPN: 0x77, DCAccessKey: 1, StreamID: streamOf[next%len(streamOf)]})
+		if err == nil {
+			next++
+		}
+		return err
+	}
+	for i := range 8 {
+		if err := send(uint64(0x10 + i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send(0x99); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a ninth send on an 8-WQEBB ring: %v, want ErrQueueFull", err)
+	}
+	// Streams (0 1 1 0 2 3 2 0): work requests 1, 2 (stream 1) and 5
+	// (stream 3) complete first; 0 (stream 0, a slow target) is still
+	// outstanding.
+	ci := uint32(0)
+	for _, w := range []uint16{1, 2, 5} {
+		putCQE(cq, ci, wqe.CQEReq, qp.qpn, 2*w, 0)
+		ci++
+	}
+	got := pollAll(t, cq)
+	if len(got) != 3 || got[0].WrID != 0x11 || got[1].WrID != 0x12 || got[2].WrID != 0x15 {
+		t.Fatalf("out of order completions: %+v, want wr_ids 0x11, 0x12, 0x15", got)
+	}
+	if free := qp.sq.free(); free != 0 {
+		t.Fatalf("%d WQEBBs free while WQE 0 is outstanding, want 0: a post would overwrite it", free)
+	}
+	if err := send(0x99); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a send while the earliest WQE is outstanding: %v, want ErrQueueFull", err)
+	}
+	// Work request 0 completes: the tail moves over 0, 1 and 2 (done),
+	// and stops at 3 (stream 0, nothing of it completed past 0).
+	putCQE(cq, ci, wqe.CQEReq, qp.qpn, 0, 0)
+	ci++
+	if got := pollAll(t, cq); len(got) != 1 || got[0].WrID != 0x10 {
+		t.Fatalf("WQE 0: %+v", got)
+	}
+	if free := qp.sq.free(); free != 6 {
+		t.Fatalf("%d WQEBBs free after work requests 0 to 2 completed, want 6", free)
+	}
+	// New work takes the freed slots; the rest complete, with an error on
+	// one stream and its flush, in any order: every wr_id exactly once.
+	for i := range 3 {
+		if err := send(uint64(0x20 + i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint64]int{}
+	for _, w := range []uint16{4, 9, 3, 6, 8, 10, 7} {
+		op, syn := uint8(wqe.CQEReq), wqe.Syndrome(0)
+		if w == 6 {
+			op, syn = wqe.CQEReqErr, wqe.SyndromeRemoteAccess
+		}
+		putCQE(cq, ci, op, qp.qpn, 2*w, syn)
+		ci++
+	}
+	for _, g := range pollAll(t, cq) {
+		seen[g.WrID]++
+		if g.WrID == 0x16 && g.Status != WCRemAccessErr {
+			t.Errorf("WQE 6: %v, want a remote access error", g.Status)
+		}
+	}
+	for _, id := range []uint64{0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22} {
+		if seen[id] != 1 {
+			t.Errorf("wr_id %#x completed %d times, want once (%v)", id, seen[id], seen)
+		}
+	}
+	if len(seen) != 7 {
+		t.Errorf("completions %v", seen)
+	}
+	if free := qp.sq.free(); free != 16 {
+		t.Errorf("%d WQEBBs free with nothing outstanding, want 16", free)
+	}
+}
+
+// A requester's completion says whether its work request carried
+// immediate data, and an atomic's length is its 8 bytes, as libmlx5's
+// handle_good_req reports them.
+func TestRequesterCompletionFlags(t *testing.T) {
+	c := &Context{devx: true}
+	cq := testCQ(t, c, 16, 0)
+	qp := sqQP(t, cq, 0xa1, 8)
+	qp.typ = QPTypeRC
+	sge := []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}
+	wrs := []SendWR{
+		{WrID: 1, Opcode: OpSendImm, Imm: 5, SGL: sge},
+		{WrID: 2, Opcode: OpRDMAWriteImm, Imm: 5, SGL: sge, RemoteAddr: 0x2000, RKey: 2},
+		{WrID: 3, Opcode: OpSend, SGL: sge},
+		{WrID: 4, Opcode: OpAtomicFAA, SGL: sge, RemoteAddr: 0x2000, RKey: 2, SwapAdd: 1},
+		{WrID: 5, Opcode: OpAtomicCAS, SGL: sge, RemoteAddr: 0x2000, RKey: 2},
+	}
+	for i := range wrs {
+		wrs[i].Flags = SendSignaled
+		if err := qp.PostSend(&wrs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range wrs {
+		putCQE(cq, uint32(i), wqe.CQEReq, qp.qpn, uint16(i), 0)
+	}
+	got := pollAll(t, cq)
+	want := []struct {
+		imm bool
+		len uint32
+	}{{true, 0}, {true, 0}, {false, 0}, {false, 8}, {false, 8}}
+	if len(got) != len(want) {
+		t.Fatalf("%d completions: %+v", len(got), got)
+	}
+	for i, w := range want {
+		if got[i].WithImm != w.imm || got[i].ByteLen != w.len {
+			t.Errorf("wr_id %d: WithImm %v, ByteLen %d; want %v, %d", got[i].WrID, got[i].WithImm, got[i].ByteLen, w.imm, w.len)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func FuzzPoll(f *testing.F) {
 			}
 			posted[uint64(100+i)] = true
 		}
-		qp.track(200, WCUMR, 6, qp.sq.pi+5) // a configure's bookkeeping
+		qp.track(200, WCUMR, 6, qp.sq.pi+5, 0) // a configure's bookkeeping
 		posted[200] = true
 		for i := range 4 {
 			qp.rq.wrID[i] = uint64(300 + i)

@@ -161,10 +161,10 @@ func (qp *QP) PostSendList(wrs []SendWR) error {
 // in each of its WQEBBs (a CQE names the WQE that asked for it, which for
 // an mkey configure may be its last, or, on error, any of them), with the
 // counter of its last WQE, and advances the producer counter.
-func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16) {
+func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
 	mask := len(qp.sq.slots) - 1
 	next := qp.sq.pi + uint16(wqebbs)
-	rec := sqSlot{wrID: wrID, next: next, last: last, op: op}
+	rec := sqSlot{wrID: wrID, next: next, last: last, op: op, bits: bits}
 	for j := qp.sq.pi; j != next; j++ {
 		qp.sq.slots[int(j)&mask] = rec
 	}

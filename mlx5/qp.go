@@ -140,13 +140,17 @@ type sqSlot struct {
 	next uint16 // producer counter after the work request
 	last uint16 // counter of its last WQE
 	op   WCOpcode
+	bits uint8 // slotImm: the work request carries immediate data
 }
+
+const slotImm = 1 << 0
 
 // sendQueue is the send side's ring and per-WQEBB bookkeeping.
 type sendQueue struct {
 	ring      wqe.Ring
 	pi        uint16 // producer counter, in WQEBBs (the poster's)
 	slots     []sqSlot
+	streams   *streamBook // a DCI with streams' (retireStream); nil for others
 	maxSGE    int
 	maxInline int
 	// maxMsg is the longest message a work request may send or read
@@ -500,6 +504,10 @@ func (qp *QP) rings(wq []byte, sq sqGeometry, rq rqGeometry) {
 	}
 	qp.sq.ring = wqe.Ring(wq[rqBytes : rqBytes+sq.wqeCnt*wqe.WQEBB])
 	qp.sq.slots = make([]sqSlot, sq.wqeCnt)
+	if qp.dciStreams && qp.maxStream > 0 && sq.wqeCnt > 0 {
+		n := int(qp.maxStream) + 1
+		qp.sq.streams = &streamBook{stream: make([]uint16, sq.wqeCnt), doneTo: make([]uint16, n), ahead: make([]bool, n)}
+	}
 }
 
 func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
@@ -693,6 +701,56 @@ func ipv4Mapped(g [16]byte) bool {
 	return g[10] == 0xff && g[11] == 0xff
 }
 
+// streamBook is the bookkeeping of a DCI with streams, whose work
+// completes in send queue order within a stream, not across streams (an
+// error on one stream, or a slow target, leaves the others going on).
+// libmlx5 moves its tail to whichever work request completed, freeing the
+// WQEBBs of earlier ones still outstanding on other streams; here the tail
+// only moves over work that is done, so that the poster never overwrites
+// a WQE, or the record of a work request, the device has not completed.
+// A completion of a stream's work request says that the stream's earlier
+// ones are done too (signaled or not), as a completion on a QP does.
+type streamBook struct {
+	// stream is the stream of the work request starting at each WQEBB
+	// (the poster's, written before the doorbell).
+	stream []uint16
+	// doneTo[s] is the counter after the last completed work request of
+	// stream s, while the tail has not reached it (ahead[s]); the
+	// poller's.
+	doneTo []uint16
+	ahead  []bool
+}
+
+// retireStream records that the work request at counter at, ending at
+// next, completed (on a DCI every work request is one WQE), and moves the
+// tail over the work that is done: while the work request at the tail is
+// of a stream whose completions went past it. The poller's; no lock.
+func (sq *sendQueue) retireStream(at, next uint16) {
+	ds := sq.streams
+	mask := len(sq.slots) - 1
+	tail := uint16(sq.tail.Load())
+	if int(at-tail) >= len(sq.slots) {
+		return // not outstanding work: nothing to free
+	}
+	st := ds.stream[int(at)&mask]
+	ds.doneTo[st], ds.ahead[st] = next, true
+	t := tail
+	for int(t-tail) < len(sq.slots) {
+		w := int(t) & mask
+		s := ds.stream[w]
+		if !ds.ahead[s] {
+			break
+		}
+		t = sq.slots[w].next
+		if t == ds.doneTo[s] {
+			ds.ahead[s] = false // the tail reached it
+		}
+	}
+	if t != tail {
+		sq.tail.Store(uint32(t))
+	}
+}
+
 // complete turns a CQE of the QP into a completion; false for a CQE that
 // completes nothing more: one of a work request already reported (the
 // other WQEs of an mkey configure after its first failed, or were
@@ -706,16 +764,23 @@ func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
 		qp.sq.sync.observe()
 		// A copy: once the tail moves past it, the poster reuses the slot.
 		s := qp.sq.slots[int(q.WQECounter)&(len(qp.sq.slots)-1)]
-		if q.WQECounter == s.last {
-			qp.sq.tail.Store(uint32(s.next)) // the work request is done with its WQEBBs
+		if q.WQECounter == s.last { // the work request is done with its WQEBBs
+			if qp.sq.streams == nil {
+				qp.sq.tail.Store(uint32(s.next)) // and so is the work before it
+			} else {
+				qp.sq.retireStream(q.WQECounter, s.next)
+			}
 		}
 		if s.next == qp.sq.reported {
 			return false
 		}
 		qp.sq.reported = s.next
-		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn}
-		if s.op == WCRDMARead {
+		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn, WithImm: s.bits&slotImm != 0}
+		switch s.op {
+		case WCRDMARead:
 			wc.ByteLen = q.ByteCount
+		case WCCompSwap, WCFetchAdd:
+			wc.ByteLen = 8 // the old value (libmlx5's handle_good_req)
 		}
 	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
 		var id uint64

@@ -237,6 +237,10 @@ func (qp *QP) restart() {
 		qp.sq.pi, qp.sq.reported = 0, 0
 		qp.sq.tail.Store(0)
 		clear(qp.sq.slots)
+		if ds := qp.sq.streams; ds != nil {
+			clear(ds.stream)
+			clear(ds.ahead)
+		}
 		qp.dbSQ.Reset()
 	}
 	if qp.rq.wrID != nil {
