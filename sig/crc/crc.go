@@ -98,7 +98,12 @@ func NewCRC64(p Params64) *CRC64 {
 func (c *CRC64) Params() Params64 { return c.p }
 
 // Checksum returns the CRC-64 of p.
-func (c *CRC64) Checksum(p []byte) uint64 { return c.finish(c.k.update(archLevel, c.init, p)) }
+func (c *CRC64) Checksum(p []byte) uint64 {
+	if archLevel != levelGeneric && foldsWhole(len(p)) {
+		return c.finish(fold(&c.k.keys, archLevel, c.init, p))
+	}
+	return c.finish(c.k.updateAny(archLevel, c.init, p))
+}
 
 // Checksum0 is the checksum of no data: the value to start Update from.
 func (c *CRC64) Checksum0() uint64 { return c.finish(c.init) }
@@ -176,6 +181,14 @@ const maxKernels = 64
 // update continues the kernel register reg over p with the implementation
 // lvl (levelGeneric, or an architecture's level).
 func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
+	if lvl != levelGeneric && foldsWhole(len(p)) {
+		return fold(&k.keys, lvl, reg, p)
+	}
+	return k.updateAny(lvl, reg, p)
+}
+
+// updateAny is update for any length.
+func (k *kernel64) updateAny(lvl int, reg uint64, p []byte) uint64 {
 	if lvl != levelGeneric {
 		for len(p) >= foldMin {
 			n := min(len(p), foldChunk) &^ 15
@@ -209,12 +222,25 @@ const foldMin = 16
 // work), so that a long buffer does not hold off goroutine preemption.
 const foldChunk = 256 << 10
 
+// foldsWhole reports whether one assembly call takes a buffer of n bytes
+// whole, with nothing left for the tables: the common case of block
+// sizes, which takes the shortest way to fold.
+func foldsWhole(n int) bool { return uint(n)&15 == 0 && uint(n)-foldMin <= foldChunk-foldMin }
+
 // t10difWith is T10DIF with the implementation lvl.
 func t10difWith(lvl int, crc uint16, p []byte) uint16 {
+	if lvl != levelGeneric && foldsWhole(len(p)) {
+		return uint16(fold(t10difKeys, lvl, uint64(crc)<<48, p) >> 48)
+	}
+	return t10difAny(lvl, crc, p)
+}
+
+// t10difAny is t10difWith for any length.
+func t10difAny(lvl int, crc uint16, p []byte) uint16 {
 	if lvl != levelGeneric {
 		for len(p) >= foldMin {
 			n := min(len(p), foldChunk) &^ 15
-			crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
+			crc = uint16(fold(t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
 			p = p[n:]
 		}
 		if len(p) == 0 {
