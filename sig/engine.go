@@ -89,7 +89,7 @@ func NewEngine(attr *BlockAttr, opts ...Option) (*Engine, error) {
 	if e.sbs {
 		m, w := e.mem, e.wire
 		e.sameGuard = m.kind == w.kind && m.seed16 == w.seed16 && m.crc32 == w.crc32 &&
-			m.table == w.table && (m.kind != guardCRC64 || *m.params == *w.params)
+			(m.kind != guardCRC64 || *m.params == *w.params)
 	}
 	return e, nil
 }
@@ -231,11 +231,21 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	if err != nil {
 		return MkeyErr{}, err
 	}
+	// A block passes when no checked byte differs or its stored value
+	// escapes; only a bad block builds its error (checkBlock, which also
+	// computes the guard the error reports when the mask skips it).
+	mask := e.checkMask & f.valid
+	guard := mask&f.guards != 0
 	for i := range n {
 		blk := buf[i*f.stride : (i+1)*f.stride]
 		b := k + uint64(i)
-		if me := f.checkBlock(blk[:f.bs], b, f.read(blk[f.bs:]), e.checkMask, b*uint64(f.stride)); !me.OK() {
-			return me, nil
+		act := f.read(blk[f.bs:])
+		exp := f.tags(b)
+		if guard {
+			exp |= f.guard(blk[:f.bs])
+		}
+		if (exp^act)&mask != 0 && !f.escaped(act) {
+			return f.checkBlock(blk[:f.bs], b, act, e.checkMask, b*uint64(f.stride)), nil
 		}
 	}
 	return MkeyErr{}, nil
