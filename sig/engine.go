@@ -184,17 +184,18 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	if err != nil {
 		return err
 	}
-	n, err := f.blocks(buf)
-	if err != nil {
+	if _, err := f.blocks(buf); err != nil {
 		return err
 	}
 	k, err := f.firstBlock(dataOffset)
 	if err != nil {
 		return err
 	}
-	for i := range n {
-		blk := buf[i*f.stride : (i+1)*f.stride]
-		f.write(blk[f.bs:], f.expected(blk[:f.bs], k+uint64(i)))
+	// buf is a whole number of blocks: walk it a block at a time.
+	bs, stride := f.bs, f.stride
+	for ; len(buf) >= stride; k++ {
+		f.write(buf[bs:stride], f.guard(buf[:bs])|f.tags(k))
+		buf = buf[stride:]
 	}
 	return nil
 }
@@ -223,8 +224,7 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	if err != nil {
 		return MkeyErr{}, err
 	}
-	n, err := f.blocks(buf)
-	if err != nil {
+	if _, err := f.blocks(buf); err != nil {
 		return MkeyErr{}, err
 	}
 	k, err := f.firstBlock(dataOffset)
@@ -236,17 +236,17 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	// computes the guard the error reports when the mask skips it).
 	mask := e.checkMask & f.valid
 	guard := mask&f.guards != 0
-	for i := range n {
-		blk := buf[i*f.stride : (i+1)*f.stride]
-		b := k + uint64(i)
-		act := f.read(blk[f.bs:])
-		exp := f.tags(b)
+	bs, stride := f.bs, f.stride
+	for ; len(buf) >= stride; k++ {
+		act := f.read(buf[bs:stride])
+		exp := f.tags(k)
 		if guard {
-			exp |= f.guard(blk[:f.bs])
+			exp |= f.guard(buf[:bs])
 		}
 		if (exp^act)&mask != 0 && !f.escaped(act) {
-			return f.checkBlock(blk[:f.bs], b, act, e.checkMask, b*uint64(f.stride)), nil
+			return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
 		}
+		buf = buf[stride:]
 	}
 	return MkeyErr{}, nil
 }
