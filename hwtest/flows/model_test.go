@@ -160,3 +160,10 @@ func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects
 }
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
+
+// rdma-core's DC scenarios (tests/test_mlx5_dc.py) on every profile; the
+// stream flows skip on cx5, which has no DCI streams.
+func TestDCTrafficOnModel(t *testing.T)        { onEveryProfile(t, flows.DCTraffic) }
+func TestDCStreamsOnModel(t *testing.T)        { onEveryProfile(t, flows.DCStreams) }
+func TestDCStreamRecoveryOnModel(t *testing.T) { onEveryProfile(t, flows.DCStreamRecovery) }
+func TestDCQPRecoveryOnModel(t *testing.T)     { onEveryProfile(t, flows.DCQPRecovery) }
