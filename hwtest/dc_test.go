@@ -26,3 +26,10 @@ func TestHWDCStreamRecovery(t *testing.T) { flows.DCStreamRecovery(t, OpenConnec
 // TestHWDCQPRecovery: errored streams up to the DCI's limit take it to
 // ERR; RESET and RTS bring it back (flows.DCQPRecovery).
 func TestHWDCQPRecovery(t *testing.T) { flows.DCQPRecovery(t, OpenConnectX(t)) }
+
+// TestHWDCScale: 4 DCIs of 8 streams reach 256 DCTs for 2 seconds while
+// one target after another has its MR revoked and registered again; the
+// figures are logged (flows.DCScale).
+func TestHWDCScale(t *testing.T) {
+	t.Log(flows.DCScale(t, OpenConnectX(t), flows.DCLoad{Seed: 16}))
+}

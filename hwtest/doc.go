@@ -74,6 +74,10 @@
 //   - TestHWDCQPRecovery: test_dc_stream_qp_recovery, 2^log_num_errored
 //     errored streams take the DCI to ERR, RESET and RTS bring it back
 //     (flows.DCQPRecovery).
+//   - TestHWDCScale: an initiator of 4 DCIs of 8 streams reaches 256 DCTs
+//     while one target after another has its MR revoked: only that
+//     stream flushes, is reset and its work posted again; every wr_id
+//     accounted for once (flows.DCScale; needs DEVX).
 //
 // The stream flows skip on a device without DCI streams, as rdma-core's.
 //
