@@ -21,3 +21,17 @@ func DroppedEvents(c *Context) int {
 	defer e.mu.Unlock()
 	return e.dropped
 }
+
+// QueueBytes is the bytes of the mappings a QP owns (its work queue and
+// doorbell record; a DEVX QP's UMEM memory too).
+func QueueBytes(qp *QP) int {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	n := 0
+	for _, r := range qp.res {
+		if b, ok := r.(*Buffer); ok {
+			n += len(b.mapped)
+		}
+	}
+	return n
+}

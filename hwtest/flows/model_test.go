@@ -1,6 +1,9 @@
 package flows_test
 
 import (
+	"flag"
+	"time"
+
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
@@ -160,3 +163,47 @@ func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects
 }
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
+
+// rdma-core's DC scenarios (tests/test_mlx5_dc.py) on every profile; the
+// stream flows skip on cx5, which has no DCI streams.
+func TestDCTrafficOnModel(t *testing.T)        { onEveryProfile(t, flows.DCTraffic) }
+func TestDCStreamsOnModel(t *testing.T)        { onEveryProfile(t, flows.DCStreams) }
+func TestDCStreamRecoveryOnModel(t *testing.T) { onEveryProfile(t, flows.DCStreamRecovery) }
+func TestDCQPRecoveryOnModel(t *testing.T)     { onEveryProfile(t, flows.DCQPRecovery) }
+
+// The scale scenario's size and how long it posts new work on each
+// profile with DCI streams (cx6dx and cx7): a second each in CI, longer
+// and larger by hand (go test -race ./hwtest/flows -run DCScale -v
+// -dcscale.time 60s -dcscale.dcts 1024).
+var (
+	dcScaleTime    = flag.Duration("dcscale.time", time.Second, "how long TestDCScaleOnModel posts new work on each profile")
+	dcScaleDCTs    = flag.Int("dcscale.dcts", 256, "TestDCScaleOnModel's DCTs")
+	dcScaleDCIs    = flag.Int("dcscale.dcis", 4, "TestDCScaleOnModel's DCIs")
+	dcScaleStreams = flag.Int("dcscale.logstreams", 3, "TestDCScaleOnModel's streams a DCI, log2")
+)
+
+// TestDCScaleOnModel is the scale scenario (flows.DCScale): an initiator
+// of 4 DCIs of 8 streams reaches 256 DCTs while one target after another
+// has its MR revoked; run once on each profile (cx5 has no DCI streams
+// and skips), its figures logged.
+func TestDCScaleOnModel(t *testing.T) {
+	for _, p := range model.Profiles() {
+		t.Run(p, func(t *testing.T) {
+			dev, err := model.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mlx5.NewContext(dev)
+			defer c.Close()
+			t.Run("run", func(t *testing.T) {
+				t.Log(flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16}))
+			})
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := dev.Objects(); n != 0 {
+				t.Errorf("%d objects left in the model after the context closed", n)
+			}
+		})
+	}
+}
