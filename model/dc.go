@@ -31,12 +31,12 @@ import (
 //     back (mlx5_ib_modify_dct).
 //   - Stream channels: a WR's stream channel is its dci_stream_channel_id
 //     modulo 2^log_num_dci_stream_channels. An error puts the channel in
-//     error: its later WRs complete with WR_FLUSH_ERR, in SQ order, until
+//     error: its later WRs complete with WR_FLUSH_ERR, in order, until
 //     RTS2RTS_QP resets it, while the other channels' WRs run; when
 //     2^log_num_dci_errored_streams channels are in error the QP goes to
-//     ERR (mlx5dv_dci_stream_id_reset(3)). A DCI without streams has one
-//     channel and an errored limit of one: an error takes it to ERR, as
-//     for RC.
+//     ERR (mlx5dv_dci_stream_id_reset(3)). The channels run apart, each
+//     in order (dcistreams.go). A DCI without streams has one channel and
+//     an errored limit of one: an error takes it to ERR, as for RC.
 
 // Send WQE opcodes of atomics (MLX5_OPCODE_ATOMIC_CS, _FA,
 // include/linux/mlx5/qp.h).
