@@ -99,8 +99,38 @@ type dciRun struct {
 
 // dciChan is one stream channel.
 type dciChan struct {
-	wqes []fetchedWQE // fetched and not run, in send queue order
-	rnr  *rnrWait     // the RNR wait of its first WQE; nil when none
+	// wqes[head:] are the WQEs fetched and not run, in send queue order.
+	wqes []fetchedWQE
+	head int
+	rnr  *rnrWait // the RNR wait of its first WQE; nil when none
+}
+
+// first is the channel's first WQE not run; nil when there is none.
+func (ch *dciChan) first() *fetchedWQE {
+	if ch.head == len(ch.wqes) {
+		return nil
+	}
+	return &ch.wqes[ch.head]
+}
+
+// pop takes the first WQE off the channel, and its RNR wait.
+func (ch *dciChan) pop() {
+	ch.head++
+	ch.rnr = nil
+	switch {
+	case ch.head == len(ch.wqes):
+		ch.wqes, ch.head = ch.wqes[:0], 0
+	case ch.head >= 64 && 2*ch.head >= len(ch.wqes):
+		ch.wqes, ch.head = append(ch.wqes[:0], ch.wqes[ch.head:]...), 0
+	}
+}
+
+// empty takes every WQE off the channel and returns them, appended to
+// to.
+func (ch *dciChan) empty(to []fetchedWQE) []fetchedWQE {
+	to = append(to, ch.wqes[ch.head:]...)
+	ch.wqes, ch.head, ch.rnr = ch.wqes[:0], 0, nil
+	return to
 }
 
 // fetchedWQE is a WQE a DCI with streams fetched.
@@ -175,11 +205,11 @@ func (h *hca) fetchStreams(q *qpObj, s *dciRun, atFetch bool) bool {
 		from, what = s.fetched, "the fetch counter"
 	}
 	switch {
-	case int(pi-from) > q.sq.entries:
-		h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past %s, %d; the ring has %d", q.qpn, pi, pi-from, what, from, q.sq.entries)
-		return false
 	case pi-q.sqCI < s.fetched-q.sqCI:
 		h.fault(q.ctx, "QP %#x: the send counter %d went back before the WQEs fetched up to %d", q.qpn, pi, s.fetched)
+		return false
+	case int(pi-from) > q.sq.entries:
+		h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past %s, %d; the ring has %d", q.qpn, pi, pi-from, what, from, q.sq.entries)
 		return false
 	}
 	for s.fetched != pi {
@@ -211,7 +241,7 @@ func (h *hca) nextChannel(q *qpObj, s *dciRun, d *Device) (uint16, bool) {
 	var now time.Time
 	for c := range s.chans {
 		ch := &s.chans[c]
-		if len(ch.wqes) == 0 {
+		if ch.first() == nil {
 			continue
 		}
 		if ch.rnr != nil {
@@ -232,7 +262,7 @@ func (h *hca) nextChannel(q *qpObj, s *dciRun, d *Device) (uint16, bool) {
 	}
 	best := s.can[0]
 	for _, c := range s.can[1:] {
-		if s.chans[c].wqes[0].at-q.sqCI < s.chans[best].wqes[0].at-q.sqCI {
+		if s.chans[c].first().at-q.sqCI < s.chans[best].first().at-q.sqCI {
 			best = c
 		}
 	}
@@ -242,7 +272,7 @@ func (h *hca) nextChannel(q *qpObj, s *dciRun, d *Device) (uint16, bool) {
 // runChannel runs the first WQE of channel c; false when the send queue
 // stops (the QP left RTS).
 func (h *hca) runChannel(q *qpObj, s *dciRun, c uint16) bool {
-	e := s.chans[c].wqes[0]
+	e := *s.chans[c].first()
 	w := e.w
 	if w == nil {
 		var why string
@@ -324,13 +354,11 @@ func headerChanged(q *qpObj, e *fetchedWQE) (*sendWQE, string) {
 // error) and moves the hardware's consumer counter to the earliest WQE
 // not run.
 func (h *hca) retire(q *qpObj, s *dciRun, c uint16) {
-	ch := &s.chans[c]
-	ch.wqes = append(ch.wqes[:0], ch.wqes[1:]...)
-	ch.rnr = nil
+	s.chans[c].pop()
 	ci := s.fetched
 	for i := range s.chans {
-		if w := s.chans[i].wqes; len(w) > 0 && w[0].at-q.sqCI < ci-q.sqCI {
-			ci = w[0].at
+		if e := s.chans[i].first(); e != nil && e.at-q.sqCI < ci-q.sqCI {
+			ci = e.at
 		}
 	}
 	q.sqCI = ci
@@ -351,7 +379,7 @@ func (h *hca) channelRNR(q *qpObj, s *dciRun, c uint16, w *sendWQE) bool {
 		ch.rnr = &rnrWait{left: left}
 	}
 	if ch.rnr.left == 0 {
-		at := ch.wqes[0].at
+		at := ch.first().at
 		h.retire(q, s, c)
 		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeRNRRetryExceeded, w.opcode, at)
 		f := &wqeFail{syndrome: SyndromeRNRRetryExceeded, why: "the responder has no receive WQE and the RNR retries are exhausted"}
@@ -374,7 +402,7 @@ func (h *hca) channelRNR(q *qpObj, s *dciRun, c uint16, w *sendWQE) bool {
 func (h *hca) streamWaits(q *qpObj, s *dciRun) {
 	var next time.Time
 	for c := range s.chans {
-		if r := s.chans[c].rnr; r != nil && len(s.chans[c].wqes) > 0 && (next.IsZero() || r.next.Before(next)) {
+		if r := s.chans[c].rnr; r != nil && s.chans[c].first() != nil && (next.IsZero() || r.next.Before(next)) {
 			next = r.next
 		}
 	}
@@ -396,8 +424,7 @@ func (h *hca) streamWaits(q *qpObj, s *dciRun) {
 func (h *hca) flushFetched(q *qpObj, s *dciRun, atFetch bool) {
 	var all []fetchedWQE
 	for c := range s.chans {
-		all = append(all, s.chans[c].wqes...)
-		s.chans[c].wqes, s.chans[c].rnr = s.chans[c].wqes[:0], nil
+		all = s.chans[c].empty(all)
 	}
 	slices.SortFunc(all, func(a, b fetchedWQE) int { return int(a.at-q.sqCI) - int(b.at-q.sqCI) })
 	for i := range all {
