@@ -215,20 +215,26 @@ var (
 // of 4 DCIs of 8 streams reaches 256 DCTs while one target after another
 // has its MR revoked; run once on each profile (cx5 has no DCI streams
 // and skips), its figures logged.
-func TestDCScaleOnModel(t *testing.T) { dcScaleOnModel(t, model.Options{}) }
+func TestDCScaleOnModel(t *testing.T) { dcScaleOnModel(t, model.Options{}, nil) }
 
 // TestDCScaleInterleavedOnModel is TestDCScaleOnModel under each of
-// dcStreamOrders: completions of different streams out of send queue
+// dcStreamOrders: completions of different streams come out of send queue
 // order.
 func TestDCScaleInterleavedOnModel(t *testing.T) {
 	for _, o := range dcStreamOrders {
-		t.Run(o.name, func(t *testing.T) { dcScaleOnModel(t, o.opt) })
+		t.Run(o.name, func(t *testing.T) {
+			dcScaleOnModel(t, o.opt, func(t *testing.T, st flows.DCScaleStats) {
+				if st.OutOfOrder == 0 {
+					t.Errorf("%v: no completion out of send queue order", st)
+				}
+			})
+		})
 	}
 }
 
 // dcScaleOnModel runs the scale scenario once on each profile, on
-// contexts opened with opt.
-func dcScaleOnModel(t *testing.T, opt model.Options) {
+// contexts opened with opt, and check (if not nil) on its figures.
+func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flows.DCScaleStats)) {
 	for _, p := range model.Profiles() {
 		t.Run(p, func(t *testing.T) {
 			dev, err := model.NewWithOptions(p, opt)
@@ -238,7 +244,11 @@ func dcScaleOnModel(t *testing.T, opt model.Options) {
 			c := mlx5.NewContext(dev)
 			defer c.Close()
 			t.Run("run", func(t *testing.T) {
-				t.Log(flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16}))
+				st := flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16})
+				t.Log(st)
+				if check != nil {
+					check(t, st)
+				}
 			})
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
