@@ -199,8 +199,9 @@ func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
 // with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop,
-// DCIRetryErrorTakesQP, DCIStreamOrder, DCIReadAtFetch); ReuseQPN and SigErrOncePerMkey are the HCA's,
-// set when it was made, and opt's are ignored.
+// DCIRetryErrorTakesQP, DCIStreamOrder, DCIReadAtFetch); ReuseQPN and
+// SigErrOncePerMkey are the HCA's, set when it was made, and opt's are
+// ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
