@@ -38,15 +38,19 @@ type DCScaleStats struct {
 	// streams, Resets the streams reset, Revocations the times a target's
 	// MR was revoked.
 	Errors, Flushes, Resets, Revocations int
+	// OutOfOrder counts completions that came after a completion of a
+	// work request posted later on the same DCI (of another stream: a
+	// stream completes in order): out of send queue order.
+	OutOfOrder int
 	// Elapsed is the time from the first post to the last completion.
 	Elapsed time.Duration
 }
 
 func (s DCScaleStats) String() string {
 	return fmt.Sprintf("%d DCTs, %d DCIs of %d streams: %d work items in %v (%.0f a second), %d posted (%d unsignaled), "+
-		"%d remote access errors, %d flushes, %d stream resets, %d revocations",
+		"%d remote access errors, %d flushes, %d stream resets, %d revocations, %d completions out of send queue order",
 		s.DCTs, s.DCIs, s.Streams, s.Work, s.Elapsed.Round(time.Millisecond), float64(s.Work)/s.Elapsed.Seconds(),
-		s.Posted, s.Unsignaled, s.Errors, s.Flushes, s.Resets, s.Revocations)
+		s.Posted, s.Unsignaled, s.Errors, s.Flushes, s.Resets, s.Revocations, s.OutOfOrder)
 }
 
 // dcScaleMsg is the bytes of each RDMA WRITE and READ; dcScaleWindow the
@@ -158,6 +162,7 @@ func DCScale(t *testing.T, c *mlx5.Context, load DCLoad) DCScaleStats {
 		st.Errors += w.errors
 		st.Flushes += w.flushes
 		st.Resets += w.resets
+		st.OutOfOrder += w.outOfOrder
 	}
 	if st.Errors == 0 || st.Resets == 0 || st.Unsignaled == 0 {
 		t.Errorf("%v: the run saw no stream error, reset or unsignaled work", st)
@@ -381,6 +386,10 @@ type dcWorker struct {
 	perStream []int // build's, per stream
 
 	posted, unsignaled, errors, flushes, resets int
+	// outOfOrder counts completions of a wr_id below the highest
+	// completed (wr_ids grow in posting order); last is that highest.
+	outOfOrder int
+	last       uint64
 }
 
 // record is the local place of work item seq: a WRITE's record, or where
@@ -594,6 +603,10 @@ func (w *dcWorker) complete(wc *mlx5.Completion) error {
 	case wc.QPN != w.qp.QPN():
 		return fmt.Errorf("DCI %d: a completion of wr_id %#x naming QP %#x, not the DCI's %#x", w.i, wc.WrID, wc.QPN, w.qp.QPN())
 	}
+	if wc.WrID < w.last {
+		w.outOfOrder++
+	}
+	w.last = max(w.last, wc.WrID)
 	st := &w.streams[p.stream]
 	for len(st.fifo) > 0 && st.fifo[0] != wc.WrID {
 		q := w.posting(st.fifo[0])

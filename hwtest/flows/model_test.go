@@ -171,6 +171,35 @@ func TestDCStreamsOnModel(t *testing.T)        { onEveryProfile(t, flows.DCStrea
 func TestDCStreamRecoveryOnModel(t *testing.T) { onEveryProfile(t, flows.DCStreamRecovery) }
 func TestDCQPRecoveryOnModel(t *testing.T)     { onEveryProfile(t, flows.DCQPRecovery) }
 
+// dcStreamOrders are the model's interleavings of a DCI's stream channels
+// the stream flows run under besides the default (in send queue order but
+// for channels that wait): seeded, so that completions of different
+// streams come out of send queue order (model.Options.DCIStreamOrder).
+var dcStreamOrders = []struct {
+	name string
+	opt  model.Options
+}{
+	{"seed1", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 1}}},
+	{"seed2", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 2}}},
+	{"seed3", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 3}}},
+}
+
+// The DC flows whose DCIs have streams, under each of dcStreamOrders
+// (DCTraffic's DCIs have none: the order cannot change anything there).
+func TestDCStreamsInterleavedOnModel(t *testing.T) { onEachStreamOrder(t, flows.DCStreams) }
+func TestDCStreamRecoveryInterleavedOnModel(t *testing.T) {
+	onEachStreamOrder(t, flows.DCStreamRecovery)
+}
+func TestDCQPRecoveryInterleavedOnModel(t *testing.T) { onEachStreamOrder(t, flows.DCQPRecovery) }
+
+// onEachStreamOrder runs flow on every profile under each of
+// dcStreamOrders.
+func onEachStreamOrder(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
+	for _, o := range dcStreamOrders {
+		t.Run(o.name, func(t *testing.T) { onEveryProfileOpt(t, o.opt, flow) })
+	}
+}
+
 // The scale scenario's size and how long it posts new work on each
 // profile with DCI streams (cx6dx and cx7): a second each in CI, longer
 // and larger by hand (go test -race ./hwtest/flows -run DCScale -v
@@ -186,17 +215,40 @@ var (
 // of 4 DCIs of 8 streams reaches 256 DCTs while one target after another
 // has its MR revoked; run once on each profile (cx5 has no DCI streams
 // and skips), its figures logged.
-func TestDCScaleOnModel(t *testing.T) {
+func TestDCScaleOnModel(t *testing.T) { dcScaleOnModel(t, model.Options{}, nil) }
+
+// TestDCScaleInterleavedOnModel is TestDCScaleOnModel under each of
+// dcStreamOrders: completions of different streams come out of send queue
+// order.
+func TestDCScaleInterleavedOnModel(t *testing.T) {
+	for _, o := range dcStreamOrders {
+		t.Run(o.name, func(t *testing.T) {
+			dcScaleOnModel(t, o.opt, func(t *testing.T, st flows.DCScaleStats) {
+				if st.OutOfOrder == 0 {
+					t.Errorf("%v: no completion out of send queue order", st)
+				}
+			})
+		})
+	}
+}
+
+// dcScaleOnModel runs the scale scenario once on each profile, on
+// contexts opened with opt, and check (if not nil) on its figures.
+func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flows.DCScaleStats)) {
 	for _, p := range model.Profiles() {
 		t.Run(p, func(t *testing.T) {
-			dev, err := model.New(p)
+			dev, err := model.NewWithOptions(p, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := mlx5.NewContext(dev)
 			defer c.Close()
 			t.Run("run", func(t *testing.T) {
-				t.Log(flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16}))
+				st := flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16})
+				t.Log(st)
+				if check != nil {
+					check(t, st)
+				}
 			})
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
