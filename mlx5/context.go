@@ -183,7 +183,7 @@ func Devices() ([]string, error) {
 		if err != nil {
 			return nil, opErr(op, d.Name, fmt.Errorf("its driver: %w", err))
 		}
-		if id == uverbs.RDMA_DRIVER_MLX5 {
+		if id == uverbs.DriverMLX5 {
 			names = append(names, d.Name)
 		}
 	}
@@ -255,7 +255,7 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 	var err error
 	for _, n := range []uintptr{unsafe.Sizeof(*req), unsafe.Offsetof(req.LibCaps), unsafe.Offsetof(req.MaxCqeVersion)} {
 		var c *uverbs.Context
-		c, err = uverbs.Open(name, &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_MLX5, DriverIn: full[:n], DriverOut: out})
+		c, err = uverbs.Open(name, &uverbs.Options{DriverID: uverbs.DriverMLX5, DriverIn: full[:n], DriverOut: out})
 		if err == nil {
 			return c, resp, nil
 		}

@@ -114,7 +114,7 @@ func probeModel(profile string) (deviceReport, error) {
 	}
 	c := mlx5.NewContext(dev)
 	defer c.Close()
-	drv := lookup(driverNames, uverbs.RDMA_DRIVER_MLX5, "unknown")
+	drv := lookup(driverNames, uint64(uverbs.DriverMLX5), "unknown")
 	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}
 	probeHCA(&r, c)
 	return r, nil
