@@ -1,10 +1,10 @@
 package mlx5
 
 import (
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"net"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"os"
 	"sort"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

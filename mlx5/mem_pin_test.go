@@ -2,11 +2,11 @@ package mlx5
 
 import (
 	"encoding/binary"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"runtime"
 	"testing"
 	"weak"
 
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )

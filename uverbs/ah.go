@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+
 	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 

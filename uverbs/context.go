@@ -3,12 +3,13 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // ErrClosed is returned by calls on a closed context or object.

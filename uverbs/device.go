@@ -3,11 +3,11 @@ package uverbs
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"net/netip"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/netlink"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // DeviceAttr is what a device can do: the fields of libibverbs' struct

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/labenv"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 

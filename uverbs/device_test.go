@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"os"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // oracleQueryDevice is libibverbs' extended query device from the oracle's

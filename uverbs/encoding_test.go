@@ -2,11 +2,11 @@ package uverbs
 
 import (
 	"encoding/hex"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"testing"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 
 	"github.com/mlx5go/mlx5go/internal/pollfd"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 

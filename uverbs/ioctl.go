@@ -2,11 +2,12 @@ package uverbs
 
 import (
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // maxAttrs bounds the attributes of one call; the kernel's own methods use

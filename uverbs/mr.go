@@ -2,8 +2,9 @@ package uverbs
 
 import (
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // AccessFlags are memory access rights (enum ib_uverbs_access_flags).

@@ -2,9 +2,9 @@ package uverbs
 
 import (
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 
 	"github.com/mlx5go/mlx5go/internal/netlink"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 

@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 func oracleHex(t *testing.T, s string) []byte {

@@ -2,9 +2,10 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"testing"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // The port's speed comes from active_speed_ex where the kernel fills it

@@ -2,11 +2,12 @@ package uverbs
 
 import (
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"math"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // A Call is one RDMA_VERBS_IOCTL as a recording context saw it: the header,

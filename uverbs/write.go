@@ -2,11 +2,12 @@ package uverbs
 
 import (
 	"fmt"
-	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // The legacy write() ABI. Every call in this package goes through

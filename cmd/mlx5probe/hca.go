@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
@@ -112,7 +113,7 @@ func probeModel(profile string) (deviceReport, error) {
 	if err != nil {
 		return deviceReport{}, err
 	}
-	c := mlx5.NewContext(dev)
+	c := mlx5hook.NewContext(dev).(*mlx5.Context)
 	defer c.Close()
 	drv := lookup(driverNames, uint64(uverbs.DriverMLX5), "unknown")
 	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/sig"
@@ -26,7 +27,7 @@ func onEveryProfileOpt(t *testing.T, opt model.Options, flow func(*testing.T, *m
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := mlx5.NewContext(dev)
+			c := mlx5hook.NewContext(dev).(*mlx5.Context)
 			defer c.Close()
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
 			shared := dev.Objects()
