@@ -42,14 +42,7 @@ func (p *PD) CreateAHWithUserHandle(attr *AHAttr, userHandle uint64, drvOut []by
 
 // Close destroys the AH. Closing twice is safe.
 func (ah *AH) Close() error {
-	return ah.close(ah, func() error {
-		return ah.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
-			return ah.ctx.Invoke("destroy ah", uverbsabi.UVERBS_OBJECT_AH, uverbsabi.UVERBS_METHOD_AH_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDestroyAh{AhHandle: ah.handle}
-			return ah.ctx.write("destroy ah", uverbsabi.IB_USER_VERBS_CMD_DESTROY_AH, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDestroyAh{AhHandle: ah.handle}
+	return ah.destroy(ah, destroyCall{op: "destroy ah", object: uverbsabi.UVERBS_OBJECT_AH, method: uverbsabi.UVERBS_METHOD_AH_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_AH_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_AH, cmd: asBytes(&cmd)})
 }

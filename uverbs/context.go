@@ -435,6 +435,40 @@ func (o *object) close(self closer, destroy func() error) error {
 	return nil
 }
 
+// destroyCall is how a verbs object is destroyed: its DESTROY method
+// (object and method ids, the attribute of its handle, and that of the
+// response if the method has one) and its legacy write() command.
+type destroyCall struct {
+	op                   string
+	object, method       uint16
+	handleAttr, respAttr uint16
+	writeCmd             uint32
+	cmd, resp            []byte  // the write() command; the response both paths fill, if any
+	userHandle           *uint64 // the user handle async events name the object by, if any
+}
+
+// destroy is every verbs object's Close: once (close), its DESTROY method,
+// or its write() command where the kernel has no ioctl for it; then the
+// user handle is forgotten.
+func (o *object) destroy(self closer, d destroyCall) error {
+	return o.close(self, func() error {
+		err := o.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			if d.resp != nil {
+				a.Out(d.respAttr, d.resp)
+			}
+			a.IDR(d.handleAttr, o.handle)
+			return o.ctx.Invoke(d.op, d.object, d.method, &a)
+		}, func() error {
+			return o.ctx.write(d.op, d.writeCmd, d.cmd, d.resp, nil, nil)
+		})
+		if err == nil && d.userHandle != nil {
+			o.ctx.unregister(*d.userHandle)
+		}
+		return err
+	})
+}
+
 // PD is a protection domain.
 type PD struct{ object }
 
@@ -456,14 +490,7 @@ func (c *Context) AllocPD(drvOut []byte) (*PD, error) {
 // Close deallocates the PD. Closing twice, or after the context is closed,
 // is safe and returns nil.
 func (p *PD) Close() error {
-	return p.close(p, func() error {
-		return p.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_PD_HANDLE, p.handle)
-			return p.ctx.Invoke("dealloc pd", uverbsabi.UVERBS_OBJECT_PD, uverbsabi.UVERBS_METHOD_PD_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDeallocPd{PdHandle: p.handle}
-			return p.ctx.write("dealloc pd", uverbsabi.IB_USER_VERBS_CMD_DEALLOC_PD, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDeallocPd{PdHandle: p.handle}
+	return p.destroy(p, destroyCall{op: "dealloc pd", object: uverbsabi.UVERBS_OBJECT_PD, method: uverbsabi.UVERBS_METHOD_PD_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_PD_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DEALLOC_PD, cmd: asBytes(&cmd)})
 }

@@ -120,20 +120,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 // Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use
 // it. Closing twice is safe.
 func (cq *CQ) Close() error {
-	return cq.close(cq, func() error {
-		var resp uverbsabi.IbUverbsDestroyCqResp
-		err := cq.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(uverbsabi.UVERBS_ATTR_DESTROY_CQ_RESP, asBytes(&resp))
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle)
-			return cq.ctx.Invoke("destroy cq", uverbsabi.UVERBS_OBJECT_CQ, uverbsabi.UVERBS_METHOD_CQ_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDestroyCq{CqHandle: cq.handle}
-			return cq.ctx.write("destroy cq", uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			cq.ctx.unregister(cq.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroyCqResp
+	cmd := uverbsabi.IbUverbsDestroyCq{CqHandle: cq.handle}
+	return cq.destroy(cq, destroyCall{op: "destroy cq", object: uverbsabi.UVERBS_OBJECT_CQ, method: uverbsabi.UVERBS_METHOD_CQ_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, cmd: asBytes(&cmd), userHandle: &cq.userHandle})
 }

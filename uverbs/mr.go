@@ -85,14 +85,7 @@ func (p *PD) RegMR(mem []byte, iova uint64, access AccessFlags, drvIn, drvOut []
 
 // Close deregisters the MR. Closing twice is safe.
 func (m *MR) Close() error {
-	return m.close(m, func() error {
-		return m.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_MR_HANDLE, m.handle)
-			return m.ctx.Invoke("dereg mr", uverbsabi.UVERBS_OBJECT_MR, uverbsabi.UVERBS_METHOD_MR_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDeregMr{MrHandle: m.handle}
-			return m.ctx.write("dereg mr", uverbsabi.IB_USER_VERBS_CMD_DEREG_MR, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDeregMr{MrHandle: m.handle}
+	return m.destroy(m, destroyCall{op: "dereg mr", object: uverbsabi.UVERBS_OBJECT_MR, method: uverbsabi.UVERBS_METHOD_MR_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_MR_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DEREG_MR, cmd: asBytes(&cmd)})
 }

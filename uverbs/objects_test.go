@@ -272,3 +272,44 @@ func TestAsyncEventDecode(t *testing.T) {
 		t.Errorf("DEVICE_FATAL: %+v", ev)
 	}
 }
+
+// TestWriteDestroys: every object's Close on the legacy write() path
+// sends its destroy command (struct ib_uverbs_cmd_hdr, then the command
+// with the object's handle; a command with a response starts with the
+// response pointer), as TestOracleDestroys checks the ioctl path against
+// libibverbs.
+func TestWriteDestroys(t *testing.T) {
+	c := testContext(t)
+	_, _, last := fakeFallback(t, unix.ENOTTY)
+	for _, d := range []struct {
+		name          string
+		close         func() error
+		cmd           uint32
+		in, out       uint16
+		handleAt, len int
+	}{
+		{"ah", (&AH{object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_AH, 3, 0, 8, 12},
+		{"pd", (&PD{object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DEALLOC_PD, 3, 0, 8, 12},
+		{"mr", (&MR{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DEREG_MR, 3, 0, 8, 12},
+		{"cq", (&CQ{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, 6, 2, 16, 24},
+		{"qp", (&QP{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_QP, 6, 1, 16, 24},
+		{"srq", (&SRQ{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_SRQ, 6, 1, 16, 24},
+	} {
+		*last = nil
+		if err := d.close(); err != nil {
+			t.Fatalf("%s: %v", d.name, err)
+		}
+		b := *last
+		if len(b) != d.len {
+			t.Errorf("%s: %d bytes written, want %d", d.name, len(b), d.len)
+			continue
+		}
+		cmd, in, out := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:])
+		if cmd != d.cmd || in != d.in || out != d.out || binary.LittleEndian.Uint32(b[d.handleAt:]) != 7 {
+			t.Errorf("%s: command %d in %d out %d handle %d; want %d %d %d 7", d.name, cmd, in, out, binary.LittleEndian.Uint32(b[d.handleAt:]), d.cmd, d.in, d.out)
+		}
+		if d.out != 0 && binary.LittleEndian.Uint64(b[8:]) == 0 {
+			t.Errorf("%s: no response pointer", d.name)
+		}
+	}
+}

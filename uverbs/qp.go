@@ -442,20 +442,9 @@ func (qp *QP) UserHandle() uint64 { return qp.userHandle }
 
 // Close destroys the QP. Closing twice is safe.
 func (qp *QP) Close() error {
-	return qp.close(qp, func() error {
-		var resp uverbsabi.IbUverbsDestroyQpResp
-		err := qp.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(uverbsabi.UVERBS_ATTR_DESTROY_QP_RESP, asBytes(&resp))
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle)
-			return qp.ctx.Invoke("destroy qp", uverbsabi.UVERBS_OBJECT_QP, uverbsabi.UVERBS_METHOD_QP_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDestroyQp{QpHandle: qp.handle}
-			return qp.ctx.write("destroy qp", uverbsabi.IB_USER_VERBS_CMD_DESTROY_QP, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			qp.ctx.unregister(qp.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroyQpResp
+	cmd := uverbsabi.IbUverbsDestroyQp{QpHandle: qp.handle}
+	return qp.destroy(qp, destroyCall{op: "destroy qp", object: uverbsabi.UVERBS_OBJECT_QP, method: uverbsabi.UVERBS_METHOD_QP_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_QP_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_QP_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_QP, cmd: asBytes(&cmd), userHandle: &qp.userHandle})
 }

@@ -114,22 +114,11 @@ func (s *SRQ) Modify(mask SRQAttrMask, maxWR, limit uint32, drvIn []byte) error 
 
 // Close destroys the SRQ. Closing twice is safe.
 func (s *SRQ) Close() error {
-	return s.close(s, func() error {
-		var resp uverbsabi.IbUverbsDestroySrqResp
-		err := s.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(uverbsabi.UVERBS_ATTR_DESTROY_SRQ_RESP, asBytes(&resp))
-			a.IDR(uverbsabi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, s.handle)
-			return s.ctx.Invoke("destroy srq", uverbsabi.UVERBS_OBJECT_SRQ, uverbsabi.UVERBS_METHOD_SRQ_DESTROY, &a)
-		}, func() error {
-			cmd := uverbsabi.IbUverbsDestroySrq{SrqHandle: s.handle}
-			return s.ctx.write("destroy srq", uverbsabi.IB_USER_VERBS_CMD_DESTROY_SRQ, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			s.ctx.unregister(s.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroySrqResp
+	cmd := uverbsabi.IbUverbsDestroySrq{SrqHandle: s.handle}
+	return s.destroy(s, destroyCall{op: "destroy srq", object: uverbsabi.UVERBS_OBJECT_SRQ, method: uverbsabi.UVERBS_METHOD_SRQ_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_SRQ_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_SRQ, cmd: asBytes(&cmd), userHandle: &s.userHandle})
 }
 
 func le32(b []byte) uint32 {
