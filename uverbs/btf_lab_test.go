@@ -13,7 +13,7 @@ import (
 // (<rdma/ib_verbs.h>: ib_qp_state, ib_mtu, ib_qp_attr_mask, ib_event_type)
 // though the ABI carries them. They live in ib_core's BTF. The uapi
 // mirrors this package uses are internal/uverbsabi's, generated from BTF
-// and checked there (TestLabBTFUverbsABI); its Go names for them
+// and checked there (its TestLabBTFGenerated); its Go names for them
 // (AccessFlags, QPType, DriverID, ...) are those constants by definition.
 var goConsts = []btfcheck.Const{
 	{Enum: "ib_qp_state", Name: "IB_QPS_RESET", Value: uint64(QPStateReset)},

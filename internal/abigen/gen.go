@@ -656,7 +656,14 @@ func (g *generator) renderTables(enums []goEnum, structs []*goStruct) ([]byte, e
 	}
 	p("%s", g.header(all))
 	p("package %s\n\n", g.pkg.Name)
-	p("import (\n\t\"unsafe\"\n\n\t\"github.com/mlx5go/mlx5go/internal/btfcheck\"\n)\n\n")
+	p("import (\n\t\"slices\"\n\t\"testing\"\n\t\"unsafe\"\n\n")
+	p("\t\"github.com/mlx5go/mlx5go/internal/abigen\"\n\t\"github.com/mlx5go/mlx5go/internal/btfcheck\"\n\t\"github.com/mlx5go/mlx5go/internal/labenv\"\n)\n\n")
+	p("%s", comment("TestLabBTFGenerated checks the package against the booted kernel's BTF (internal/abigen.Check): the generated enums and structs below and the package's hand-written handConsts (the anonymous enums BTF keeps) under internal/btfcheck's rules, then the package regenerated from that kernel, whose additions are logged."))
+	p("func TestLabBTFGenerated(t *testing.T) {\n\tlabenv.Require(t)\n")
+	p("\tabigen.CheckRunningKernel(t, %q, slices.Concat(generatedConsts, handConsts), generatedLayouts)\n}\n\n", g.pkg.Dir)
+	p("%s", comment("TestGeneratedLayouts checks, without the lab, that Go lays the generated structs out as the kernel they were generated from does and that the constants are its values (internal/abigen.CheckSnapshot, the BTF snapshot in internal/abigen/testdata)."))
+	p("func TestGeneratedLayouts(t *testing.T) {\n")
+	p("\tabigen.CheckSnapshot(t, %q, %q, generatedConsts, generatedLayouts)\n}\n\n", g.pkg.Dir, path.Join(strings.Repeat("../", strings.Count(g.pkg.Dir, "/")+1), TestdataDir))
 	p("// generatedConsts are the generated enumerators, for the lab's BTF check.\n")
 	p("var generatedConsts = []btfcheck.Const{\n")
 	for _, e := range enums {

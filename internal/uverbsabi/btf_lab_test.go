@@ -1,12 +1,9 @@
 package uverbsabi
 
 import (
-	"slices"
 	"testing"
 
-	"github.com/mlx5go/mlx5go/internal/abigen"
 	"github.com/mlx5go/mlx5go/internal/btfcheck"
-	"github.com/mlx5go/mlx5go/internal/labenv"
 )
 
 // handConsts are the hand-written constants of uverbsabi.go that the
@@ -22,23 +19,6 @@ var handConsts = []btfcheck.Const{
 	{Name: "IB_USER_VERBS_EX_CMD_QUERY_DEVICE", Value: IB_USER_VERBS_EX_CMD_QUERY_DEVICE},
 	{Name: "IB_USER_VERBS_EX_CMD_MODIFY_QP", Value: IB_USER_VERBS_EX_CMD_MODIFY_QP},
 	{Name: "RDMA_NL_NLDEV", Value: RDMA_NL_NLDEV},
-}
-
-// TestLabBTFUverbsABI checks the package against the booted kernel's
-// BTF: the generated enums and structs (generated_btf_test.go) and
-// handConsts under internal/btfcheck's rules, then the package
-// regenerated from that kernel (internal/abigen.Check).
-func TestLabBTFUverbsABI(t *testing.T) {
-	labenv.Require(t)
-	abigen.CheckRunningKernel(t, "internal/uverbsabi", slices.Concat(generatedConsts, handConsts), generatedLayouts)
-}
-
-// TestGeneratedLayouts checks, without the lab, that Go lays the
-// generated structs out as the kernel they were generated from does, and
-// that the generated constants are its values (the BTF snapshot in
-// internal/abigen/testdata).
-func TestGeneratedLayouts(t *testing.T) {
-	abigen.CheckSnapshot(t, "internal/uverbsabi", "../abigen/testdata", generatedConsts, generatedLayouts)
 }
 
 // RDMA_VERBS_IOCTL is _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr), the

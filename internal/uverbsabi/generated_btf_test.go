@@ -3,10 +3,32 @@
 package uverbsabi
 
 import (
+	"slices"
+	"testing"
 	"unsafe"
 
+	"github.com/mlx5go/mlx5go/internal/abigen"
 	"github.com/mlx5go/mlx5go/internal/btfcheck"
+	"github.com/mlx5go/mlx5go/internal/labenv"
 )
+
+// TestLabBTFGenerated checks the package against the booted kernel's BTF
+// (internal/abigen.Check): the generated enums and structs below and the
+// package's hand-written handConsts (the anonymous enums BTF keeps) under
+// internal/btfcheck's rules, then the package regenerated from that kernel,
+// whose additions are logged.
+func TestLabBTFGenerated(t *testing.T) {
+	labenv.Require(t)
+	abigen.CheckRunningKernel(t, "internal/uverbsabi", slices.Concat(generatedConsts, handConsts), generatedLayouts)
+}
+
+// TestGeneratedLayouts checks, without the lab, that Go lays the generated
+// structs out as the kernel they were generated from does and that the
+// constants are its values (internal/abigen.CheckSnapshot, the BTF snapshot
+// in internal/abigen/testdata).
+func TestGeneratedLayouts(t *testing.T) {
+	abigen.CheckSnapshot(t, "internal/uverbsabi", "../../internal/abigen/testdata", generatedConsts, generatedLayouts)
+}
 
 // generatedConsts are the generated enumerators, for the lab's BTF check.
 var generatedConsts = []btfcheck.Const{
