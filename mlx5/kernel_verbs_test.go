@@ -1,13 +1,11 @@
 package mlx5
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"testing"
 	"unsafe"
@@ -106,19 +104,9 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 // they were made.
 func loadCalls(t *testing.T, path string) []*vcall {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var calls []*vcall
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
+	oracle.Records(t, path, nil, func(r *map[string]any) {
+		rec := *r
 		kase, _ := rec["case"].(string)
 		var walk func(v any)
 		walk = func(v any) {
@@ -146,10 +134,7 @@ func loadCalls(t *testing.T, path string) []*vcall {
 			}
 		}
 		walk(rec)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
 	return calls
 }
