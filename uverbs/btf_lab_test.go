@@ -7,14 +7,14 @@ import (
 	"github.com/mlx5go/mlx5go/internal/labenv"
 )
 
-// goConsts are this package's Go-named constants whose values are the
-// kernel's enumerators, written here rather than taken from
-// internal/uverbsabi because the enums are kernel-internal
-// (<rdma/ib_verbs.h>: ib_qp_state, ib_mtu, ib_qp_attr_mask, ib_event_type)
-// though the ABI carries them. They live in ib_core's BTF. The uapi
-// mirrors this package uses are internal/uverbsabi's, generated from BTF
-// and checked there (its TestLabBTFGenerated); its Go names for them
-// (AccessFlags, QPType, DriverID, ...) are those constants by definition.
+// goConsts are this package's Go-named constants that stand for
+// kernel-internal enums the ABI carries (<rdma/ib_verbs.h>: ib_qp_state,
+// ib_mtu, ib_qp_attr_mask, ib_event_type), which internal/uverbsabi does
+// not mirror; they are looked up in ib_uverbs', ib_core's and vmlinux's
+// BTF. The uapi constants this package uses are internal/uverbsabi's,
+// generated from BTF and checked there (its TestLabBTFGenerated), and its
+// Go names for them (AccessFlags, QPType, DriverID, ...) equal them
+// (TestGoNamesAreTheKernels).
 var goConsts = []btfcheck.Const{
 	{Enum: "ib_qp_state", Name: "IB_QPS_RESET", Value: uint64(QPStateReset)},
 	{Enum: "ib_qp_state", Name: "IB_QPS_INIT", Value: uint64(QPStateInit)},
@@ -74,7 +74,7 @@ var goConsts = []btfcheck.Const{
 
 func TestLabBTFUverbs(t *testing.T) {
 	labenv.Require(t)
-	s, err := btfcheck.Load("ib_core", "ib_uverbs")
+	s, err := btfcheck.Load("ib_uverbs", "ib_core", "vmlinux")
 	if err != nil {
 		t.Fatal(err)
 	}
