@@ -1,5 +1,10 @@
 package mlx5
 
+// NewContext is newContext for the package's tests, which make contexts
+// on the software device model and on fakes of the seam (outside the
+// repository, mlx5test does).
+var NewContext = newContext
+
 // LiveBuffers is the number of Buffer mappings (the user's and the
 // queues') not yet unmapped.
 func LiveBuffers() int64 { return liveBuffers.Load() }

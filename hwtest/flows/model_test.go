@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/sig"
@@ -29,7 +30,7 @@ func onEveryProfileOpt(t *testing.T, opt model.Options, flow func(*testing.T, *m
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := mlx5.NewContext(dev)
+			c := mlx5hook.NewContext(dev).(*mlx5.Context)
 			defer c.Close()
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
 			shared := dev.Objects()
@@ -241,7 +242,7 @@ func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flow
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := mlx5.NewContext(dev)
+			c := mlx5hook.NewContext(dev).(*mlx5.Context)
 			defer c.Close()
 			t.Run("run", func(t *testing.T) {
 				st := flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16})
