@@ -221,7 +221,20 @@ func TestChurnSharedCQ(t *testing.T) {
 		}
 		if missing > 0 {
 			lost++
-			t.Errorf("round %d: %d of the 8 signaled SENDs of the fresh QP %#x did not complete once at both ends", round, missing, s.QPN())
+			seenMu.Lock()
+			var counts []string
+			for _, id := range ids {
+				if g := got[id]; g != nil {
+					counts = append(counts, fmt.Sprintf("%#x: %d sends on QP %#x, %d receives", id, g.send, g.qpn, g.recv))
+				} else {
+					counts = append(counts, fmt.Sprintf("%#x: none", id))
+				}
+			}
+			seenMu.Unlock()
+			ss, _ := r.dev.QPState(s.QPN())
+			ds, _ := r.dev.QPState(d.QPN())
+			t.Errorf("round %d: %d of the 8 signaled SENDs of the fresh QP %#x did not complete once at both ends within 5 s (%q); states %#x and %#x; %d WRITEs so far; model faults %q, WQE errors %q",
+				round, missing, s.QPN(), counts, ss, ds, writes.Load(), r.dev.Faults(), r.dev.WQEErrors())
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

@@ -628,3 +628,54 @@ func TestConcurrentQPs(t *testing.T) {
 		t.Errorf("faults: %q", f)
 	}
 }
+
+// TestRNRRetryWhileOthersRing: a SEND waiting out an RNR NAK is retried
+// when its timer runs out even while another QP, on another UAR page,
+// rings without pause (an RNR retry is due by the responder's timer, IB
+// spec 9.7.5.2.8, not when the device has nothing else to do). The model
+// used to retry only in a poller pass that found no doorbell; how often
+// such a pass comes between the ringer's writes depends on the
+// scheduler, so this test shows that failure only when the ringer never
+// pauses, and guards the retry under load either way.
+func TestRNRRetryWhileOthersRing(t *testing.T) {
+	r := newRig(t, "cx6dx")
+	all := uint32(accessLocalWrite | accessRemoteRead | accessRemoteWrite)
+	src, smr := r.mr(4096, all)
+	dst, dmr := r.mr(4096, all)
+	a, b := pair(t, r, qpOpts{rnrRetry: 7, minRNRNak: 1}) // 0.01 ms, no limit
+	// c rings through a UAR page of its own: a doorbell on a's page would
+	// run a's send queue too (see hca.doorbell).
+	u2, err := r.d.UARAlloc(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page2, err := r.d.MapUAR(u2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.qp(r.cq(4), r.cq(4), qpOpts{uarPage: u2.PageID, uidx: 1})
+	peer := r.qp(r.cq(4), r.cq(4), qpOpts{uidx: 2})
+	connect(c, peer, true)
+	c.put(twqe{opcode: tOpNOP}.encode(c.qpn, c.sqPI))
+	c.setDBR(1, uint32(c.sqPI))
+	first := append([]byte(nil), c.sq[:8]...)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // rings c's doorbell again and again: every pass finds one
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.ringRaw(page2, first)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	idx := a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{10, smr.LKey, addr(src)}}})
+	time.Sleep(5 * time.Millisecond) // a few RNR NAKs
+	rb := b.recv(tsge{10, dmr.LKey, addr(dst)})
+	b.rcq.timeout, a.scq.timeout = time.Second, time.Second
+	checkCQE(t, "receive after RNR, the device busy", b.rcq.next(), b.wantResp(2, rb, 10, 0, a.qpn, 0))
+	checkCQE(t, "SEND after RNR, the device busy", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
+}

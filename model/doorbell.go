@@ -116,12 +116,15 @@ func (pl *poller) run() {
 			pl.d.endDrains()
 		}
 		var n int
-		if rings, n = pl.poll(rings); n > 0 {
-			idle, sleep = 0, minSleep
-			continue
-		}
+		rings, n = pl.poll(rings)
+		// RNR retries are due by the clock, busy or not: a QP waiting
+		// out an RNR NAK must not starve while others keep ringing.
 		if pl.d.h.rnrWaiting.Load() > 0 {
 			pl.d.retryRNR()
+		}
+		if n > 0 {
+			idle, sleep = 0, minSleep
+			continue
 		}
 		if idle < spinPolls {
 			idle++

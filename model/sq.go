@@ -146,6 +146,14 @@ func (r result) with(sigs []sigEvent) result {
 // runSQ runs the WQEs the doorbell record's send counter says are posted,
 // from the hardware's consumer counter, while the QP may: in RTS (in ERR
 // it flushes them; in any other state they wait).
+//
+// It runs what was posted when it looked, not what the driver goes on
+// posting meanwhile: that came with doorbells of its own, which run in
+// turn with every other QP's and with the commands that wait for the
+// HCA's lock. A device arbitrates between its send queues; a QP whose
+// driver posts as fast as the model runs must not keep the others (or a
+// create QP) waiting for as long as it posts (issue 15's churn test saw
+// a fresh QP's SENDs and commands starved for seconds).
 func (h *hca) runSQ(q *qpObj) {
 	if q.wq == nil || q.dbr == nil || q.sq.entries == 0 {
 		h.fault(q.ctx, "QP %#x: a doorbell for a QP without a send queue in UMEMs", q.qpn)
@@ -155,6 +163,8 @@ func (h *hca) runSQ(q *qpObj) {
 		h.runStreams(q) // dcistreams.go: stream channels run apart
 		return
 	}
+	start := q.sqCI
+	due := uint16(dbrWord(q.dbr, 1)) - start
 	for {
 		pi := uint16(dbrWord(q.dbr, 1))
 		avail := pi - q.sqCI
@@ -163,6 +173,9 @@ func (h *hca) runSQ(q *qpObj) {
 				h.drainStop(q) // the window was counted in what is posted: not reached
 			}
 			return
+		}
+		if q.sqCI-start >= due && q.state() == StateRTS {
+			return // the rest has doorbells of its own
 		}
 		if int(avail) > q.sq.entries {
 			h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, avail, q.sqCI, q.sq.entries)
