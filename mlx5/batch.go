@@ -249,12 +249,8 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, bbs, err))
 		return b
 	}
-	var bits uint8
-	if op := wr.Opcode; op == OpSendImm || op == OpRDMAWriteImm {
-		bits = slotImm // libmlx5's handle_good_req reports IBV_WC_WITH_IMM
-	}
 	b.stream = wr.StreamID // 0 but on a DCI with streams
-	b.added(wr.WrID, info.wc, bits, bbs, ds, db, fence, 1)
+	b.added(wr.WrID, info.wc, info.slot, bbs, ds, db, fence, 1)
 	return b
 }
 

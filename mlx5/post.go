@@ -36,6 +36,7 @@ type opInfo struct {
 	mlx5  uint8
 	wc    WCOpcode
 	types qpTypeSet
+	slot  uint8 // what its completion reports beyond the common case (sqSlot.bits)
 }
 
 // qpTypeSet is a set of QP types, one bit each.
@@ -53,16 +54,16 @@ const (
 )
 
 var opcodes = [numOpcodes]opInfo{
-	OpSend:         {"SEND", wqe.OpcodeSend, WCSend, onRC | onDCI | onUC | onUD},
-	OpSendImm:      {"SEND_IMM", wqe.OpcodeSendImm, WCSend, onRC | onDCI | onUC | onUD},
-	OpSendInv:      {"SEND_INV", wqe.OpcodeSendInval, WCSend, onRC | onDCI},
-	OpRDMAWrite:    {"RDMA_WRITE", wqe.OpcodeRDMAWrite, WCRDMAWrite, onRC | onDCI | onUC},
-	OpRDMAWriteImm: {"RDMA_WRITE_IMM", wqe.OpcodeRDMAWriteImm, WCRDMAWrite, onRC | onDCI | onUC},
-	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC | onDCI},
-	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC | onDCI},
-	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC | onDCI},
-	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onDCI | onUC},
-	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onDCI | onUC | onUD},
+	OpSend:         {"SEND", wqe.OpcodeSend, WCSend, onRC | onDCI | onUC | onUD, 0},
+	OpSendImm:      {"SEND_IMM", wqe.OpcodeSendImm, WCSend, onRC | onDCI | onUC | onUD, slotImm},
+	OpSendInv:      {"SEND_INV", wqe.OpcodeSendInval, WCSend, onRC | onDCI, 0},
+	OpRDMAWrite:    {"RDMA_WRITE", wqe.OpcodeRDMAWrite, WCRDMAWrite, onRC | onDCI | onUC, 0},
+	OpRDMAWriteImm: {"RDMA_WRITE_IMM", wqe.OpcodeRDMAWriteImm, WCRDMAWrite, onRC | onDCI | onUC, slotImm},
+	OpRDMARead:     {"RDMA_READ", wqe.OpcodeRDMARead, WCRDMARead, onRC | onDCI, slotByteCount},
+	OpAtomicCAS:    {"ATOMIC_CAS", wqe.OpcodeAtomicCS, WCCompSwap, onRC | onDCI, slotAtomic},
+	OpAtomicFAA:    {"ATOMIC_FAA", wqe.OpcodeAtomicFA, WCFetchAdd, onRC | onDCI, slotAtomic},
+	OpLocalInv:     {"LOCAL_INV", wqe.OpcodeUMR, WCLocalInv, onRC | onDCI | onUC, 0},
+	OpNOP:          {"NOP", wqe.OpcodeNOP, WCNOP, onRC | onDCI | onUC | onUD, 0},
 }
 
 func (o Opcode) String() string {

@@ -140,10 +140,18 @@ type sqSlot struct {
 	next uint16 // producer counter after the work request
 	last uint16 // counter of its last WQE
 	op   WCOpcode
-	bits uint8 // slotImm: the work request carries immediate data
+	bits uint8 // what its completion reports beyond WrID, Opcode and QPN: slotImm...
 }
 
-const slotImm = 1 << 0
+// What a successful requester completion reports beyond the common case
+// (libmlx5's handle_good_req): IBV_WC_WITH_IMM for a SEND or RDMA WRITE
+// with immediate; the CQE's byte count for an RDMA READ; 8 bytes (the old
+// value) for an atomic.
+const (
+	slotImm       = 1 << 0
+	slotByteCount = 1 << 1
+	slotAtomic    = 1 << 2
+)
 
 // sendQueue is the send side's ring and per-WQEBB bookkeeping.
 type sendQueue struct {
@@ -775,12 +783,16 @@ func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
 			return false
 		}
 		qp.sq.reported = s.next
-		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn, WithImm: s.bits&slotImm != 0}
-		switch s.op {
-		case WCRDMARead:
-			wc.ByteLen = q.ByteCount
-		case WCCompSwap, WCFetchAdd:
-			wc.ByteLen = 8 // the old value (libmlx5's handle_good_req)
+		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn}
+		if s.bits != 0 {
+			switch {
+			case s.bits&slotImm != 0:
+				wc.WithImm = true
+			case s.bits&slotByteCount != 0:
+				wc.ByteLen = q.ByteCount
+			case s.bits&slotAtomic != 0:
+				wc.ByteLen = 8 // the old value
+			}
 		}
 	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
 		var id uint64
