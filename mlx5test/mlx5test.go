@@ -42,8 +42,13 @@ func Open(profile string) (*mlx5.Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mlx5test: %w", err)
 	}
-	return mlx5.NewContext(dev), nil
+	c := newContext(dev)
+	remember(c, dev)
+	return c, nil
 }
+
+// newContext opens an mlx5 context on a software ConnectX's context.
+func newContext(dev *model.Device) *mlx5.Context { return mlx5.NewContext(dev) }
 
 // New is Open for a test or benchmark: it fails tb if the device cannot
 // be made, and closes the context when tb ends.
