@@ -124,19 +124,26 @@ func (m *Manager) Dial(ctx context.Context, network, address string, opt *DialOp
 
 // dialer is one Dial in progress: what it made, for undo.
 type dialer struct {
-	m        *Manager
-	op, obj  string
-	dst      Addr
-	opt      *DialOptions
-	id       *cmID
-	qpReady  bool // a UD QP already in RTS
-	qpMoved  bool
-	guid     uint64
-	port     uint8
-	localSrc netip.AddrPort
+	m       *Manager
+	op, obj string
+	dst     Addr
+	opt     *DialOptions
+	id      *cmID
+	qpReady bool // a UD QP already in RTS
+	qpMoved bool
+	// responded: the peer accepted (CONNECT_RESPONSE); its later reject
+	// explains a failed step.
+	responded bool
+	guid      uint64
+	port      uint8
+	localSrc  netip.AddrPort
 }
 
 func (d *dialer) fail(step string, err error) error {
+	if rej := d.peerGaveUp(); rej != nil {
+		// The step failed because the peer left: say so.
+		return opErr(d.op, d.obj, rej)
+	}
 	if errors.Is(err, mlx5.ErrClosed) || errors.Is(err, errIDGone) {
 		return closedErr(d.op, d.obj)
 	}
@@ -145,6 +152,46 @@ func (d *dialer) fail(step string, err error) error {
 	}
 	return opErr(d.op, d.obj, stepErr(step, err))
 }
+
+// peerGaveUp is the reject or unreachable event of the id, if the peer
+// ended the connection while Dial was moving the QP after the peer's
+// accept: a step then fails because the IB CM left the connection's
+// state, and the event that says why follows within moments (it may be
+// on its way through the manager's reader).
+func (d *dialer) peerGaveUp() error {
+	if d.id == nil || !d.responded {
+		return nil
+	}
+	deadline := time.Now().Add(gaveUpWait)
+	for {
+		d.id.qmu.Lock()
+		for _, ev := range d.id.queue {
+			switch ev.Type {
+			case evRejected:
+				d.id.qmu.Unlock()
+				return &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData}
+			case evUnreachable, evConnectError, evDisconnected:
+				d.id.qmu.Unlock()
+				return statusErr(ErrUnreachable, "the peer left the connection", ev.Status)
+			}
+		}
+		d.id.qmu.Unlock()
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil
+		}
+		select {
+		case <-d.id.wake:
+		case <-time.After(wait):
+		case <-d.m.done:
+			return nil
+		}
+	}
+}
+
+// gaveUpWait bounds how long a failed Dial waits for the event that
+// explains it.
+const gaveUpWait = 100 * time.Millisecond
 
 // undo leaves nothing of a failed Dial: the id destroyed (withdrawing a
 // request), the QP flushed to ERR if it was moved.
@@ -256,6 +303,7 @@ func (d *dialer) dialRC(ctx context.Context) (*Conn, error) {
 	}
 	switch ev.Type {
 	case evConnectResponse:
+		d.responded = true
 	case evRejected:
 		return nil, opErr(d.op, d.obj, &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData})
 	case evUnreachable, evConnectError:

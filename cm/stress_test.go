@@ -1,0 +1,305 @@
+package cm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mlx5go/mlx5go/cm"
+	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/mlx5test"
+	"golang.org/x/sys/unix"
+)
+
+// TestConcurrentConnects runs 200 dials at once against one listener.
+// The listener rejects some requests (with private data), accepts some
+// with a context it cancels at a random moment, and accepts the rest; the
+// dialers cancel some of their dials at random moments; every connection
+// that comes up is disconnected from a random side. Every dial is
+// accounted for (connected, rejected, canceled or failed), every
+// connection ends on both sides, and closing leaves no CM id or
+// goroutine behind. (The QPs are the test's: it closes them.)
+func TestConcurrentConnects(t *testing.T) {
+	const dials = 200
+	sc := mlx5test.New(t, "")
+	cc := mlx5test.NewPeer(t, sc)
+	srvM, err := mlx5test.OpenCM(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliM, err := mlx5test.OpenCM(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &host{c: sc, m: srvM}
+	cli := &host{c: cc, m: cliM}
+	for _, h := range []*host{srv, cli} {
+		if h.pd, err = h.c.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+		if h.cq, err = h.c.CreateCQ(mlx5.CQOptions{Entries: 1024}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What runs without the managers: each context's device and event
+	// goroutines.
+	baseGoroutines := runtime.NumGoroutine() - 2
+	newQP := func(h *host, typ mlx5.QPType) *mlx5.QP {
+		qp, err := h.c.CreateQP(mlx5.QPOptions{Type: typ, PD: h.pd, SendCQ: h.cq, RecvCQ: h.cq, MaxSendWR: 1, MaxRecvWR: 1})
+		if err != nil {
+			t.Error(err)
+		}
+		return qp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := srvM.Listen(ctx, "tcp", "192.0.2.1:0", &cm.ListenOptions{Backlog: dials})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var qps []*mlx5.QP
+	keep := func(qp *mlx5.QP) {
+		mu.Lock()
+		qps = append(qps, qp)
+		mu.Unlock()
+	}
+	// The listener's side.
+	var serverConns sync.Map // remote address -> *cm.Conn
+	var served sync.WaitGroup
+	var requests, accepted, rejects, acceptFailures int
+	served.Add(1)
+	go func() {
+		defer served.Done()
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				if !errors.Is(err, mlx5.ErrClosed) {
+					t.Errorf("listener accept: %v", err)
+				}
+				return
+			}
+			mu.Lock()
+			requests++
+			mu.Unlock()
+			choice, delay := rnd.IntN(10), time.Duration(rnd.IntN(2000))*time.Microsecond
+			served.Add(1)
+			go func() {
+				defer served.Done()
+				switch {
+				case choice < 2:
+					err := r.Reject(0, []byte("busy"))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						rejects++
+					case errors.Is(err, unix.EINVAL):
+						// The dialer gave up first, and the IB CM left
+						// the request (cm_rej_handler).
+						acceptFailures++
+					default:
+						t.Errorf("reject: %v", err)
+					}
+					return
+				case choice < 3:
+					actx, acancel := context.WithTimeout(ctx, delay)
+					defer acancel()
+					qp := newQP(srv, mlx5.QPTypeRC)
+					keep(qp)
+					c, err := r.Accept(actx, &cm.AcceptOptions{QP: qp})
+					if err != nil {
+						mu.Lock()
+						acceptFailures++
+						mu.Unlock()
+						return
+					}
+					serverConns.Store(c.RemoteAddr().String(), c)
+					mu.Lock()
+					accepted++
+					mu.Unlock()
+				default:
+					qp := newQP(srv, mlx5.QPTypeRC)
+					keep(qp)
+					c, err := r.Accept(ctx, &cm.AcceptOptions{QP: qp, PrivateData: []byte("ok")})
+					if err != nil {
+						// The dialer canceled meanwhile.
+						mu.Lock()
+						acceptFailures++
+						mu.Unlock()
+						return
+					}
+					serverConns.Store(c.RemoteAddr().String(), c)
+					mu.Lock()
+					accepted++
+					mu.Unlock()
+				}
+			}()
+		}
+	}()
+
+	// The dialers.
+	type outcome struct {
+		conn *cm.Conn
+		err  error
+	}
+	outcomes := make([]outcome, dials)
+	var dialed sync.WaitGroup
+	for i := range dials {
+		dialed.Add(1)
+		go func() {
+			defer dialed.Done()
+			rnd := rand.New(rand.NewPCG(uint64(i), 3))
+			qp := newQP(cli, mlx5.QPTypeRC)
+			keep(qp)
+			dctx := ctx
+			if rnd.IntN(5) == 0 {
+				var dcancel context.CancelFunc
+				dctx, dcancel = context.WithTimeout(ctx, time.Duration(rnd.IntN(3000))*time.Microsecond)
+				defer dcancel()
+			}
+			c, err := cliM.Dial(dctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: qp, PrivateData: []byte(fmt.Sprint(i))})
+			outcomes[i] = outcome{c, err}
+		}()
+	}
+	dialed.Wait()
+
+	var connected, rejected, canceled, failed int
+	for i, o := range outcomes {
+		var rej *cm.RejectError
+		switch {
+		case o.err == nil:
+			connected++
+		case errors.As(o.err, &rej):
+			rejected++
+		case errors.Is(o.err, context.DeadlineExceeded):
+			canceled++
+		default:
+			// The listener's accept gave up between its REP and the
+			// dialer's RTU.
+			failed++
+			t.Logf("dial %d: %v", i, o.err)
+		}
+	}
+	// Disconnect every connection from a random side; both ends must
+	// see it.
+	rnd := rand.New(rand.NewPCG(5, 6))
+	var ends sync.WaitGroup
+	matched := map[*cm.Conn]bool{}
+	for _, o := range outcomes {
+		if o.conn == nil {
+			continue
+		}
+		dc := o.conn
+		// The listener's side, or, if its accept gave up after the
+		// dialer's RTU, the end that destroying its id brought.
+		var lc *cm.Conn
+		ended := false
+		for deadline := time.Now().Add(10 * time.Second); lc == nil && !ended && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if v, ok := serverConns.Load(dc.LocalAddr().String()); ok {
+				lc = v.(*cm.Conn)
+			}
+			select {
+			case <-dc.Done():
+				ended = lc == nil
+			default:
+			}
+		}
+		if lc == nil {
+			if !ended {
+				t.Errorf("%v: connected, but the listener's side has no connection and the connection is up", dc)
+			}
+			dc.Close()
+			continue
+		}
+		matched[lc] = true
+		first := dc
+		if rnd.IntN(2) == 0 {
+			first = lc
+		}
+		if err := first.Disconnect(); err != nil {
+			t.Errorf("%v: disconnect: %v", first, err)
+		}
+		for _, c := range []*cm.Conn{dc, lc} {
+			ends.Add(1)
+			go func() {
+				defer ends.Done()
+				select {
+				case <-c.Done():
+					if !errors.Is(c.Err(), cm.ErrDisconnected) {
+						t.Errorf("%v ended with %v", c, c.Err())
+					}
+				case <-ctx.Done():
+					t.Errorf("%v: no disconnect", c)
+				}
+				c.Close()
+			}()
+		}
+	}
+	ends.Wait()
+	l.Close()
+	served.Wait()
+	t.Logf("%d dials: %d connected, %d rejected, %d canceled, %d failed; listener: %d requests, %d accepted, %d rejected, %d given up",
+		dials, connected, rejected, canceled, failed, requests, accepted, rejects, acceptFailures)
+	if accepted+rejects+acceptFailures != requests {
+		t.Errorf("the listener answered %d of its %d requests", accepted+rejects+acceptFailures, requests)
+	}
+	if requests > dials || connected > accepted {
+		t.Errorf("%d requests for %d dials, %d connected for %d accepted", requests, dials, connected, accepted)
+	}
+	// A connection the listener accepted whose dialer is not connected
+	// (it gave up after the accept) must have ended.
+	serverConns.Range(func(_, v any) bool {
+		if c := v.(*cm.Conn); !matched[c] {
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Errorf("%v: accepted, its dialer gone, and still up", c)
+			}
+		}
+		return true
+	})
+	if connected == 0 || rejected == 0 || canceled == 0 {
+		t.Errorf("the mix did not happen: %d connected, %d rejected, %d canceled", connected, rejected, canceled)
+	}
+	if rejected < rejects {
+		t.Errorf("%d rejects sent, %d dials rejected", rejects, rejected)
+	}
+	// Every connection ended: count what is left, close the rest.
+	serverConns.Range(func(_, v any) bool { v.(*cm.Conn).Close(); return true })
+	waitIDs(t, sc, 0)
+	for _, qp := range qps {
+		if err := qp.Close(); err != nil {
+			t.Errorf("close QP: %v", err)
+		}
+	}
+	for _, h := range []*host{srv, cli} {
+		if err := h.cq.Close(); err != nil {
+			t.Errorf("close CQ: %v", err)
+		}
+		if err := h.pd.Close(); err != nil {
+			t.Errorf("close PD: %v", err)
+		}
+	}
+	if err := srvM.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := cliM.Close(); err != nil {
+		t.Error(err)
+	}
+	var g int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if g = runtime.NumGoroutine(); g <= baseGoroutines {
+			return
+		}
+	}
+	buf := make([]byte, 1<<16)
+	t.Errorf("%d goroutines, %d before:\n%s", g, baseGoroutines, buf[:runtime.Stack(buf, true)])
+}
