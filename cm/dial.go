@@ -103,6 +103,11 @@ func (m *Manager) Dial(ctx context.Context, network, address string, opt *DialOp
 	if dst.AddrPort.Addr().IsUnspecified() {
 		return nil, invalid(op, obj, "the unspecified address: dial a host's address")
 	}
+	for _, a := range []netip.Addr{dst.AddrPort.Addr(), opt.Source.Addr()} {
+		if a.IsValid() && a.Unmap().WithZone("").IsLoopback() {
+			return nil, loopbackErr(op, obj, a)
+		}
+	}
 	ready, err := checkQP(opt.QP, dst.Space)
 	if err != nil {
 		if errors.Is(err, errDEVX) {

@@ -3,6 +3,7 @@ package cm
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"golang.org/x/sys/unix"
@@ -102,6 +103,16 @@ func unsupported(op, obj, format string, args ...any) error {
 }
 
 func closedErr(op, obj string) error { return opErr(op, obj, mlx5.ErrClosed) }
+
+// loopbackErr refuses a loopback address: no RDMA device is behind lo.
+// The kernel's CM takes one as the unspecified address (cma_any_addr): a
+// listener on 127.0.0.1 would take connections to every device's
+// addresses, and a connection to it would resolve to the first device and
+// then find no route (ENODEV). Refusing it up front says why.
+func loopbackErr(op, obj string, a netip.Addr) error {
+	return opErr(op, obj, &causeError{msg: fmt.Sprintf("%v is a loopback address: no RDMA device is behind it (use an address of the RDMA device's netdev)", a),
+		errs: []error{ErrResolve, unix.ENODEV}})
+}
 
 // statusErr is the cause of a failed event: sentinel with the kernel's
 // status, a negative errno.

@@ -65,6 +65,9 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		return nil, invalid(op, address, "%v", err)
 	}
 	obj := a.String()
+	if a.AddrPort.Addr().WithZone("").IsLoopback() {
+		return nil, loopbackErr(op, obj, a.AddrPort.Addr())
+	}
 	if opt.Backlog < 0 {
 		return nil, invalid(op, obj, "backlog %d", opt.Backlog)
 	}

@@ -125,8 +125,9 @@ func TestPrivateDataTooLong(t *testing.T) {
 }
 
 // TestNoRDMADevice: an address with no RDMA device behind it (loopback,
-// whose netdev is lo), or that is not this host's, fails to listen and
-// to dial, with the kernel's errno and nothing left.
+// whose netdev is lo: refused before anything is sent, as the kernel's CM
+// would take it for the unspecified address), or that is not this
+// host's, fails to listen and to dial, with an errno and nothing left.
 func TestNoRDMADevice(t *testing.T) {
 	srv, cli := pair(t)
 	ctx := testCtx(t)
@@ -144,7 +145,7 @@ func TestNoRDMADevice(t *testing.T) {
 		addr     string
 		errno    unix.Errno
 		sentinel error
-	}{{"127.0.0.1:4420", unix.ENODEV, cm.ErrResolve}, {"198.51.100.7:4420", unix.ENETUNREACH, nil}} {
+	}{{"127.0.0.1:4420", unix.ENODEV, cm.ErrResolve}, {"[::1]:4420", unix.ENODEV, cm.ErrResolve}, {"198.51.100.7:4420", unix.ENETUNREACH, nil}} {
 		qp := cli.qp(t, mlx5.QPTypeRC)
 		_, err := cli.m.Dial(ctx, "tcp", c.addr, &cm.DialOptions{QP: qp})
 		if !errors.Is(err, c.errno) || (c.sentinel != nil && !errors.Is(err, c.sentinel)) {

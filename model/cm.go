@@ -200,6 +200,7 @@ type cmID struct {
 
 	src, dst  netip.AddrPort
 	device    bool // attached to the HCA (cma_attach_to_dev)
+	loopback  bool // attached by cma_bind_loopback: no netdev
 	bind      *bindList
 	reuseaddr bool
 	afonly    bool

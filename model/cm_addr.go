@@ -13,7 +13,11 @@ import (
 // rdma_bind_addr, rdma_resolve_addr and rdma_resolve_route over the IP
 // layer of a host whose netdevs are lo and the HCA's (192.0.2.1/24,
 // 2001:db8::1/64, and the link-local address of its MAC on interface 2),
-// and ucma.c's query and init_qp_attr.
+// and ucma.c's query and init_qp_attr. cma takes a loopback address as it
+// takes the unspecified one (cma_any_addr): a bind to it binds no device,
+// a listener on it listens on every device, and resolving it binds the
+// first active port's default GID (cma_resolve_loopback), with no netdev
+// to route through (the lab's kernels answer so).
 
 // addrKind is what the host's IP layer makes of an address.
 type addrKind int
@@ -21,7 +25,6 @@ type addrKind int
 const (
 	addrNone      addrKind = iota // no netdev holds it
 	addrNetdev                    // the HCA's netdev holds it: an RDMA device
-	addrLoopback                  // lo holds it: no RDMA device behind it
 	addrNeighbour                 // in the netdev's subnet, another host's
 )
 
@@ -33,15 +36,19 @@ var (
 		13: portMAC[3], 14: portMAC[4], 15: portMAC[5]})
 )
 
-// classify is the host's view of a (non-unspecified) address. A
+// anyAddr is cma_any_addr: the unspecified or a loopback address.
+func anyAddr(a netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	return a.IsUnspecified() || a.IsLoopback()
+}
+
+// classify is the host's view of an address that is not anyAddr. A
 // link-local IPv6 address needs its interface as the zone.
 func classify(a netip.Addr) addrKind {
 	a = a.Unmap()
 	zone := a.Zone()
 	plain := a.WithZone("")
 	switch {
-	case plain.IsLoopback():
-		return addrLoopback
 	case plain == netdevV4 || plain == netdevV6:
 		return addrNetdev
 	case plain == netdevLL && zone == fmt.Sprint(netdevIndex):
@@ -98,15 +105,11 @@ func (n *cmNet) bind(c *cmID, a netip.AddrPort) error {
 		return kerr(call, unix.EINVAL, "cma_check_linklocal: a link-local address needs its scope id")
 	}
 	device := false
-	if !ip.IsUnspecified() {
-		switch classify(ip) {
-		case addrNetdev:
-			device = true
-		case addrLoopback:
-			return kerr(call, unix.ENODEV, "cma_acquire_dev_by_src_ip: no RDMA device has a GID of the address (its netdev is lo)")
-		default:
+	if !anyAddr(ip) {
+		if classify(ip) != addrNetdev {
 			return kerr(call, unix.EADDRNOTAVAIL, "rdma_translate_ip: no netdev of this host holds the address")
 		}
+		device = true
 	}
 	c.src = netip.AddrPortFrom(ip, a.Port())
 	if !c.afSet {
@@ -165,8 +168,8 @@ func (n *cmNet) checkPort(bl *bindList, c *cmID, reuse bool) error {
 		if c.afonly && o.afonly && c.src.Addr().Is4() != o.src.Addr().Is4() {
 			continue
 		}
-		if c.src.Addr().IsUnspecified() || o.src.Addr().IsUnspecified() {
-			return kerr("bind", unix.EADDRNOTAVAIL, "cma_check_port: the port is bound to the unspecified address")
+		if anyAddr(c.src.Addr()) || anyAddr(o.src.Addr()) {
+			return kerr("bind", unix.EADDRNOTAVAIL, "cma_check_port: the port is bound to the unspecified (or a loopback) address")
 		}
 		if c.src.Addr() == o.src.Addr() {
 			return kerr("bind", unix.EADDRINUSE, "cma_check_port: the address and port are in use")
@@ -206,14 +209,15 @@ func (n *cmNet) releasePort(c *cmID) {
 }
 
 // ResolveAddr is ucma_resolve_addr: rdma_resolve_addr binds an IDLE id
-// first (resolve_prepare_src), then resolves dst through the IP layer
-// (rdma_resolve_ip, addr.c): a destination off the netdev's subnets has
-// no route (ENETUNREACH, returned at once); the netdev's own addresses
-// resolve at once, with the source of the same address; a loopback
-// destination resolves to lo, where no RDMA device is (ADDR_ERROR
-// -ENODEV, from addr_handler's cma_acquire_dev_by_src_ip); another host
-// of the subnet never answers the neighbour lookup (ADDR_ERROR
-// -ETIMEDOUT after timeoutMs).
+// first (resolve_prepare_src), then resolves dst. The unspecified and the
+// loopback addresses resolve to the first active port
+// (cma_resolve_loopback: the source becomes the loopback address, both
+// GIDs the port's default GID), with no netdev to route through. Others
+// go through the IP layer (rdma_resolve_ip, addr.c): a destination off
+// the netdev's subnets has no route (ENETUNREACH, returned at once); the
+// netdev's own addresses resolve at once, with the source of the same
+// address; another host of the subnet never answers the neighbour lookup
+// (ADDR_ERROR -ETIMEDOUT after timeoutMs).
 func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint32) error {
 	const call = "resolve addr"
 	n := f.n
@@ -247,13 +251,18 @@ func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint3
 	if c.src.Addr().Is4() != dip.Is4() {
 		return kerr(call, unix.EINVAL, "resolve_prepare_src: the source and the destination are of different families")
 	}
-	if dip.IsUnspecified() {
-		// cma_resolve_loopback: the first active port, the source's GID.
+	c.dst = dst
+	if anyAddr(dip) {
 		if !c.device {
-			c.src = netip.AddrPortFrom(netdevAddrOf(dip), c.src.Port())
-			c.device = true
+			// cma_bind_loopback: the port's default GID, the source the
+			// loopback address (cma_set_loopback).
+			lo := netip.IPv6Loopback()
+			if dip.Is4() {
+				lo = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			}
+			c.src = netip.AddrPortFrom(lo, c.src.Port())
+			c.device, c.loopback = true, true
 		}
-		c.dst = netip.AddrPortFrom(c.src.Addr(), dst.Port())
 		c.state = cmaAddrResolved
 		n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
 		return nil
@@ -262,20 +271,20 @@ func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint3
 	if kind == addrNone {
 		return kerr(call, unix.ENETUNREACH, "addr4_resolve/addr6_resolve: no route to the destination")
 	}
-	c.dst = dst
 	c.state = cmaAddrQuery
 	switch kind {
 	case addrNetdev:
 		if !c.device {
+			if !c.src.Addr().IsUnspecified() {
+				// Bound to a loopback address: addr_handler's
+				// cma_acquire_dev_by_src_ip finds no device for it.
+				return n.addrError(c, -int32(unix.ENODEV))
+			}
 			c.src = netip.AddrPortFrom(dip, c.src.Port())
 			c.device = true
-		} else if classify(c.src.Addr()) != addrNetdev {
-			return n.addrError(c, -int32(unix.ENODEV))
 		}
 		c.state = cmaAddrResolved
 		n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
-	case addrLoopback:
-		return n.addrError(c, -int32(unix.ENODEV))
 	case addrNeighbour:
 		c.timer = time.AfterFunc(time.Duration(timeoutMs)*time.Millisecond, func() {
 			n.mu.Lock()
@@ -326,6 +335,9 @@ func (f *CMFile) ResolveRoute(id uint32, timeoutMs uint32) error {
 	}
 	if c.state != cmaAddrResolved {
 		return kerr(call, unix.EINVAL, "rdma_resolve_route: the id's address is not resolved")
+	}
+	if c.loopback {
+		return kerr(call, unix.ENODEV, "cma_iboe_set_path_rec_l2_fields: a loopback-resolved id has no netdev to route through")
 	}
 	idx, ok := n.h.sgidIndex(c.src.Addr())
 	if !ok {

@@ -117,9 +117,9 @@ func (f *CMFile) Listen(id uint32, backlog int) error {
 }
 
 // findListener is cma_find_listener: a listening id of the port space on
-// the port whose address is the destination, or unspecified of its
-// family (an IPv6 one that is not AF-only takes IPv4 too:
-// cma_match_private_data).
+// the port whose address is the destination, or unspecified (or
+// loopback: cma_any_addr) of its family, an IPv6 one that is not AF-only
+// taking IPv4 too (cma_match_private_data).
 func (n *cmNet) findListener(ps uint16, dst netip.AddrPort) *cmID {
 	bl := n.binds[bindKey{ps, dst.Port()}]
 	if bl == nil {
@@ -131,9 +131,9 @@ func (n *cmNet) findListener(ps uint16, dst netip.AddrPort) *cmID {
 		}
 		la := o.src.Addr()
 		switch {
-		case la.IsUnspecified() && !o.afonly:
+		case anyAddr(la) && !o.afonly:
 			return o
-		case la.IsUnspecified() && la.Is4() == dst.Addr().Is4():
+		case anyAddr(la) && la.Is4() == dst.Addr().Is4():
 			return o
 		case la.WithZone("") == dst.Addr().WithZone(""):
 			return o
