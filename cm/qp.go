@@ -36,6 +36,14 @@ const (
 	maskPathMigState = 1 << 18 // IB_QP_PATH_MIG_STATE
 )
 
+// remoteAccess are the access rights a connection's QP takes from the
+// connection manager: remote write, and read and atomics when the peer
+// has responder resources (cm_init_qp_init_attr). Kernels from 6.2 add
+// IB_ACCESS_FLUSH_GLOBAL and IB_ACCESS_FLUSH_PERSISTENT (bits 8 and 9)
+// for a device that can FLUSH (rxe): mlx5go posts no FLUSH, and mlx5's
+// verbs refuse bits they do not know, so those are left out.
+const remoteAccess = mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead | mlx5.AccessRemoteAtomic
+
 // qpAttrOf converts the connection manager's attributes to mlx5's.
 func qpAttrOf(a *seam.QPAttr, mask uint32) (mlx5.QPAttr, mlx5.QPAttrMask, error) {
 	if mask&(maskAltPath|maskPathMigState) != 0 {
@@ -43,7 +51,7 @@ func qpAttrOf(a *seam.QPAttr, mask uint32) (mlx5.QPAttr, mlx5.QPAttrMask, error)
 	}
 	ah := &a.AH
 	return mlx5.QPAttr{
-		State: mlx5.QPState(a.State), CurState: mlx5.QPState(a.CurState), Access: mlx5.AccessFlags(a.AccessFlags),
+		State: mlx5.QPState(a.State), CurState: mlx5.QPState(a.CurState), Access: mlx5.AccessFlags(a.AccessFlags) & remoteAccess,
 		PKeyIndex: a.PKeyIndex, Port: a.Port, QKey: a.QKey,
 		Path: mlx5.AddressPath{Port: ah.Port, MTU: a.PathMTU, LID: ah.DLID, SrcPathBits: ah.SrcPathBits, SL: ah.SL,
 			StaticRate: ah.StaticRate, GRH: ah.IsGlobal, GID: ah.GRH.DGID, SGIDIndex: ah.GRH.SGIDIndex,
