@@ -323,3 +323,46 @@ func TestLabUCMAMisuse(t *testing.T) {
 		t.Errorf("destroy an unknown id: %v, want ENOENT", err)
 	}
 }
+
+// TestLabUCMAGetEventWaits: GetEvent waits in the netpoller until an
+// event is queued, returns ctx's error when ctx ends first (and leaves
+// the file usable), and os.ErrClosed when the file closes under it.
+func TestLabUCMAGetEventWaits(t *testing.T) {
+	labenv.Require(t)
+	f := labFile(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	start := time.Now()
+	_, err := f.GetEvent(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("GetEvent with nothing queued: %v after %v", err, time.Since(start))
+	}
+	id, err := f.CreateID(3, PortSpaceTCP, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		f.ResolveAddr(id, netip.AddrPort{}, netip.AddrPortFrom(labAddr, 1), time.Second)
+	}()
+	expect(t, next(t, f), EventAddrResolved, 0)
+	g := labFile(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.GetEvent(context.Background())
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	g.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("GetEvent when the file closed: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GetEvent did not return when the file closed")
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+}
