@@ -20,6 +20,11 @@ import (
 // DEVX QP is refused (the connection manager does not give the peer's MAC,
 // which a DEVX QP on RoCE needs); one with SRQ() *mlx5.SRQ tells the peer
 // whether it receives from an SRQ.
+//
+// While a connection holds the QP, it changes the QP's state from the
+// manager's goroutine (to ERR when the peer disconnects, as an
+// application's event thread does with rdma_disconnect): the application
+// does not modify the QP itself until the connection is closed.
 type QP interface {
 	QPN() uint32
 	Type() mlx5.QPType

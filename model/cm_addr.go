@@ -298,14 +298,6 @@ func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint3
 	return nil
 }
 
-// netdevAddrOf is the netdev's address of a family.
-func netdevAddrOf(a netip.Addr) netip.Addr {
-	if a.Is4() {
-		return netdevV4
-	}
-	return netdevV6
-}
-
 // addrError is addr_handler's failure: back to ADDR_BOUND, ADDR_ERROR.
 func (n *cmNet) addrError(c *cmID, status int32) error {
 	c.state = cmaAddrBound

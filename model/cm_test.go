@@ -272,3 +272,154 @@ func TestCMLoopbackListener(t *testing.T) {
 		t.Errorf("the loopback listener got %+v", ev)
 	}
 }
+
+// connectedPair makes an established connection between a listener's
+// side (srv) and a requester (cli) of one HCA, as the cm package drives
+// them: CONNECT_REQUEST, accept, CONNECT_RESPONSE, RTU, ESTABLISHED.
+func connectedPair(t *testing.T, d *Device) (srv, cli *CMFile, sid, cid uint32) {
+	t.Helper()
+	srv, cli = openCM(t, d), openCM(t, d)
+	lid, _ := srv.CreateID(1, psTCP, 0)
+	if err := srv.Listen(lid, 0); err != nil {
+		t.Fatal(err)
+	}
+	la, _ := srv.QueryAddr(lid)
+	cid, _ = cli.CreateID(2, psTCP, 0)
+	if err := cli.ResolveAddr(cid, netip.AddrPort{}, netip.AddrPortFrom(labAddr, la.Src.Port()), 1000); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, cli), cmEvAddrResolved, 0)
+	if err := cli.ResolveRoute(cid, 1000); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, cli), cmEvRouteResolved, 0)
+	if err := cli.Connect(cid, &seam.CMConnParam{QPN: 0x10, ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	req := nextEv(t, srv)
+	expectEv(t, req, cmEvConnectRequest, 0)
+	sid = req.ID
+	if err := srv.Accept(sid, 3, &seam.CMConnParam{QPN: 0x20}); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, cli), cmEvConnectResponse, 0)
+	if err := cli.Accept(cid, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	est := nextEv(t, srv)
+	expectEv(t, est, cmEvEstablished, 0)
+	if est.UID != 3 {
+		t.Errorf("ESTABLISHED carries uid %d, want the accept's 3", est.UID)
+	}
+	return srv, cli, sid, cid
+}
+
+// TestCMDisconnectUnanswered: a DREQ the peer never answers times out:
+// DISCONNECTED with -ETIMEDOUT, then TIMEWAIT_EXIT.
+func TestCMDisconnectUnanswered(t *testing.T) {
+	d := newDev(t, "cx7")
+	srv, cli, _, cid := connectedPair(t, d)
+	start := time.Now()
+	if err := cli.Disconnect(cid); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, srv), cmEvDisconnected, 0)
+	expectEv(t, nextEv(t, cli), cmEvDisconnected, -int32(unix.ETIMEDOUT))
+	if el := time.Since(start); el < dreqTimeout {
+		t.Errorf("the DREQ timed out after %v, want %v", el, dreqTimeout)
+	}
+	expectEv(t, nextEv(t, cli), cmEvTimewaitExit, 0)
+	if err := cli.Disconnect(cid); err != nil {
+		t.Errorf("disconnect after the end: %v (the kernel sends nothing and succeeds)", err)
+	}
+}
+
+// TestCMDestroyEnds: destroying one side of an established connection
+// disconnects the other (cm_destroy_id's DREQ); destroying a requester
+// that got the accept (REP_RCVD) rejects with reason 28; one that did not
+// yet (REQ_SENT) with reason 4 (IB_CM_REJ_TIMEOUT), which the listener's
+// side, not accepted yet, does not hear of (no uid), and its accept then
+// fails.
+func TestCMDestroyEnds(t *testing.T) {
+	d := newDev(t, "cx7")
+	srv, cli, _, cid := connectedPair(t, d)
+	if err := cli.DestroyID(cid); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, srv), cmEvDisconnected, 0)
+
+	srv2, cli2 := openCM(t, d), openCM(t, d)
+	lid, _ := srv2.CreateID(1, psTCP, 0)
+	srv2.Listen(lid, 0)
+	la, _ := srv2.QueryAddr(lid)
+	c, _ := cli2.CreateID(2, psTCP, 0)
+	cli2.ResolveAddr(c, netip.AddrPort{}, netip.AddrPortFrom(labAddr, la.Src.Port()), 1000)
+	nextEv(t, cli2)
+	cli2.ResolveRoute(c, 1000)
+	nextEv(t, cli2)
+	cli2.Connect(c, &seam.CMConnParam{QPN: 1})
+	req := nextEv(t, srv2)
+	if err := srv2.Accept(req.ID, 7, &seam.CMConnParam{QPN: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli2.DestroyID(c); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, srv2), cmEvRejected, rejConsumerDefined)
+
+	c, _ = cli2.CreateID(3, psTCP, 0)
+	cli2.ResolveAddr(c, netip.AddrPort{}, netip.AddrPortFrom(labAddr, la.Src.Port()), 1000)
+	nextEv(t, cli2)
+	cli2.ResolveRoute(c, 1000)
+	nextEv(t, cli2)
+	cli2.Connect(c, &seam.CMConnParam{QPN: 1})
+	req = nextEv(t, srv2)
+	if err := cli2.DestroyID(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv2.Accept(req.ID, 8, &seam.CMConnParam{QPN: 2}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("accept of a request whose requester left: %v, want EINVAL", err)
+	}
+}
+
+// TestCMNeighbourTimeout: another host of the subnet never answers the
+// neighbour lookup: ADDR_ERROR -ETIMEDOUT after the resolve's timeout.
+func TestCMNeighbourTimeout(t *testing.T) {
+	d := newDev(t, "cx7")
+	f := openCM(t, d)
+	id, _ := f.CreateID(1, psTCP, 0)
+	if err := f.ResolveAddr(id, netip.AddrPort{}, netip.MustParseAddrPort("192.0.2.7:1"), 30); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, f), cmEvAddrError, -int32(unix.ETIMEDOUT))
+}
+
+// TestCMBacklogRetransmits: a request a full backlog dropped is delivered
+// again when the CM retransmits it, once the listener has taken its
+// events.
+func TestCMBacklogRetransmits(t *testing.T) {
+	defer func(d time.Duration) { reqRetryInterval = d }(reqRetryInterval)
+	reqRetryInterval = 20 * time.Millisecond
+	d := newDev(t, "cx7")
+	srv, cli := openCM(t, d), openCM(t, d)
+	lid, _ := srv.CreateID(1, psTCP, 0)
+	srv.Listen(lid, 1)
+	la, _ := srv.QueryAddr(lid)
+	var ids []uint32
+	for i := range 2 {
+		c, _ := cli.CreateID(uint64(10+i), psTCP, 0)
+		cli.ResolveAddr(c, netip.AddrPort{}, netip.AddrPortFrom(labAddr, la.Src.Port()), 1000)
+		nextEv(t, cli)
+		cli.ResolveRoute(c, 1000)
+		nextEv(t, cli)
+		if err := cli.Connect(c, &seam.CMConnParam{QPN: uint32(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c)
+	}
+	// The first request filled the backlog; taking it frees room for the
+	// second's retransmission.
+	for range 2 {
+		expectEv(t, nextEv(t, srv), cmEvConnectRequest, 0)
+	}
+}
