@@ -405,7 +405,6 @@ func TestCMBacklogRetransmits(t *testing.T) {
 	lid, _ := srv.CreateID(1, psTCP, 0)
 	srv.Listen(lid, 1)
 	la, _ := srv.QueryAddr(lid)
-	var ids []uint32
 	for i := range 2 {
 		c, _ := cli.CreateID(uint64(10+i), psTCP, 0)
 		cli.ResolveAddr(c, netip.AddrPort{}, netip.AddrPortFrom(labAddr, la.Src.Port()), 1000)
@@ -415,7 +414,6 @@ func TestCMBacklogRetransmits(t *testing.T) {
 		if err := cli.Connect(c, &seam.CMConnParam{QPN: uint32(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, c)
 	}
 	// The first request filled the backlog; taking it frees room for the
 	// second's retransmission.
