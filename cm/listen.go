@@ -44,6 +44,7 @@ type Listener struct {
 	pending map[*Request]bool // taken by Accept, not yet answered
 	wake    chan struct{}
 	closed  bool
+	err     error // why the listener stopped (its device went)
 }
 
 // Listen listens on address ("host:port"; an empty host listens on every
@@ -113,6 +114,7 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		return fail("query address", err)
 	}
 	l.addr = Addr{Space: a.Space, AddrPort: qa.Src}
+	id.handOver(l.onEvent)
 	if !m.track(l) {
 		id.destroy()
 		return nil, closedErr(op, obj)
@@ -156,8 +158,24 @@ func (l *Listener) request(ev seam.CMEvent) bool {
 	return true
 }
 
+// onEvent takes the listening id's own events: DEVICE_REMOVAL stops the
+// listener (Accept returns ErrDeviceRemoved once the queue is empty).
+func (l *Listener) onEvent(ev seam.CMEvent) {
+	if ev.Type != evDeviceRemoval {
+		return
+	}
+	l.mu.Lock()
+	l.err = ErrDeviceRemoved
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Accept waits for the next connection request, until ctx is done. The
-// request must then be accepted or rejected.
+// request must then be accepted or rejected. A listener whose device went
+// away returns ErrDeviceRemoved: close it.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	const op = "accept"
 	if l == nil || l.id == nil {
@@ -176,6 +194,11 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 			l.pending[r] = true
 			l.mu.Unlock()
 			return r, nil
+		}
+		if l.err != nil {
+			err := l.err
+			l.mu.Unlock()
+			return nil, opErr(op, obj, err)
 		}
 		l.mu.Unlock()
 		select {

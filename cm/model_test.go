@@ -307,3 +307,56 @@ func TestDisconnectFromEitherSide(t *testing.T) {
 		waitIDs(t, srv.c, 0)
 	}
 }
+
+// TestDeviceRemoval: the device going away ends a connection on both
+// sides with ErrDeviceRemoved and EventDeviceRemoval, its QPs in ERR;
+// the listener's Accept returns it; a new dial finds no RDMA device.
+func TestDeviceRemoval(t *testing.T) {
+	srv, cli := pair(t)
+	ctx := testCtx(t)
+	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sqp, cqp := srv.qp(t, mlx5.QPTypeRC), cli.qp(t, mlx5.QPTypeRC)
+	done := serveOne(ctx, l, func(r *cm.Request) (*cm.Conn, error) { return r.Accept(ctx, &cm.AcceptOptions{QP: sqp}) })
+	dc, err := cli.m.Dial(ctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: cqp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.c.Close()
+	if err := mlx5test.InjectCMDeviceRemoval(srv.c); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*cm.Conn{dc, res.c} {
+		select {
+		case <-c.Done():
+		case <-ctx.Done():
+			t.Fatalf("%v did not end", c)
+		}
+		if !errors.Is(c.Err(), cm.ErrDeviceRemoved) {
+			t.Errorf("%v: %v", c, c.Err())
+		}
+		c.NextEvent(ctx) // ESTABLISHED
+		if ev, err := c.NextEvent(ctx); err != nil || ev.Type != cm.EventDeviceRemoval {
+			t.Errorf("%v: event %v, %v", c, ev, err)
+		}
+	}
+	for _, qp := range []*mlx5.QP{sqp, cqp} {
+		if s := qpState(t, qp); s != mlx5.QPStateErr {
+			t.Errorf("QP %#x in %v", qp.QPN(), s)
+		}
+	}
+	if _, err := l.Accept(ctx); !errors.Is(err, cm.ErrDeviceRemoved) {
+		t.Errorf("accept after the removal: %v", err)
+	}
+	if _, err := cli.m.Dial(ctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: cli.qp(t, mlx5.QPTypeRC)}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("dial after the removal: %v, want ENODEV", err)
+	}
+}

@@ -130,3 +130,18 @@ func Objects(c *mlx5.Context) (int, error) {
 	}
 	return dev.Objects(), nil
 }
+
+// InjectCMDeviceRemoval does to the connection manager of c's software
+// ConnectX what the device's removal does: every listener and connection
+// on it gets DEVICE_REMOVAL (a connection ends with cm.ErrDeviceRemoved,
+// its QP in ERR; a listener's Accept returns it), and the netdev's
+// addresses have no RDMA device behind them any more. For testing how an
+// application takes a device going away.
+func InjectCMDeviceRemoval(c *mlx5.Context) error {
+	dev, err := deviceOf(c)
+	if err != nil {
+		return err
+	}
+	dev.InjectCMDeviceRemoval()
+	return nil
+}

@@ -122,6 +122,8 @@ type cmNet struct {
 	rnd    *rand.Rand
 	// created and destroyed count ids, for tests.
 	created, destroyed int
+	// removed: the device was removed (InjectCMDeviceRemoval).
+	removed bool
 }
 
 type bindKey struct {
@@ -235,6 +237,8 @@ type cmID struct {
 	timer *time.Timer
 	// eventsReported counts the events NextEvent took.
 	eventsReported int
+	// removed: the device went; ucma's close_work released the cm_id.
+	removed bool
 }
 
 // cmRoute is the resolved route (the RoCE path record cma builds in
@@ -259,8 +263,41 @@ func (f *CMFile) lookup(call string, id uint32) (*cmID, error) {
 		return nil, kerr(call, unix.ENOENT, "_ucma_find_context: no such id")
 	case c.f != f:
 		return nil, kerr(call, unix.EINVAL, "_ucma_find_context: the id is another file's")
+	case c.removed && call != "destroy id":
+		return nil, kerr(call, unix.ENXIO, "ucma_get_ctx: the device was removed and the id's cm_id released (ucma_close_id)")
 	}
 	return c, nil
+}
+
+// InjectCMDeviceRemoval does to the HCA's connection manager what the
+// device's removal does (cma_process_remove, ucma_event_handler): every id
+// on the device gets DEVICE_REMOVAL, its connection ends with no message
+// to the peer (the peer is on the same device), and later commands on it
+// fail with ENXIO, DestroyID excepted (ucma_close_id released its cm_id);
+// addresses of the netdev then have no RDMA device behind them (ENODEV).
+// The HCA's verbs and data path are left as they are: tests of how an
+// application takes the event.
+func (d *Device) InjectCMDeviceRemoval() {
+	d.h.mu.Lock()
+	n := d.h.cm
+	d.h.mu.Unlock()
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.removed = true
+	for _, c := range n.ids {
+		if !c.device || c.removed {
+			continue
+		}
+		if c.timer != nil {
+			c.timer.Stop()
+			c.timer = nil
+		}
+		c.ib, c.peer, c.removed = ibIdle, nil, true
+		n.queue(c, seam.CMEvent{Type: cmEvDeviceRemoval})
+	}
 }
 
 // lookupDev is ucma_get_ctx_dev: the id must have a device.

@@ -109,6 +109,9 @@ func (n *cmNet) bind(c *cmID, a netip.AddrPort) error {
 		if classify(ip) != addrNetdev {
 			return kerr(call, unix.EADDRNOTAVAIL, "rdma_translate_ip: no netdev of this host holds the address")
 		}
+		if n.removed {
+			return kerr(call, unix.ENODEV, "cma_acquire_dev_by_src_ip: the RDMA device was removed")
+		}
 		device = true
 	}
 	c.src = netip.AddrPortFrom(ip, a.Port())
@@ -253,6 +256,9 @@ func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint3
 	}
 	c.dst = dst
 	if anyAddr(dip) {
+		if !c.device && n.removed {
+			return kerr(call, unix.ENODEV, "cma_bind_loopback: no RDMA device")
+		}
 		if !c.device {
 			// cma_bind_loopback: the port's default GID, the source the
 			// loopback address (cma_set_loopback).
@@ -274,6 +280,9 @@ func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint3
 	c.state = cmaAddrQuery
 	switch kind {
 	case addrNetdev:
+		if n.removed {
+			return n.addrError(c, -int32(unix.ENODEV))
+		}
 		if !c.device {
 			if !c.src.Addr().IsUnspecified() {
 				// Bound to a loopback address: addr_handler's
