@@ -251,8 +251,12 @@ func TestConcurrentConnects(t *testing.T) {
 	if accepted+rejects+acceptFailures != requests {
 		t.Errorf("the listener answered %d of its %d requests", accepted+rejects+acceptFailures, requests)
 	}
-	if requests > dials || connected > accepted {
-		t.Errorf("%d requests for %d dials, %d connected for %d accepted", requests, dials, connected, accepted)
+	// (A dialer may be connected while the listener's accept gave up:
+	// its context ended between the dialer's RTU and the ESTABLISHED
+	// event, and destroying its id disconnected the dialer, which the
+	// loop above saw end.)
+	if requests > dials {
+		t.Errorf("%d requests for %d dials", requests, dials)
 	}
 	// A connection the listener accepted whose dialer is not connected
 	// (it gave up after the accept) must have ended.
