@@ -167,6 +167,7 @@ func references(text string) []ref {
 type repo struct {
 	byName map[string][]*types.Package // by package name
 	all    []*types.Package
+	files  map[string][]*ast.File // each package's non-test files, by import path
 	// examples are the Example functions of each package's tests (go doc
 	// shows them; `mlx5.Example_signaturePipelining`).
 	examples map[string]map[string]bool
@@ -289,7 +290,7 @@ func loadRepo(t *testing.T) *repo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &repo{byName: map[string][]*types.Package{}, examples: examples}
+	r := &repo{byName: map[string][]*types.Package{}, examples: examples, files: files}
 	done := map[string]*types.Package{}
 	var imp importerFunc
 	imp = func(ip string) (*types.Package, error) {

@@ -1,14 +1,12 @@
 package doorbell
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/internal/oracle"
 )
 
 // vector is one post of testdata/doorbells.jsonl (see testdata/README.md).
@@ -53,35 +51,13 @@ func (v *vector) name() string { return fmt.Sprintf("%s/%s/post%d", v.Source, v.
 
 func loadVectors(t testing.TB) []vector {
 	t.Helper()
-	f, err := os.Open("testdata/doorbells.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var vs []vector
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		var v vector
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatal(err)
-		}
-		vs = append(vs, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	oracle.Records(t, "testdata/doorbells.jsonl", nil, func(v *vector) { vs = append(vs, *v) })
 	return vs
 }
 
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+// unhex is internal/oracle's, by the name these tests use.
+var unhex = oracle.Unhex
 
 // fakeDevice is the memory a ring writes: a doorbell record and a UAR page,
 // as ordinary Go memory. Its BlueFlame register is bfreg 0.

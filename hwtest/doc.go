@@ -55,6 +55,32 @@
 //     at once, QP.RecoverSigStop after each stop wherever the device
 //     stops (flows.TargetPipeline).
 //
+// rdma-core's DC scenarios (tests/test_mlx5_dc.py, v44.0 and master): a
+// client and a server, each with two DCIs, a DCT on an SRQ and one CQ,
+// every work request naming the peer's DCT (its AH, number and rdma-core's
+// key 0xbadc0de), every completion checked once on both sides, the data
+// compared:
+//
+//   - TestHWDCTraffic: test_dc_send, test_dc_rdma_write, RDMA READs and
+//     test_dc_atomic's fetch-and-adds, with compare-and-swaps
+//     (flows.DCTraffic).
+//   - TestHWDCStreams: test_dc_rdma_write_stream, stream ids rotated
+//     within the DCIs' streams, and bursts over every stream with
+//     unsignaled work (flows.DCStreams).
+//   - TestHWDCStreamRecovery: test_dc_stream_ids_recovery, a remote access
+//     error on a stream flushes that stream only, the DCI stays in RTS and
+//     the stream is reset, 2^log_num_errored times (flows.DCStreamRecovery;
+//     needs DEVX).
+//   - TestHWDCQPRecovery: test_dc_stream_qp_recovery, 2^log_num_errored
+//     errored streams take the DCI to ERR, RESET and RTS bring it back
+//     (flows.DCQPRecovery).
+//   - TestHWDCScale: an initiator of 4 DCIs of 8 streams reaches 256 DCTs
+//     while one target after another has its MR revoked: only that
+//     stream flushes, is reset and its work posted again; every wr_id
+//     accounted for once (flows.DCScale; needs DEVX).
+//
+// The stream flows skip on a device without DCI streams, as rdma-core's.
+//
 // Through a signature mkey an SGE's length counts the wire's bytes
 // (mlx5.SendWR), as those scenarios show.
 //

@@ -17,6 +17,28 @@ import (
 
 var churnFor = flag.Duration("churn", 2*time.Second, "how long TestChurnSharedCQ churns (issue 15 asks for 10m under -race in a verification run)")
 
+// srqPair makes a connected RC pair on the rig's CQ: a sender with a
+// send queue of 16, and a receiver without queues that takes its receives
+// from srq.
+func (r *rig) srqPair(t *testing.T, srq *mlx5.SRQ, path mlx5.AddressPath) (s, d *mlx5.QP) {
+	t.Helper()
+	s, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, MaxSendWR: 16, MaxSendSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(d.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Connect(s.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	return s, d
+}
+
 // TestChurnSharedCQ: QPs share one CQ and one SRQ with a poller
 // goroutine. Four QPs stream signaled RDMA WRITEs through deep send
 // queues, and now and then the poller lets their completions pile up and
@@ -171,20 +193,7 @@ func TestChurnSharedCQ(t *testing.T) {
 	var pairs, lost int
 	deadline := time.Now().Add(*churnFor)
 	for round := uint32(1); time.Now().Before(deadline) && lost == 0; round++ {
-		s, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, MaxSendWR: 16, MaxSendSGE: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Connect(d.QPN(), path); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Connect(s.QPN(), path); err != nil {
-			t.Fatal(err)
-		}
+		s, d := r.srqPair(t, srq, path)
 		pairs++
 		var ids [8]uint64
 		for i := range ids {
@@ -305,20 +314,7 @@ func TestPollFindsQPAttachedDuringPoll(t *testing.T) {
 		}()
 		<-started
 		time.Sleep(20 * time.Microsecond) // the Poll call has begun
-		s, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, MaxSendWR: 16, MaxSendSGE: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Connect(d.QPN(), path); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Connect(s.QPN(), path); err != nil {
-			t.Fatal(err)
-		}
+		s, d := r.srqPair(t, srq, path)
 		for i := 0; i < 8; i++ {
 			if err := s.PostSend(&mlx5.SendWR{WrID: uint64(rounds)<<8 | uint64(i), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
 				SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/internal/seam"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
@@ -183,7 +184,7 @@ func Devices() ([]string, error) {
 		if err != nil {
 			return nil, opErr(op, d.Name, fmt.Errorf("its driver: %w", err))
 		}
-		if id == uverbs.RDMA_DRIVER_MLX5 {
+		if id == uverbs.DriverMLX5 {
 			names = append(names, d.Name)
 		}
 	}
@@ -220,7 +221,7 @@ func Open(name string, opt *Options) (*Context, error) {
 	if err != nil {
 		return nil, opErr(op, name, err)
 	}
-	c := NewContext(&kernelDevice{ctx: uctx, devx: devx})
+	c := newContext(&kernelDevice{ctx: uctx, devx: devx})
 	c.name = name
 	return c, nil
 }
@@ -255,7 +256,7 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 	var err error
 	for _, n := range []uintptr{unsafe.Sizeof(*req), unsafe.Offsetof(req.LibCaps), unsafe.Offsetof(req.MaxCqeVersion)} {
 		var c *uverbs.Context
-		c, err = uverbs.Open(name, &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_MLX5, DriverIn: full[:n], DriverOut: out})
+		c, err = uverbs.Open(name, &uverbs.Options{DriverID: uverbs.DriverMLX5, DriverIn: full[:n], DriverOut: out})
 		if err == nil {
 			return c, resp, nil
 		}
@@ -266,13 +267,18 @@ func openUcontext(name string, req *mlx5abi.Mlx5IbAllocUcontextReqV2) (*uverbs.C
 	return nil, resp, err
 }
 
-// NewContext makes a Context on a seam.Device: Open's kernel context, or
-// the software device model (package mlx5test opens one for tests). Its
-// capabilities are the device's GET_CONTEXT answer
-// (seam.Verbs.DriverContext); a device without one makes no verbs objects,
-// only DEVX ones. A nil dev makes a context every method of which fails
-// with ErrInvalid.
-func NewContext(dev seam.Device) *Context {
+func init() {
+	mlx5hook.NewContext = func(dev seam.Device) any { return newContext(dev) }
+}
+
+// newContext makes a Context on a seam.Device: Open's kernel context, or
+// the software device model (package mlx5test opens one for tests,
+// through internal/mlx5hook, so that no exported function takes the
+// internal seam.Device). Its capabilities are the device's GET_CONTEXT
+// answer (seam.Verbs.DriverContext); a device without one makes no verbs
+// objects, only DEVX ones. A nil dev makes a context every method of
+// which fails with ErrInvalid.
+func newContext(dev seam.Device) *Context {
 	if dev == nil {
 		return &Context{}
 	}
@@ -404,10 +410,10 @@ func (c *Context) Close() error {
 }
 
 // usable fails for a nil context and for one not made by Open or
-// NewContext (ErrInvalid).
+// mlx5test (ErrInvalid).
 func (c *Context) usable(op string) error {
 	if c == nil || c.dev == nil {
-		return unusable(op, "Context", "Open or NewContext", c == nil)
+		return unusable(op, "Context", "Open or mlx5test", c == nil)
 	}
 	return nil
 }

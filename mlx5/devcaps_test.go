@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -27,30 +28,30 @@ func TestContextDeviceQuery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var queries []*uverbs.Call
-			uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+			uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 				switch {
-				case c.Hdr.MethodID == uverbs.UVERBS_METHOD_GET_CONTEXT:
+				case c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_GET_CONTEXT:
 					r := mlx5abi.Mlx5IbAllocUcontextResp{CmdsSuppUhw: tc.uhw}
 					for i, a := range c.Attrs {
-						if a.AttrID == uverbs.UVERBS_ATTR_UHW_OUT {
+						if a.AttrID == uverbsabi.UVERBS_ATTR_UHW_OUT {
 							copy(c.Data[i], bytesOf(&r))
 						}
 					}
 					return 0
-				case c.Hdr.ObjectID == uverbs.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbs.UVERBS_METHOD_INVOKE_WRITE:
+				case c.Hdr.ObjectID == uverbsabi.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_INVOKE_WRITE:
 					queries = append(queries, c)
 					if tc.errno != 0 {
 						return tc.errno
 					}
 					for i, a := range c.Attrs {
 						switch a.AttrID {
-						case uverbs.UVERBS_ATTR_CORE_OUT:
-							var r uverbs.IbUverbsExQueryDeviceResp
+						case uverbsabi.UVERBS_ATTR_CORE_OUT:
+							var r uverbsabi.IbUverbsExQueryDeviceResp
 							r.Base.AtomicCap = uint32(uverbs.AtomicHCA)
 							r.HcaCoreClock = 1000
-							r.ResponseLength = uverbs.SizeofIbUverbsExQueryDeviceResp
+							r.ResponseLength = uverbsabi.SizeofIbUverbsExQueryDeviceResp
 							copy(c.Data[i], bytesOf(&r))
-						case uverbs.UVERBS_ATTR_UHW_OUT:
+						case uverbsabi.UVERBS_ATTR_UHW_OUT:
 							r := mlx5abi.Mlx5IbQueryDeviceResp{ResponseLength: 102,
 								DciStreamsCaps: mlx5abi.Mlx5IbDciStreamsCaps{MaxLogNumConcurent: 3, MaxLogNumErrored: 1}}
 							copy(c.Data[i], bytesOf(&r)[:102])
@@ -70,7 +71,7 @@ func TestContextDeviceQuery(t *testing.T) {
 			}
 			var uhw []uint16
 			for _, a := range queries[0].Attrs {
-				if a.AttrID == uverbs.UVERBS_ATTR_UHW_OUT {
+				if a.AttrID == uverbsabi.UVERBS_ATTR_UHW_OUT {
 					uhw = append(uhw, a.Len)
 				}
 			}

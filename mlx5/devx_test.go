@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
@@ -31,10 +32,10 @@ type recorded struct {
 
 func newRecorded(t *testing.T) *recorded {
 	r := &recorded{}
-	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+	uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 		r.last = c
 		for i, a := range c.Attrs {
-			if a.Flags&uverbs.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
+			if a.Flags&uverbsabi.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
 				c.Attrs[i].Data = 779 // a new object's handle
 			}
 		}
@@ -54,7 +55,7 @@ func got(c *uverbs.Call) oracle.Got {
 		return oracle.Got{}
 	}
 	g := oracle.Got{ObjectID: c.Hdr.ObjectID, MethodID: c.Hdr.MethodID, Length: c.Hdr.Length,
-		NumAttrs: c.Hdr.NumAttrs, DriverID: c.Hdr.DriverID}
+		NumAttrs: c.Hdr.NumAttrs, DriverID: uint32(c.Hdr.DriverID)}
 	for i, a := range c.Attrs {
 		g.Attrs = append(g.Attrs, oracle.GotAttr{ID: a.AttrID, Len: a.Len, Flags: a.Flags, Data: a.Data, Bytes: c.Data[i]})
 	}

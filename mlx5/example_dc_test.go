@@ -117,3 +117,103 @@ func ExampleQP_ResetDCIStream() {
 	// DCI state: RTS
 	// DCI wr_id 4: success
 }
+
+// A DC initiator sends to two targets through one DCI: each SEND names
+// its DCT (the AH that reaches the DCT's port, the DCT's number and its
+// access key), and each DCT receives on its SRQ. The same DCI could reach
+// any number of DCTs; nothing is connected beforehand.
+func Example_dynamicallyConnected() {
+	c, err := mlx5test.Open("cx7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	must := func(err error) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	pd, err := c.AllocPD()
+	must(err)
+	buf, err := mlx5.AllocBuffer(1 << 16)
+	must(err)
+	defer buf.Close()
+	mem := buf.Bytes()
+	mr, err := pd.RegMR(mem, mlx5.AccessLocalWrite)
+	must(err)
+	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 64})
+	must(err)
+	path, err := c.LoopbackPath(1)
+	must(err)
+
+	// Two targets: DCTs of their own access keys on one SRQ, in RTR (a
+	// DCT goes no further), a receive for each.
+	srq, err := c.CreateSRQ(mlx5.SRQOptions{PD: pd, MaxWR: 16, MaxSGE: 1})
+	must(err)
+	keys := []uint64{0x1111, 0x2222}
+	var dcts []*mlx5.QP
+	for _, key := range keys {
+		dct, err := c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeDCT, PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: srq, DCAccessKey: key})
+		must(err)
+		must(dct.Modify(&mlx5.QPAttr{State: mlx5.QPStateInit, Port: 1},
+			mlx5.QPAttrState|mlx5.QPAttrPKeyIndex|mlx5.QPAttrPort|mlx5.QPAttrAccessFlags))
+		must(dct.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTR, Path: path, MinRNRTimer: 12},
+			mlx5.QPAttrState|mlx5.QPAttrAV|mlx5.QPAttrPathMTU|mlx5.QPAttrMinRNRTimer))
+		dcts = append(dcts, dct)
+	}
+	for i := range uint64(2) {
+		must(srq.PostRecv(100+i, []mlx5.SGE{{Addr: mr.Addr + 0x8000 + 0x100*i, Length: 0x100, LKey: mr.LKey}}))
+	}
+
+	// The initiator: one DCI, to RTS without naming any peer.
+	dci, err := c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeDCI, PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16})
+	must(err)
+	must(dci.Modify(&mlx5.QPAttr{State: mlx5.QPStateInit, Port: 1}, mlx5.QPAttrState|mlx5.QPAttrPKeyIndex|mlx5.QPAttrPort))
+	must(dci.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTR, Path: path}, mlx5.QPAttrState|mlx5.QPAttrPathMTU|mlx5.QPAttrAV))
+	must(dci.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+		mlx5.QPAttrState|mlx5.QPAttrTimeout|mlx5.QPAttrRetryCnt|mlx5.QPAttrRNRRetry|mlx5.QPAttrSQPSN|mlx5.QPAttrMaxQPRdAtomic))
+	ah, err := pd.CreateAH(path)
+	must(err)
+
+	// One list, two targets.
+	msgs := []string{"to the first target", "to the second target"}
+	wrs := make([]mlx5.SendWR, 2)
+	for i, m := range msgs {
+		copy(mem[0x100*i:], m)
+		wrs[i] = mlx5.SendWR{WrID: uint64(i + 1), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
+			SGL: []mlx5.SGE{{Addr: mr.Addr + uint64(0x100*i), Length: uint32(len(m)), LKey: mr.LKey}},
+			AH:  ah, RemoteQPN: dcts[i].QPN(), DCAccessKey: keys[i]}
+	}
+	must(dci.PostSendList(wrs))
+
+	// Four completions: the DCI's two SENDs, and a receive at each DCT,
+	// which names the DCT (QPN) and the DCI that sent (SrcQP).
+	var sent []uint64
+	got := map[uint32]string{}
+	wc := make([]mlx5.Completion, 4)
+	for n := 0; n < 4; {
+		k, err := cq.Poll(wc)
+		must(err)
+		for _, w := range wc[:k] {
+			switch {
+			case w.Status != mlx5.WCSuccess:
+				log.Fatalf("%+v", w)
+			case w.QPN == dci.QPN():
+				sent = append(sent, w.WrID)
+			case w.SrcQP == dci.QPN():
+				off := 0x8000 + 0x100*(w.WrID-100)
+				got[w.QPN] = string(mem[off : off+uint64(w.ByteLen)])
+			}
+		}
+		n += k
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("the DCI's SENDs done:", len(sent))
+	for i, dct := range dcts {
+		fmt.Printf("DCT %d received %q\n", i+1, got[dct.QPN()])
+	}
+	// Output:
+	// the DCI's SENDs done: 2
+	// DCT 1 received "to the first target"
+	// DCT 2 received "to the second target"
+}

@@ -1,5 +1,10 @@
 package mlx5
 
+// NewContext is newContext for the package's tests, which make contexts
+// on the software device model and on fakes of the seam (outside the
+// repository, mlx5test does).
+var NewContext = newContext
+
 // LiveBuffers is the number of Buffer mappings (the user's and the
 // queues') not yet unmapped.
 func LiveBuffers() int64 { return liveBuffers.Load() }
@@ -20,4 +25,18 @@ func DroppedEvents(c *Context) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.dropped
+}
+
+// QueueBytes is the bytes of the mappings a QP owns (its work queue and
+// doorbell record; a DEVX QP's UMEM memory too).
+func QueueBytes(qp *QP) int {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	n := 0
+	for _, r := range qp.res {
+		if b, ok := r.(*Buffer); ok {
+			n += len(b.mapped)
+		}
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package mlx5
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -219,14 +218,8 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 	}
 }
 
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(errors.Join(err, errors.New(s)))
-	}
-	return b
-}
+// unhex is internal/oracle's, by the name these tests use.
+var unhex = oracle.Unhex
 
 // LOCAL_INV is an RC and UC operation, as libmlx5's
 // (MLX5_SUPPORTED_SEND_OPS_FLAGS_UD has SEND and SEND_WITH_IMM alone, and

@@ -265,9 +265,9 @@ func (k *kernelDevice) CreateQP(q seam.QPCreate, drvIn, drvOut []byte) (seam.Han
 		return 0, seam.QPCreated{}, err
 	}
 	init := uverbs.QPInit{Type: uverbs.QPType(q.Type), PD: pd, SendCQ: scq, RecvCQ: rcq, Cap: uverbsCap(q.Cap),
-		Flags: q.Flags, DriverIn: drvIn, DriverOut: drvOut, UserHandle: &q.UserHandle}
+		Flags: uverbs.QPCreateFlags(q.Flags), DriverIn: drvIn, DriverOut: drvOut, UserHandle: &q.UserHandle}
 	if q.SigAll {
-		init.Flags |= uverbs.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+		init.Flags |= uverbs.QPCreateSQSigAll
 	}
 	if q.SRQ != seam.NoHandle {
 		srq, ok := k.verbs.srqs.get(q.SRQ)

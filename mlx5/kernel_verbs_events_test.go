@@ -14,6 +14,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -90,10 +91,10 @@ func TestOracleContextWithoutDEVX(t *testing.T) {
 // handles are 779.
 func newPlainKernel(t *testing.T, errno *unix.Errno) (*kernelDevice, *[]*uverbs.Call) {
 	var calls []*uverbs.Call
-	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+	uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 		calls = append(calls, c)
 		for i, a := range c.Attrs {
-			if a.Flags&uverbs.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
+			if a.Flags&uverbsabi.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
 				c.Attrs[i].Data = 779
 			}
 		}
@@ -226,9 +227,9 @@ func TestKernelCompChannel(t *testing.T) {
 	}
 	defer unix.Close(p[1])
 	var calls []*uverbs.Call
-	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+	uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 		calls = append(calls, c)
-		if c.Hdr.ObjectID == uverbs.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbs.UVERBS_METHOD_INVOKE_WRITE {
+		if c.Hdr.ObjectID == uverbsabi.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_INVOKE_WRITE {
 			binary.LittleEndian.PutUint32(c.Data[2], uint32(p[0])) // struct ib_uverbs_create_comp_channel_resp
 		}
 		return 0
@@ -249,7 +250,7 @@ func TestKernelCompChannel(t *testing.T) {
 	last := calls[len(calls)-1]
 	found := false
 	for _, a := range last.Attrs {
-		if a.AttrID == uverbs.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL {
+		if a.AttrID == uverbsabi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL {
 			found = a.Data == uint64(p[0])
 		}
 	}
@@ -307,32 +308,32 @@ func TestKernelQueryGIDTable(t *testing.T) {
 		t.Skipf("no loopback interface: %v", err)
 	}
 	table := func(ifindex int) ([]seam.GIDEntry, error) {
-		uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+		uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 			switch {
-			case c.Hdr.ObjectID == uverbs.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbs.UVERBS_METHOD_INVOKE_WRITE:
+			case c.Hdr.ObjectID == uverbsabi.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_INVOKE_WRITE:
 				// QUERY_DEVICE(_EX): one port
 				for i, a := range c.Attrs {
-					if a.AttrID == uverbs.UVERBS_ATTR_CORE_OUT {
-						var r uverbs.IbUverbsExQueryDeviceResp
+					if a.AttrID == uverbsabi.UVERBS_ATTR_CORE_OUT {
+						var r uverbsabi.IbUverbsExQueryDeviceResp
 						r.Base.PhysPortCnt = 1
 						copy(c.Data[i], unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r)))
 					}
 				}
-			case c.Hdr.MethodID == uverbs.UVERBS_METHOD_QUERY_PORT:
-				var r uverbs.IbUverbsQueryPortRespEx
+			case c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_QUERY_PORT:
+				var r uverbsabi.IbUverbsQueryPortRespEx
 				r.LegacyResp.GidTblLen = 2
 				copy(c.Data[1], unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r)))
-			case c.Hdr.MethodID == uverbs.UVERBS_METHOD_QUERY_GID_TABLE:
-				es := []uverbs.IbUverbsGidEntry{
-					{GidIndex: 0, PortNum: 1, GidType: uverbs.IB_UVERBS_GID_TYPE_IB},
-					{GidIndex: 1, PortNum: 1, GidType: uverbs.IB_UVERBS_GID_TYPE_ROCE_V2, NetdevIfindex: uint32(ifindex)},
+			case c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_QUERY_GID_TABLE:
+				es := []uverbsabi.IbUverbsGidEntry{
+					{GidIndex: 0, PortNum: 1, GidType: uverbsabi.IB_UVERBS_GID_TYPE_IB},
+					{GidIndex: 1, PortNum: 1, GidType: uverbsabi.IB_UVERBS_GID_TYPE_ROCE_V2, NetdevIfindex: uint32(ifindex)},
 				}
 				es[0].Gid[0], es[1].Gid[0] = 0xfe80, 0xffff
 				for i, a := range c.Attrs {
 					switch a.AttrID {
-					case uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES:
-						copy(c.Data[i], unsafe.Slice((*byte)(unsafe.Pointer(&es[0])), len(es)*uverbs.SizeofIbUverbsGidEntry))
-					case uverbs.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES:
+					case uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES:
+						copy(c.Data[i], unsafe.Slice((*byte)(unsafe.Pointer(&es[0])), len(es)*uverbsabi.SizeofIbUverbsGidEntry))
+					case uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES:
 						binary.LittleEndian.PutUint64(c.Data[i], 2)
 					}
 				}

@@ -28,7 +28,7 @@ const (
 // handle bookkeeping and the kernel's refusals.
 func TestLabKernelVerbsOnRXE(t *testing.T) {
 	labenv.Require(t)
-	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_RXE})
+	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
 	if err != nil {
 		t.Fatal(err)
 	}

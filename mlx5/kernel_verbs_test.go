@@ -1,19 +1,18 @@
 package mlx5
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"testing"
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -105,19 +104,9 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 // they were made.
 func loadCalls(t *testing.T, path string) []*vcall {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var calls []*vcall
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
+	oracle.Records(t, path, nil, func(r *map[string]any) {
+		rec := *r
 		kase, _ := rec["case"].(string)
 		var walk func(v any)
 		walk = func(v any) {
@@ -145,10 +134,7 @@ func loadCalls(t *testing.T, path string) []*vcall {
 			}
 		}
 		walk(rec)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
 	return calls
 }
@@ -169,7 +155,7 @@ type replayer struct {
 
 func newReplayer(t *testing.T) *replayer {
 	r := &replayer{t: t, chans: map[uint32]seam.CompChannel{}, n: map[string]int{}}
-	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, r.answer)
+	uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, r.answer)
 	r.k = &kernelDevice{ctx: uctx}
 	t.Cleanup(func() {
 		for _, ch := range r.chans {
@@ -189,11 +175,11 @@ func (r *replayer) answer(c *uverbs.Call) unix.Errno {
 		// A set-up call: a new object's handle, also in a legacy
 		// command's response (ALLOC_PD).
 		for i, a := range c.Attrs {
-			if a.Flags&uverbs.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
+			if a.Flags&uverbsabi.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
 				c.Attrs[i].Data = r.fresh
 			}
-			if c.Hdr.ObjectID == uverbs.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbs.UVERBS_METHOD_INVOKE_WRITE &&
-				a.AttrID == uverbs.UVERBS_ATTR_CORE_OUT {
+			if c.Hdr.ObjectID == uverbsabi.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_INVOKE_WRITE &&
+				a.AttrID == uverbsabi.UVERBS_ATTR_CORE_OUT {
 				binary.LittleEndian.PutUint32(c.Data[i], uint32(r.fresh))
 			}
 		}
@@ -324,9 +310,9 @@ func qpCap(b []byte) seam.QPCap {
 // modifyAttr reads struct ib_uverbs_modify_qp (the kernel's layout, which
 // uverbs mirrors and the lab checks) into the seam's attributes.
 func modifyAttr(b []byte) (seam.Handle, seam.QPAttr, uint32) {
-	var m uverbs.IbUverbsModifyQp
+	var m uverbsabi.IbUverbsModifyQp
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&m)), unsafe.Sizeof(m)), b)
-	dest := func(d *uverbs.IbUverbsQpDest) seam.AHAttr {
+	dest := func(d *uverbsabi.IbUverbsQpDest) seam.AHAttr {
 		return seam.AHAttr{GRH: seam.GlobalRoute{DGID: d.Dgid, FlowLabel: d.FlowLabel, SGIDIndex: d.SgidIndex,
 			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass}, DLID: d.Dlid, SL: d.Sl, SrcPathBits: d.SrcPathBits,
 			StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, Port: d.PortNum}
@@ -383,8 +369,8 @@ func (r *replayer) step(w *vcall) {
 			UserHandle: le64(w.attr(t, "USER_HANDLE").in(t))}
 		if w.has("FLAGS") {
 			q.Flags = le32(w.attr(t, "FLAGS").in(t))
-			if q.Flags&uverbs.IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
-				q.Flags &^= uverbs.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
+			if q.Flags&uverbsabi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
+				q.Flags &^= uverbsabi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
 				q.SigAll = true
 			}
 		}
@@ -434,10 +420,10 @@ func (r *replayer) write(w *vcall) {
 	switch w.WriteCmd {
 	case "0x80000001": // QUERY_DEVICE_EX with struct mlx5_ib_query_device_resp
 		drvOut := make([]byte, w.attr(t, "UHW_OUT").Len)
-		var resp uverbs.IbUverbsExQueryDeviceResp
+		var resp uverbsabi.IbUverbsExQueryDeviceResp
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)), w.attr(t, "CORE_OUT").out(t))
 		// node_guid is big-endian as the kernel copies it.
-		guid := binary.BigEndian.Uint64(binary.NativeEndian.AppendUint64(nil, resp.Base.NodeGuid))
+		guid := binary.BigEndian.Uint64(resp.Base.NodeGuid[:])
 		want := seam.DeviceAttr{AtomicCap: resp.Base.AtomicCap, HCACoreClock: resp.HcaCoreClock, NodeGUID: guid}
 		r.replay(w, "QUERY_DEVICE_EX", false, func() error {
 			a, err := k.QueryDevice(drvOut)
@@ -474,7 +460,7 @@ func (r *replayer) write(w *vcall) {
 			return err
 		})
 	case "0x21": // MODIFY_SRQ: srq_handle, attr_mask, max_wr, srq_limit
-		if le32(core[4:]) != uverbs.IB_SRQ_LIMIT || le32(core[8:]) != 0 {
+		if le32(core[4:]) != uverbsabi.IB_SRQ_LIMIT || le32(core[8:]) != 0 {
 			t.Errorf("%v: not a limit modify (mask %#x, max_wr %d)", w, le32(core[4:]), le32(core[8:]))
 			return
 		}
@@ -487,7 +473,7 @@ func (r *replayer) write(w *vcall) {
 		r.pipes = append(r.pipes, p[1])
 		r.fix = func(c *uverbs.Call) {
 			for i, a := range c.Attrs {
-				if a.AttrID == uverbs.UVERBS_ATTR_CORE_OUT {
+				if a.AttrID == uverbsabi.UVERBS_ATTR_CORE_OUT {
 					binary.LittleEndian.PutUint32(c.Data[i], uint32(p[0]))
 				}
 			}
@@ -500,7 +486,7 @@ func (r *replayer) write(w *vcall) {
 			return err
 		})
 	case "0x5": // CREATE_AH: response, user_handle, pd_handle, reserved, ib_uverbs_ah_attr
-		var c uverbs.IbUverbsCreateAh
+		var c uverbsabi.IbUverbsCreateAh
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), unsafe.Sizeof(c)), core)
 		g := &c.Attr.Grh
 		a := seam.AHAttr{GRH: seam.GlobalRoute{DGID: g.Dgid, FlowLabel: g.FlowLabel, SGIDIndex: g.SgidIndex,

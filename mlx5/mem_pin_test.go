@@ -6,6 +6,7 @@ import (
 	"testing"
 	"weak"
 
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -17,14 +18,14 @@ import (
 func plainKernel(t *testing.T) *Context {
 	t.Helper()
 	next := uint32(100)
-	uctx := uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, func(c *uverbs.Call) unix.Errno {
+	uctx := uverbs.NewRecordingContext(uverbs.DriverMLX5, func(c *uverbs.Call) unix.Errno {
 		next++
 		for i, a := range c.Attrs {
-			if a.Flags&uverbs.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
+			if a.Flags&uverbsabi.UVERBS_ATTR_F_MANDATORY != 0 && a.Len == 0 && a.Data == 0 {
 				c.Attrs[i].Data = uint64(next)
 			}
-			if c.Hdr.ObjectID == uverbs.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbs.UVERBS_METHOD_INVOKE_WRITE &&
-				a.AttrID == uverbs.UVERBS_ATTR_CORE_OUT && len(c.Data[i]) >= 4 {
+			if c.Hdr.ObjectID == uverbsabi.UVERBS_OBJECT_DEVICE && c.Hdr.MethodID == uverbsabi.UVERBS_METHOD_INVOKE_WRITE &&
+				a.AttrID == uverbsabi.UVERBS_ATTR_CORE_OUT && len(c.Data[i]) >= 4 {
 				binary.LittleEndian.PutUint32(c.Data[i], next) // the handle heads every response
 			}
 		}

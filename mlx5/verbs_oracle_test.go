@@ -15,6 +15,7 @@ import (
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/seam"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/uverbs"
 	"github.com/mlx5go/mlx5go/wqe"
@@ -243,11 +244,11 @@ func describe(c *uverbs.Call) string {
 
 // writeCmd is an INVOKE_WRITE's command.
 func writeCmd(c *uverbs.Call) (uint64, bool) {
-	if c.Hdr.ObjectID != uverbs.UVERBS_OBJECT_DEVICE || c.Hdr.MethodID != uverbs.UVERBS_METHOD_INVOKE_WRITE {
+	if c.Hdr.ObjectID != uverbsabi.UVERBS_OBJECT_DEVICE || c.Hdr.MethodID != uverbsabi.UVERBS_METHOD_INVOKE_WRITE {
 		return 0, false
 	}
 	for _, a := range c.Attrs {
-		if a.AttrID == uverbs.UVERBS_ATTR_WRITE_CMD {
+		if a.AttrID == uverbsabi.UVERBS_ATTR_WRITE_CMD {
 			return a.Data, true
 		}
 	}
@@ -294,7 +295,7 @@ func (o *verbsOracle) answer(c *uverbs.Call) unix.Errno {
 		}
 		o.pipes = append(o.pipes, p[1])
 		for i, a := range c.Attrs {
-			if a.AttrID == uverbs.UVERBS_ATTR_CORE_OUT {
+			if a.AttrID == uverbsabi.UVERBS_ATTR_CORE_OUT {
 				binary.LittleEndian.PutUint32(c.Data[i], uint32(p[0]))
 			}
 		}
@@ -531,7 +532,7 @@ func (o *verbsOracle) openDEVX(kase string, devx bool) (*Context, []*vcall) {
 	if !devx {
 		name += " (DEVX refused)"
 	}
-	o.uctx = uverbs.NewRecordingContext(uverbs.RDMA_DRIVER_MLX5, o.answer)
+	o.uctx = uverbs.NewRecordingContext(uverbs.DriverMLX5, o.answer)
 	t.Cleanup(func() { o.uctx.Close() })
 	req, err := ucontextRequest(&Options{})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 )
@@ -35,10 +36,17 @@ func Profiles() []string { return model.Profiles() }
 // DefaultProfile) and opens a context on it, with DEVX. Closing the
 // context releases the device.
 func Open(profile string) (*mlx5.Context, error) {
+	return OpenWithOptions(profile, model.Options{})
+}
+
+// OpenWithOptions is Open on a software ConnectX made with options: one
+// without DEVX (model.Options.NoDEVX), or one told where a signature
+// pipelining QP stops (model.Options.SigStop, docs/MODEL.md).
+func OpenWithOptions(profile string, opt model.Options) (*mlx5.Context, error) {
 	if profile == "" {
 		profile = DefaultProfile
 	}
-	dev, err := model.New(profile)
+	dev, err := model.NewWithOptions(profile, opt)
 	if err != nil {
 		return nil, fmt.Errorf("mlx5test: %w", err)
 	}
@@ -48,7 +56,9 @@ func Open(profile string) (*mlx5.Context, error) {
 }
 
 // newContext opens an mlx5 context on a software ConnectX's context.
-func newContext(dev *model.Device) *mlx5.Context { return mlx5.NewContext(dev) }
+func newContext(dev *model.Device) *mlx5.Context {
+	return mlx5hook.NewContext(dev).(*mlx5.Context)
+}
 
 // New is Open for a test or benchmark: it fails tb if the device cannot
 // be made, and closes the context when tb ends.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/mlx5test"
+	"github.com/mlx5go/mlx5go/model"
 )
 
 func TestOpenEveryProfile(t *testing.T) {
@@ -75,5 +76,25 @@ func TestPeerAndCM(t *testing.T) {
 	}
 	if _, err := mlx5test.CMIDs(foreign); err == nil {
 		t.Error("CMIDs on a context mlx5test did not open")
+	}
+}
+
+// OpenWithOptions makes the model the options describe: without DEVX, a
+// context speaks verbs only.
+func TestOpenWithOptions(t *testing.T) {
+	c, err := mlx5test.OpenWithOptions("cx6dx", model.Options{NoDEVX: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.DEVX() {
+		t.Error("a NoDEVX model's context has DEVX")
+	}
+	if _, err := c.AllocPD(); err != nil {
+		t.Errorf("verbs without DEVX: %v", err)
+	}
+	if c, err := mlx5test.OpenWithOptions("cx99", model.Options{}); err == nil {
+		c.Close()
+		t.Error("opened a ConnectX-99")
 	}
 }

@@ -31,12 +31,12 @@ import (
 //     back (mlx5_ib_modify_dct).
 //   - Stream channels: a WR's stream channel is its dci_stream_channel_id
 //     modulo 2^log_num_dci_stream_channels. An error puts the channel in
-//     error: its later WRs complete with WR_FLUSH_ERR, in SQ order, until
+//     error: its later WRs complete with WR_FLUSH_ERR, in order, until
 //     RTS2RTS_QP resets it, while the other channels' WRs run; when
 //     2^log_num_dci_errored_streams channels are in error the QP goes to
-//     ERR (mlx5dv_dci_stream_id_reset(3)). A DCI without streams has one
-//     channel and an errored limit of one: an error takes it to ERR, as
-//     for RC.
+//     ERR (mlx5dv_dci_stream_id_reset(3)). The channels run apart, each
+//     in order (dcistreams.go). A DCI without streams has one channel and
+//     an errored limit of one: an error takes it to ERR, as for RC.
 
 // Send WQE opcodes of atomics (MLX5_OPCODE_ATOMIC_CS, _FA,
 // include/linux/mlx5/qp.h).
@@ -67,6 +67,17 @@ type dcState struct {
 	// keyViolations is a DCT's dc_access_key_violation_count (dctc,
 	// mlx5_ifc.h): requests with another access key.
 	keyViolations uint32
+	// run is a DCI with streams' send queue as the device runs it
+	// (dcistreams.go); nil until it runs, and after RESET.
+	run *dciRun
+}
+
+// dciRun returns q's stream run state, nil when it has none.
+func (q *qpObj) dciRun() *dciRun {
+	if q.dc == nil {
+		return nil
+	}
+	return q.dc.run
 }
 
 // dcOf returns q's DC state, made on first use.
@@ -83,7 +94,11 @@ func isDCI(q *qpObj) bool { return !q.dct && prm.Qpc.St.Get(q.qpc) == stDCI }
 // dci_stream_channel_id modulo the DCI's 2^log_num_dci_stream_channels
 // channels (a DCI without streams has one).
 func dciChannel(q *qpObj, w *sendWQE) uint16 {
-	id := binary.BigEndian.Uint16(w.b[ctrlStreamID:])
+	return streamChannel(q, binary.BigEndian.Uint16(w.b[ctrlStreamID:]))
+}
+
+// streamChannel is the stream channel of stream id on DCI q.
+func streamChannel(q *qpObj, id uint16) uint16 {
 	n := uint32(1) << prm.Qpc.LogNumDciStreamChannels.Get(q.qpc)
 	return uint16(uint32(id) & (n - 1))
 }
@@ -153,10 +168,12 @@ func (h *hca) dciResetStream(q *qpObj, id uint16) *fwErr {
 	return nil
 }
 
-// dciStreamsReset clears a DCI's stream errors (a QP back in RST).
+// dciStreamsReset clears a DCI's stream errors and what its channels
+// fetched (a QP back in RST: its counters start over).
 func dciStreamsReset(q *qpObj) {
 	if q.dc != nil {
 		clear(q.dc.errored)
+		q.dc.run = nil
 	}
 }
 

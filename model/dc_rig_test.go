@@ -121,8 +121,16 @@ type dctT struct {
 
 // dct creates a DCT with libmlx5's driver data of setup/create_dct1 (the
 // access key and user index replaced), on the rig's SRQ and DCT CQ, with
-// access (IB access flags) at INIT, and moves it to RTR.
+// access (IB access flags) at INIT, and moves it to RTR with an RNR NAK
+// timer of 0.01 ms.
 func (r *dcRig) dct(key uint64, access, uidx uint32) *dctT {
+	r.t.Helper()
+	return r.dctTimer(key, access, uidx, 1)
+}
+
+// dctTimer is dct with the RNR NAK timer minRNR (min_rnr_timer's
+// encoding: 0 is 655 ms).
+func (r *dcRig) dctTimer(key uint64, access, uidx uint32, minRNR uint8) *dctT {
 	r.t.Helper()
 	if r.dctCmd.In == nil {
 		r.dctCmd = oracleCmdOf(r.t, dcVectors, "setup/create_dct1", "QP", "QP_CREATE")
@@ -143,7 +151,7 @@ func (r *dcRig) dct(key uint64, access, uidx uint32) *dctT {
 	if err := r.d.ModifyQP(h, &init, maskState|maskPKey|maskPort|maskAccess, nil, nil); err != nil {
 		r.t.Fatal(err)
 	}
-	rtr := seam.QPAttr{State: QPStateRTR, PathMTU: ibMTU1024, MinRNRTimer: 1, AH: r.roceAH(3)}
+	rtr := seam.QPAttr{State: QPStateRTR, PathMTU: ibMTU1024, MinRNRTimer: minRNR, AH: r.roceAH(3)}
 	resp := make([]byte, 16)
 	if err := r.d.ModifyQP(h, &rtr, maskState|maskAV|maskPathMTU|maskMinRNRTimer, nil, resp); err != nil {
 		r.t.Fatal(err)

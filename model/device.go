@@ -72,6 +72,22 @@ type Options struct {
 	// make: which of the two a ConnectX does is not public (docs/MODEL.md,
 	// "DC"). It is the context's: its DCIs'.
 	DCIRetryErrorTakesQP bool
+	// DCIStreamOrder says which stream channel of one of the context's
+	// DCIs with streams runs next, among those whose next WQE can run: by
+	// default the one whose WQE comes first in the send queue; with
+	// DCIStreamsSeeded one drawn from a seeded PCG, so that completions
+	// of different streams come out of send queue order, reproducibly.
+	// Either way each channel runs in order and a channel that waits
+	// (an RNR NAK) does not stop the others (docs/MODEL.md, "DC").
+	DCIStreamOrder DCIStreamOrder
+	// DCIReadAtFetch makes the context's DCIs with streams copy each WQE
+	// out of the ring when they fetch it, in send queue order, so that a
+	// later write over its WQEBBs does not change what runs. By default
+	// a WQE is read when its channel runs it, and a WQE that changed
+	// since its fetch is a fault (a driver that reused WQEBBs the device
+	// had not run): the stricter reading for catching driver bugs; which
+	// of the two a ConnectX does is not public.
+	DCIReadAtFetch bool
 }
 
 // Device is one context on a software ConnectX, with DEVX or without
@@ -104,6 +120,9 @@ type Device struct {
 	// sigStops draws the stops of Options.SigStop's SigStopSeeded; nil
 	// for the other policies.
 	sigStops *rand.Rand
+	// dciOrder draws the stream channels of Options.DCIStreamOrder's
+	// DCIStreamsSeeded; nil for DCIStreamsInOrder.
+	dciOrder *rand.Rand
 
 	// The verbs event files: the async event file (opened with the
 	// context, as libmlx5 does) and the completion channels.
@@ -180,8 +199,9 @@ func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
 // with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop,
-// DCIRetryErrorTakesQP); ReuseQPN and SigErrOncePerMkey are the HCA's,
-// set when it was made, and opt's are ignored.
+// DCIRetryErrorTakesQP, DCIStreamOrder, DCIReadAtFetch); ReuseQPN and
+// SigErrOncePerMkey are the HCA's, set when it was made, and opt's are
+// ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -193,6 +213,9 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 func (h *hca) open(opt Options) (*Device, error) {
 	opt.ReuseQPN, opt.SigErrOncePerMkey = h.reuseQPN, h.sigErrOncePerMkey
 	if err := opt.SigStop.check(); err != nil {
+		return nil, err
+	}
+	if err := opt.DCIStreamOrder.check(); err != nil {
 		return nil, err
 	}
 	uid := uint16(0)
@@ -208,6 +231,9 @@ func (h *hca) open(opt Options) (*Device, error) {
 		async: newEvQueue[seam.AsyncEvent](), comps: map[*compChannel]bool{}, mmapIdx: map[uint32]bool{}}
 	if opt.SigStop.Policy == SigStopSeeded {
 		d.sigStops = rand.New(rand.NewPCG(opt.SigStop.Seed, sigStopStream))
+	}
+	if opt.DCIStreamOrder.Policy == DCIStreamsSeeded {
+		d.dciOrder = rand.New(rand.NewPCG(opt.DCIStreamOrder.Seed, dciOrderStream))
 	}
 	h.ctxs[d.id] = d
 	return d, nil

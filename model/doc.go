@@ -34,6 +34,5 @@
 // docs/MODEL.md lists what it implements, where each rule comes from, and
 // which profile values are guesses.
 //
-//	dev, _ := model.New("cx6dx")
-//	ctx := mlx5.NewContext(dev)
+//	ctx, _ := mlx5test.Open("cx6dx") // mlx5test.OpenWithOptions with Options
 package model

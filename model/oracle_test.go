@@ -1,15 +1,13 @@
 package model
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
@@ -19,40 +17,12 @@ import (
 // testdata/README.md): the UMR WQEs libmlx5 writes run on the model, and
 // the SIG_ERR CQEs the model writes are what libmlx5 decodes.
 
-func readJSONL(t *testing.T, path string, each func(line []byte)) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	s.Buffer(nil, 1<<22)
-	for s.Scan() {
-		each(s.Bytes())
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func num(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := sigattr.Num(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
+// The oracle readers of internal/oracle, by the names these tests use.
+var (
+	readJSONL = oracle.Lines
+	unhex     = oracle.Unhex
+	num       = oracle.Num
+)
 
 // mkeyCheckRecord is what the test reads of a mkey_check record.
 type mkeyCheckRecord struct {

@@ -57,13 +57,12 @@ func dbrWord(dbr []byte, i int) uint32 { return load32(dbr[4*i : 4*i+4]) }
 // readWQE reads the WQE at the send queue's consumer counter, avail
 // WQEBBs of which the doorbell record covers; ok is false when it cannot
 // be read yet (a fault says why).
-func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
-	n := q.sq.entries
-	slot := func(c uint16) []byte {
-		o := q.sq.off + int(c)&(n-1)*sendWQEBB
-		return q.wq[o : o+sendWQEBB]
-	}
-	first := slot(q.sqCI)
+func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) { return h.readWQEAt(q, q.sqCI, avail) }
+
+// wqeHeader reads the control segment of the WQE at counter c of q's
+// send queue (the WQE's bytes are left for readWQEAt).
+func wqeHeader(q *qpObj, c uint16) *sendWQE {
+	first := q.sqSlot(c)
 	w := &sendWQE{}
 	d0, d1 := binary.BigEndian.Uint32(first), binary.BigEndian.Uint32(first[4:])
 	w.opcode, w.index = uint8(d0), uint16(d0>>8)
@@ -73,25 +72,54 @@ func (h *hca) readWQE(q *qpObj, avail uint16) (*sendWQE, bool) {
 	if w.bbs == 0 {
 		w.bbs = 1
 	}
+	return w
+}
+
+// sqSlot is the WQEBB of q's send queue at counter c.
+func (q *qpObj) sqSlot(c uint16) []byte {
+	o := q.sq.off + int(c)&(q.sq.entries-1)*sendWQEBB
+	return q.wq[o : o+sendWQEBB]
+}
+
+// fits checks that WQE w at counter c lies within the avail WQEBBs the
+// doorbell record covers and within the ring; a fault says why not.
+func (h *hca) fits(q *qpObj, c uint16, w *sendWQE, avail uint16) bool {
 	if w.bbs > avail {
-		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the doorbell record covers %d", q.qpn, q.sqCI, w.bbs, avail)
-		return nil, false
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the doorbell record covers %d", q.qpn, c, w.bbs, avail)
+		return false
 	}
-	if int(w.bbs) > n {
-		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the ring has %d", q.qpn, q.sqCI, w.bbs, n)
+	if int(w.bbs) > q.sq.entries {
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d takes %d WQEBBs, the ring has %d", q.qpn, c, w.bbs, q.sq.entries)
+		return false
+	}
+	return true
+}
+
+// checkIndex faults when WQE w, read at counter c, names another counter
+// or another QP in its control segment.
+func (h *hca) checkIndex(q *qpObj, c uint16, w *sendWQE) {
+	if w.index != c {
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d has wqe_index %d", q.qpn, c, w.index)
+	}
+	if w.qpn != q.qpn {
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d names QP %#x", q.qpn, c, w.qpn)
+	}
+}
+
+// readWQEAt reads the WQE at counter c of q's send queue, avail WQEBBs
+// of which the doorbell record covers; ok is false when it cannot be read
+// yet (a fault says why).
+func (h *hca) readWQEAt(q *qpObj, c, avail uint16) (*sendWQE, bool) {
+	w := wqeHeader(q, c)
+	if !h.fits(q, c, w, avail) {
 		return nil, false
 	}
 	buf := make([]byte, 0, int(w.bbs)*sendWQEBB)
 	for i := range w.bbs {
-		buf = append(buf, slot(q.sqCI+i)...)
+		buf = append(buf, q.sqSlot(c+i)...)
 	}
 	w.b = buf[:w.ds*16]
-	if w.index != q.sqCI {
-		h.fault(q.ctx, "QP %#x: the WQE at counter %d has wqe_index %d", q.qpn, q.sqCI, w.index)
-	}
-	if w.qpn != q.qpn {
-		h.fault(q.ctx, "QP %#x: the WQE at counter %d names QP %#x", q.qpn, q.sqCI, w.qpn)
-	}
+	h.checkIndex(q, c, w)
 	return w, true
 }
 
@@ -121,6 +149,10 @@ func (r result) with(sigs []sigEvent) result {
 func (h *hca) runSQ(q *qpObj) {
 	if q.wq == nil || q.dbr == nil || q.sq.entries == 0 {
 		h.fault(q.ctx, "QP %#x: a doorbell for a QP without a send queue in UMEMs", q.qpn)
+		return
+	}
+	if streamed(q) {
+		h.runStreams(q) // dcistreams.go: stream channels run apart
 		return
 	}
 	for {
@@ -720,6 +752,12 @@ func (h *hca) flush(q *qpObj) {
 // flushSQ completes the posted send WQEs of a QP in ERR with WR_FLUSH_ERR,
 // one CQE each.
 func (h *hca) flushSQ(q *qpObj) {
+	if s := q.dciRun(); s != nil {
+		// A DCI with streams: first what it fetched and did not run
+		// (dcistreams.go); the fetch counter follows the flush.
+		h.flushFetched(q, s, h.ctxs[q.ctx] != nil && h.ctxs[q.ctx].opt.DCIReadAtFetch)
+		defer func() { s.fetched = q.sqCI }()
+	}
 	pi := uint16(dbrWord(q.dbr, 1))
 	if int(pi-q.sqCI) > q.sq.entries {
 		h.fault(q.ctx, "QP %#x: the send counter %d is %d WQEBBs past the hardware's %d, the ring has %d", q.qpn, pi, pi-q.sqCI, q.sqCI, q.sq.entries)

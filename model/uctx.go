@@ -69,13 +69,13 @@ func (p *profile) driverContext() []byte {
 		CqeVersion:    uint8(min(p.cap(prm.CmdHcaCap.CqeVersion), uint64(req.MaxCqeVersion))),
 		CmdsSuppUhw:   userCmdsSuppUHW,
 		// The port is Ethernet: mlx5_query_min_inline + 1.
-		EthMinInline:      inlineModeL2 + 1,
-		HcaCoreClockOff:   hcaCoreClockOffset,
-		LogUarSize:        mlx5AdapterPageShift, // uar_4k
-		NumUarsPerPage:    uint32(p.cap(prm.CmdHcaCap.NumOfUarsPerPage)),
-		TotBfregs:         0, // lib_uar_dyn
-		NumDynBfregs:      0, // lib_uar_dyn: calc_total_bfregs never ran
-		ClockInfoVersions: 0,
+		EthMinInline:       inlineModeL2 + 1,
+		HcaCoreClockOffset: hcaCoreClockOffset,
+		LogUarSize:         mlx5AdapterPageShift, // uar_4k
+		NumUarsPerPage:     uint32(p.cap(prm.CmdHcaCap.NumOfUarsPerPage)),
+		TotBfregs:          0, // lib_uar_dyn
+		NumDynBfregs:       0, // lib_uar_dyn: calc_total_bfregs never ran
+		ClockInfoVersions:  0,
 	}
 	if p.cap(prm.CmdHcaCap.DeviceFrequencyKhz) != 0 {
 		r.ClockInfoVersions = clockInfoV1

@@ -1,13 +1,13 @@
 package prm
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/mlx5go/mlx5go/internal/oracle"
 )
 
 // The vectors in testdata/ are the oracle's records of the PRM commands
@@ -37,26 +37,12 @@ type devxCmd struct {
 // "result.stream_id_reset_0_cmds").
 func loadDEVX(t *testing.T, file string) map[string]map[string][]devxCmd {
 	t.Helper()
-	f, err := os.Open("testdata/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]map[string][]devxCmd{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		name := rec["case"].(string)
+	oracle.Records(t, "testdata/"+file, nil, func(rec *map[string]any) {
+		name := (*rec)["case"].(string)
 		out[name] = map[string][]devxCmd{}
-		walk(t, rec, "", out[name])
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+		walk(t, *rec, "", out[name])
+	})
 	return out
 }
 
@@ -97,14 +83,8 @@ func walk(t *testing.T, v any, path string, out map[string][]devxCmd) {
 	}
 }
 
-func mustHex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+// mustHex is internal/oracle's, by the name these tests use.
+var mustHex = oracle.Unhex
 
 // nonzero lists every field of l that is not zero in b as "name=0xV",
 // descending into nested structs that have a layout, and every set bit that

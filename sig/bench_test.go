@@ -2,7 +2,6 @@ package sig
 
 import (
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
@@ -164,10 +163,83 @@ func BenchmarkBareCRC32C(b *testing.B) {
 			var sink uint32
 			for b.Loop() {
 				for i := range n {
-					sink ^= crc32.Update(0, castagnoli, buf[i*4100:i*4100+4096])
+					sink ^= crc.CRC32C(0, buf[i*4100:i*4100+4096])
 				}
 			}
 			_ = sink
 		})
+	}
+}
+
+// sideData is the data bytes of each buffer BenchmarkSideBySide protects:
+// 32 blocks of 4096 bytes or 256 of 512.
+const sideData = 128 << 10
+
+// BenchmarkSideBySide is the mlx5go half of scripts/bench pi: PI generated
+// in place and checked (every byte of the signature) over 128 KiB of data
+// in blocks of 512 and 4096 bytes each followed by its signature, as
+// scripts/pibench/pibench.c does with ISA-L's CRCs, under the same
+// operation names:
+//
+//   - T10DIF: the 8-byte T10-DIF tuple, CRC guard with seed 0,
+//     application tag 0x1234, reference tag 0x5678 plus the block number;
+//   - CRC32C: the 4-byte CRC32C (seed all ones: the standard CRC32C);
+//   - CRC64XZ: the 8-byte CRC64_XP10 as DefaultCRC64XP10 computes it
+//     (seed all ones: the standard CRC-64/XZ).
+//
+// bare is the CRC alone over the same blocks, what check cannot avoid.
+// SetBytes is the data bytes, signatures not counted.
+func BenchmarkSideBySide(b *testing.B) {
+	for _, g := range []struct {
+		name string
+		dom  func(BlockSize) *Domain
+		bare func(p []byte) uint64
+	}{
+		{"T10DIF", func(bs BlockSize) *Domain {
+			return &Domain{Type: SigTypeT10DIF, BlockSize: bs,
+				T10DIF: &T10DIF{Guard: T10DIFGuardCRC, AppTag: 0x1234, RefTag: 0x5678, Flags: T10DIFRefRemap}}
+		}, func(p []byte) uint64 { return uint64(crc.T10DIF(0, p)) }},
+		{"CRC32C", func(bs BlockSize) *Domain {
+			return &Domain{Type: SigTypeCRC, BlockSize: bs, CRC: &CRC{Type: CRCTypeCRC32C, Seed: 0xffffffff}}
+		}, func(p []byte) uint64 { return uint64(crc.CRC32C(0, p)) }},
+		{"CRC64XZ", func(bs BlockSize) *Domain {
+			return &Domain{Type: SigTypeCRC, BlockSize: bs, CRC: &CRC{Type: CRCTypeCRC64XP10, Seed: ^uint64(0)}}
+		}, crc.NewCRC64(crc.CRC64XZ).Checksum},
+	} {
+		for _, bs := range []BlockSize{BlockSize512, BlockSize4096} {
+			e := mustEngine(b, &BlockAttr{Mem: g.dom(bs), CheckMask: 0xff})
+			n, pi := e.Layout(DomainMemory)
+			layout := fmt.Sprintf("%d+%d", n, pi)
+			buf := interleave(randomBytes(rand.New(rand.NewPCG(1, 1)), sideData), n, pi)
+			if err := e.Generate(DomainMemory, buf); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("generate/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
+				for b.Loop() {
+					if err := e.Generate(DomainMemory, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("check/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
+				for b.Loop() {
+					if me, err := e.Check(DomainMemory, buf); err != nil || !me.OK() {
+						b.Fatal(me, err)
+					}
+				}
+			})
+			b.Run("bare/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
+				var sink uint64
+				for b.Loop() {
+					for i := 0; i < len(buf); i += n + pi {
+						sink ^= g.bare(buf[i : i+n])
+					}
+				}
+				_ = sink
+			})
+		}
 	}
 }

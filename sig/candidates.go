@@ -2,7 +2,6 @@ package sig
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/mlx5go/mlx5go/sig/crc"
 )
@@ -115,11 +114,11 @@ type CRC32Variant struct {
 // seed and the byte order work; the engine assumes Init = seed, XorOut all
 // ones, big-endian. A typ other than the two 32-bit CRCs matches nothing.
 func MatchCRC32(typ CRCType, data []byte, signature [4]byte) []CRC32Variant {
-	tab := crc32IEEE
+	sum32 := crc.CRC32
 	switch typ {
 	case CRCTypeCRC32:
 	case CRCTypeCRC32C:
-		tab = castagnoli
+		sum32 = crc.CRC32C
 	default:
 		return nil
 	}
@@ -127,9 +126,10 @@ func MatchCRC32(typ CRCType, data []byte, signature [4]byte) []CRC32Variant {
 	le := binary.LittleEndian.Uint32(signature[:])
 	var out []CRC32Variant
 	for _, init := range []uint32{0, ^uint32(0)} {
-		// crc32.Update starts from the complement of its argument and
-		// complements the result: that is XorOut all ones.
-		std := crc32.Update(^init, tab, data)
+		// crc.CRC32 and CRC32C (as hash/crc32.Update) start from the
+		// complement of their argument and complement the result: that is
+		// XorOut all ones.
+		std := sum32(^init, data)
 		for _, xor := range []uint32{0, ^uint32(0)} {
 			sum := std ^ ^uint32(0) ^ xor
 			if sum == be {

@@ -89,7 +89,7 @@ func NewEngine(attr *BlockAttr, opts ...Option) (*Engine, error) {
 	if e.sbs {
 		m, w := e.mem, e.wire
 		e.sameGuard = m.kind == w.kind && m.seed16 == w.seed16 && m.crc32 == w.crc32 &&
-			m.table == w.table && (m.kind != guardCRC64 || *m.params == *w.params)
+			(m.kind != guardCRC64 || *m.params == *w.params)
 	}
 	return e, nil
 }
@@ -184,17 +184,18 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	if err != nil {
 		return err
 	}
-	n, err := f.blocks(buf)
-	if err != nil {
+	if _, err := f.blocks(buf); err != nil {
 		return err
 	}
 	k, err := f.firstBlock(dataOffset)
 	if err != nil {
 		return err
 	}
-	for i := range n {
-		blk := buf[i*f.stride : (i+1)*f.stride]
-		f.write(blk[f.bs:], f.expected(blk[:f.bs], k+uint64(i)))
+	// buf is a whole number of blocks: walk it a block at a time.
+	bs, stride := f.bs, f.stride
+	for ; len(buf) >= stride; k++ {
+		f.write(buf[bs:stride], f.guard(buf[:bs])|f.tags(k))
+		buf = buf[stride:]
 	}
 	return nil
 }
@@ -223,20 +224,29 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	if err != nil {
 		return MkeyErr{}, err
 	}
-	n, err := f.blocks(buf)
-	if err != nil {
+	if _, err := f.blocks(buf); err != nil {
 		return MkeyErr{}, err
 	}
 	k, err := f.firstBlock(dataOffset)
 	if err != nil {
 		return MkeyErr{}, err
 	}
-	for i := range n {
-		blk := buf[i*f.stride : (i+1)*f.stride]
-		b := k + uint64(i)
-		if me := f.checkBlock(blk[:f.bs], b, f.read(blk[f.bs:]), e.checkMask, b*uint64(f.stride)); !me.OK() {
-			return me, nil
+	// A block passes when no checked byte differs or its stored value
+	// escapes; only a bad block builds its error (checkBlock, which also
+	// computes the guard the error reports when the mask skips it).
+	mask := e.checkMask & f.valid
+	guard := mask&f.guards != 0
+	bs, stride := f.bs, f.stride
+	for ; len(buf) >= stride; k++ {
+		act := f.read(buf[bs:stride])
+		exp := f.tags(k)
+		if guard {
+			exp |= f.guard(buf[:bs])
 		}
+		if (exp^act)&mask != 0 && !f.escaped(act) {
+			return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
+		}
+		buf = buf[stride:]
 	}
 	return MkeyErr{}, nil
 }

@@ -540,3 +540,26 @@ func TestPieces(t *testing.T) {
 		t.Errorf("offset inside a block: %v", err)
 	}
 }
+
+// TestCRC32GuardKinds: CRC32 and CRC32C domains compute their guard with
+// sig/crc's folding CRCs (crc.CRC32, crc.CRC32C), whatever the seed.
+func TestCRC32GuardKinds(t *testing.T) {
+	data := randomBytes(rand.New(rand.NewPCG(21, 22)), 4096)
+	for _, tc := range []struct {
+		typ  CRCType
+		kind guardKind
+		f    func(uint32, []byte) uint32
+	}{{CRCTypeCRC32, guardCRC32, crc.CRC32}, {CRCTypeCRC32C, guardCRC32C, crc.CRC32C}} {
+		for _, seed := range []uint64{0, 0xffffffff} {
+			f := newFormat(&Domain{Type: SigTypeCRC, BlockSize: BlockSize4096, CRC: &CRC{Type: tc.typ, Seed: seed}}, DomainMemory, DefaultCRC64XP10)
+			if f.kind != tc.kind {
+				t.Errorf("%v seed %#x: guard kind %d, want %d", tc.typ, seed, f.kind, tc.kind)
+			}
+			// The seed is the register, the complement of the value the
+			// CRC continues from.
+			if got, want := f.guard(data), uint64(tc.f(^uint32(seed), data))<<32; got != want {
+				t.Errorf("%v seed %#x: guard %#x, want %#x", tc.typ, seed, got, want)
+			}
+		}
+	}
+}

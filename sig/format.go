@@ -2,7 +2,6 @@ package sig
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/mlx5go/mlx5go/sig/crc"
 )
@@ -24,7 +23,8 @@ type guardKind uint8
 const (
 	guardT10DIFCRC guardKind = iota
 	guardT10DIFCsum
-	guardCRC32 // CRC32 and CRC32C: hash/crc32 with table
+	guardCRC32  // CRC32 (IEEE): crc.CRC32
+	guardCRC32C // CRC32C (Castagnoli): crc.CRC32C
 	guardCRC64
 )
 
@@ -38,8 +38,7 @@ type format struct {
 	stride int // bs + pi
 
 	seed16 uint16        // T10-DIF guard seed
-	crc32  uint32        // the value to start crc32.Update from: ^seed
-	table  *crc32.Table  // CRC32 or CRC32C table
+	crc32  uint32        // the value to start crc.CRC32(C) from: ^seed
 	crc64  *crc.CRC64    // CRC64_XP10 with Init = seed
 	app    uint16        // T10-DIF application tag
 	ref    uint32        // T10-DIF reference tag of block 0
@@ -49,11 +48,6 @@ type format struct {
 	guards uint64        // the bits of the guard or CRC in the value
 	params *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
 }
-
-var (
-	castagnoli = crc32.MakeTable(crc32.Castagnoli)
-	crc32IEEE  = crc32.IEEETable
-)
 
 // newFormat compiles a domain that Validate accepted.
 func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
@@ -81,10 +75,11 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 		switch d.CRC.Type {
 		case CRCTypeCRC32, CRCTypeCRC32C:
 			f.kind = guardCRC32
-			f.table = crc32IEEE
 			if d.CRC.Type == CRCTypeCRC32C {
-				f.table = castagnoli
+				f.kind = guardCRC32C
 			}
+			// crc.CRC32(C) continue from a final value, the register
+			// complemented: the seed is the register.
 			f.crc32 = ^uint32(d.CRC.Seed)
 			f.valid = 0xffffffff << 32
 			f.guards = f.valid
@@ -112,7 +107,9 @@ func (f *format) guard(data []byte) uint64 {
 	case guardT10DIFCsum:
 		return uint64(ipChecksumSeeded(f.seed16, data)) << 48
 	case guardCRC32:
-		return uint64(crc32.Update(f.crc32, f.table, data)) << 32
+		return uint64(crc.CRC32(f.crc32, data)) << 32
+	case guardCRC32C:
+		return uint64(crc.CRC32C(f.crc32, data)) << 32
 	default:
 		return f.crc64.Checksum(data)
 	}
@@ -186,7 +183,7 @@ func (f *format) check(expected, actual, mask uint64, offset uint64) MkeyErr {
 	}
 	e := MkeyErr{Offset: offset, Domain: f.domain, expectedSig: expected, actualSig: actual}
 	switch {
-	case f.kind == guardCRC32:
+	case f.kind == guardCRC32 || f.kind == guardCRC32C:
 		e.Type, e.Expected, e.Actual = MkeyErrBadGuard, expected>>32, actual>>32
 	case f.kind == guardCRC64:
 		e.Type, e.Expected, e.Actual = MkeyErrBadGuard, expected, actual

@@ -1,13 +1,11 @@
 package sig_test
 
 import (
-	"bufio"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 	. "github.com/mlx5go/mlx5go/sig"
 )
@@ -15,14 +13,12 @@ import (
 // Records of testdata/umr_sig_attrs.jsonl and testdata/mkey_check.jsonl
 // (see testdata/README.md), as far as these tests read them.
 
-func hexU64(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := sigattr.Num(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
+// The oracle readers of internal/oracle, by the names these tests use.
+var (
+	hexU64    = oracle.Num
+	readJSONL = oracle.Lines
+	mustHex   = oracle.Unhex
+)
 
 // attrOf converts a recorded attribute.
 func attrOf(t *testing.T, v *sigattr.Attr) *BlockAttr {
@@ -32,28 +28,6 @@ func attrOf(t *testing.T, v *sigattr.Attr) *BlockAttr {
 		t.Fatal(err)
 	}
 	return a
-}
-
-func readJSONL(t *testing.T, path string, each func(line []byte)) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	n := 0
-	for sc.Scan() {
-		each(sc.Bytes())
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Fatalf("%s: no records", path)
-	}
 }
 
 // bsSelector is libmlx5's block size selector in the BSF (test data only).
@@ -145,15 +119,6 @@ func TestOracleUMRSig(t *testing.T) {
 	if checked < 200 || bsfs < 200 {
 		t.Errorf("only %d records checked, %d with a BSF", checked, bsfs)
 	}
-}
-
-func mustHex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // TestOracleMkeyCheck decodes every SIG_ERR CQE of the oracle as libmlx5's

@@ -269,16 +269,17 @@ func (f *File) InitQPAttr(id ID, state QPState) (QPAttr, error) {
 		AltPort: resp.AltPortNum, AltTimeout: resp.AltTimeout}, nil
 }
 
-// Option levels and names of SetOption.
+// Option levels and names of SetOption (their values are the kernel's,
+// which TestGoNamesAreTheKernels checks against internal/ucmaabi).
 const (
-	OptionLevelID = ucmaabi.RDMA_OPTION_ID
-	OptionLevelIB = ucmaabi.RDMA_OPTION_IB
+	OptionLevelID = 0 // RDMA_OPTION_ID
+	OptionLevelIB = 1 // RDMA_OPTION_IB
 
-	OptionTOS        = ucmaabi.RDMA_OPTION_ID_TOS         // 1 byte: the type of service (RoCE traffic class)
-	OptionReuseAddr  = ucmaabi.RDMA_OPTION_ID_REUSEADDR   // int: share a bound port
-	OptionAFOnly     = ucmaabi.RDMA_OPTION_ID_AFONLY      // int: an IPv6 id takes no IPv4
-	OptionAckTimeout = ucmaabi.RDMA_OPTION_ID_ACK_TIMEOUT // 1 byte: the QP's local ACK timeout
-	OptionIBPath     = ucmaabi.RDMA_OPTION_IB_PATH        // struct ib_path_rec_data[]: set the route
+	OptionTOS        = 0 // RDMA_OPTION_ID_TOS, 1 byte: the type of service (RoCE traffic class)
+	OptionReuseAddr  = 1 // RDMA_OPTION_ID_REUSEADDR, int: share a bound port
+	OptionAFOnly     = 2 // RDMA_OPTION_ID_AFONLY, int: an IPv6 id takes no IPv4
+	OptionAckTimeout = 3 // RDMA_OPTION_ID_ACK_TIMEOUT, 1 byte: the QP's local ACK timeout
+	OptionIBPath     = 1 // RDMA_OPTION_IB_PATH, struct ib_path_rec_data[]: set the route
 )
 
 // SetOption sets an option of the id (RDMA_USER_CM_CMD_SET_OPTION);

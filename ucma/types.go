@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/mlx5go/mlx5go/internal/ucmaabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,12 +14,12 @@ type ID uint32
 // the QP type and the service id its port maps to.
 type PortSpace uint16
 
-// Port spaces.
+// Port spaces (the values are the kernel's: TestGoNamesAreTheKernels).
 const (
-	PortSpaceTCP   PortSpace = ucmaabi.RDMA_PS_TCP   // RC connections
-	PortSpaceUDP   PortSpace = ucmaabi.RDMA_PS_UDP   // UD, through SIDR
-	PortSpaceIB    PortSpace = ucmaabi.RDMA_PS_IB    // any QP type, given at create
-	PortSpaceIPoIB PortSpace = ucmaabi.RDMA_PS_IPOIB // UD
+	PortSpaceTCP   PortSpace = 0x0106 // RDMA_PS_TCP: RC connections
+	PortSpaceUDP   PortSpace = 0x0111 // RDMA_PS_UDP: UD, through SIDR
+	PortSpaceIB    PortSpace = 0x013F // RDMA_PS_IB: any QP type, given at create
+	PortSpaceIPoIB PortSpace = 0x0002 // RDMA_PS_IPOIB: UD
 )
 
 func (ps PortSpace) String() string {
@@ -51,24 +50,24 @@ const (
 // EventType is an event's type (enum rdma_cm_event_type).
 type EventType uint32
 
-// Event types.
+// Event types (the values are the kernel's: TestGoNamesAreTheKernels).
 const (
-	EventAddrResolved    EventType = ucmaabi.RDMA_CM_EVENT_ADDR_RESOLVED
-	EventAddrError       EventType = ucmaabi.RDMA_CM_EVENT_ADDR_ERROR
-	EventRouteResolved   EventType = ucmaabi.RDMA_CM_EVENT_ROUTE_RESOLVED
-	EventRouteError      EventType = ucmaabi.RDMA_CM_EVENT_ROUTE_ERROR
-	EventConnectRequest  EventType = ucmaabi.RDMA_CM_EVENT_CONNECT_REQUEST
-	EventConnectResponse EventType = ucmaabi.RDMA_CM_EVENT_CONNECT_RESPONSE
-	EventConnectError    EventType = ucmaabi.RDMA_CM_EVENT_CONNECT_ERROR
-	EventUnreachable     EventType = ucmaabi.RDMA_CM_EVENT_UNREACHABLE
-	EventRejected        EventType = ucmaabi.RDMA_CM_EVENT_REJECTED
-	EventEstablished     EventType = ucmaabi.RDMA_CM_EVENT_ESTABLISHED
-	EventDisconnected    EventType = ucmaabi.RDMA_CM_EVENT_DISCONNECTED
-	EventDeviceRemoval   EventType = ucmaabi.RDMA_CM_EVENT_DEVICE_REMOVAL
-	EventMulticastJoin   EventType = ucmaabi.RDMA_CM_EVENT_MULTICAST_JOIN
-	EventMulticastError  EventType = ucmaabi.RDMA_CM_EVENT_MULTICAST_ERROR
-	EventAddrChange      EventType = ucmaabi.RDMA_CM_EVENT_ADDR_CHANGE
-	EventTimewaitExit    EventType = ucmaabi.RDMA_CM_EVENT_TIMEWAIT_EXIT
+	EventAddrResolved    EventType = 0  // RDMA_CM_EVENT_ADDR_RESOLVED
+	EventAddrError       EventType = 1  // RDMA_CM_EVENT_ADDR_ERROR
+	EventRouteResolved   EventType = 2  // RDMA_CM_EVENT_ROUTE_RESOLVED
+	EventRouteError      EventType = 3  // RDMA_CM_EVENT_ROUTE_ERROR
+	EventConnectRequest  EventType = 4  // RDMA_CM_EVENT_CONNECT_REQUEST
+	EventConnectResponse EventType = 5  // RDMA_CM_EVENT_CONNECT_RESPONSE
+	EventConnectError    EventType = 6  // RDMA_CM_EVENT_CONNECT_ERROR
+	EventUnreachable     EventType = 7  // RDMA_CM_EVENT_UNREACHABLE
+	EventRejected        EventType = 8  // RDMA_CM_EVENT_REJECTED
+	EventEstablished     EventType = 9  // RDMA_CM_EVENT_ESTABLISHED
+	EventDisconnected    EventType = 10 // RDMA_CM_EVENT_DISCONNECTED
+	EventDeviceRemoval   EventType = 11 // RDMA_CM_EVENT_DEVICE_REMOVAL
+	EventMulticastJoin   EventType = 12 // RDMA_CM_EVENT_MULTICAST_JOIN
+	EventMulticastError  EventType = 13 // RDMA_CM_EVENT_MULTICAST_ERROR
+	EventAddrChange      EventType = 14 // RDMA_CM_EVENT_ADDR_CHANGE
+	EventTimewaitExit    EventType = 15 // RDMA_CM_EVENT_TIMEWAIT_EXIT
 )
 
 var eventNames = [...]string{
@@ -90,18 +89,18 @@ func (t EventType) String() string {
 // RejectVendorOptionNotSupported) or its CM's own (RejectInvalidServiceID
 // when nobody listens on the port, RejectTimeout when the peer gave up).
 const (
-	RejectTimeout                  = ucmaabi.IB_CM_REJ_TIMEOUT
-	RejectInvalidServiceID         = ucmaabi.IB_CM_REJ_INVALID_SERVICE_ID
-	RejectConsumerDefined          = ucmaabi.IB_CM_REJ_CONSUMER_DEFINED
-	RejectVendorOptionNotSupported = ucmaabi.IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED
+	RejectTimeout                  = 4  // IB_CM_REJ_TIMEOUT
+	RejectInvalidServiceID         = 8  // IB_CM_REJ_INVALID_SERVICE_ID
+	RejectConsumerDefined          = 28 // IB_CM_REJ_CONSUMER_DEFINED
+	RejectVendorOptionNotSupported = 35 // IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED
 )
 
 // SIDR statuses (enum ib_cm_sidr_status): an UNREACHABLE event's Status
 // on a UD id whose connect was answered.
 const (
-	SIDRUnsupported = ucmaabi.IB_SIDR_UNSUPPORTED // nobody listens on the port
-	SIDRReject      = ucmaabi.IB_SIDR_REJECT      // the listener rejected
-	SIDRNoQP        = ucmaabi.IB_SIDR_NO_QP
+	SIDRUnsupported = 1 // IB_SIDR_UNSUPPORTED: nobody listens on the port
+	SIDRReject      = 2 // IB_SIDR_REJECT: the listener rejected
+	SIDRNoQP        = 3 // IB_SIDR_NO_QP
 )
 
 // MaxPrivateData is the most private data a command takes: its buffer

@@ -1,6 +1,10 @@
 package uverbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
+)
 
 // AH is an address handle, the destination of UD sends.
 type AH struct{ object }
@@ -20,13 +24,13 @@ func (p *PD) CreateAHWithUserHandle(attr *AHAttr, userHandle uint64, drvOut []by
 		return nil, fmt.Errorf("uverbs: create ah: port 0: ports are numbered from 1")
 	}
 	d := encodeAH(attr)
-	cmd := IbUverbsCreateAh{UserHandle: userHandle, PdHandle: p.handle, Attr: IbUverbsAhAttr{
-		Grh: IbUverbsGlobalRoute{Dgid: d.Dgid, FlowLabel: d.FlowLabel, SgidIndex: d.SgidIndex,
+	cmd := uverbsabi.IbUverbsCreateAh{UserHandle: userHandle, PdHandle: p.handle, Attr: uverbsabi.IbUverbsAhAttr{
+		Grh: uverbsabi.IbUverbsGlobalRoute{Dgid: d.Dgid, FlowLabel: d.FlowLabel, SgidIndex: d.SgidIndex,
 			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass},
 		Dlid: d.Dlid, Sl: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
 		IsGlobal: d.IsGlobal, PortNum: d.PortNum}}
-	var resp IbUverbsCreateAhResp
-	if err := p.ctx.InvokeWrite("create ah", IB_USER_VERBS_CMD_CREATE_AH, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
+	var resp uverbsabi.IbUverbsCreateAhResp
+	if err := p.ctx.InvokeWrite("create ah", uverbsabi.IB_USER_VERBS_CMD_CREATE_AH, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
 		return nil, err
 	}
 	ah := &AH{object{ctx: p.ctx, handle: resp.AhHandle}}
@@ -38,14 +42,7 @@ func (p *PD) CreateAHWithUserHandle(attr *AHAttr, userHandle uint64, drvOut []by
 
 // Close destroys the AH. Closing twice is safe.
 func (ah *AH) Close() error {
-	return ah.close(ah, func() error {
-		return ah.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
-			return ah.ctx.Invoke("destroy ah", UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDestroyAh{AhHandle: ah.handle}
-			return ah.ctx.write("destroy ah", IB_USER_VERBS_CMD_DESTROY_AH, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDestroyAh{AhHandle: ah.handle}
+	return ah.destroy(ah, destroyCall{op: "destroy ah", object: uverbsabi.UVERBS_OBJECT_AH, method: uverbsabi.UVERBS_METHOD_AH_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_AH_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_AH, cmd: asBytes(&cmd)})
 }

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // ErrClosed is returned by calls on a closed context or object.
@@ -18,7 +20,7 @@ type Options struct {
 	// DriverID goes into every call's header (enum rdma_driver_id). The
 	// kernel rejects calls that name another driver; 0 looks it up with
 	// DriverIDOf, as libibverbs does.
-	DriverID uint32
+	DriverID DriverID
 	// DriverIn and DriverOut are the provider's GET_CONTEXT data
 	// (UVERBS_ATTR_UHW_IN/OUT), e.g. struct mlx5_ib_alloc_ucontext_req_v2
 	// and its response. Either may be empty.
@@ -35,7 +37,7 @@ type Options struct {
 // in the kernel and here.
 type Context struct {
 	Device   Device
-	driverID uint32
+	driverID DriverID
 
 	// NumCompVectors and CoreSupport are GET_CONTEXT's outputs.
 	NumCompVectors uint32
@@ -102,8 +104,8 @@ func Open(name string, opt *Options) (*Context, error) {
 	if asyncFD < 0 {
 		// The ioctl path: the async event file is a separate object.
 		var a Attrs
-		i := a.NewFD(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
-		err := c.Invoke("alloc async event file", UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, &a)
+		i := a.NewFD(uverbsabi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+		err := c.Invoke("alloc async event file", uverbsabi.UVERBS_OBJECT_ASYNC_EVENT, uverbsabi.UVERBS_METHOD_ASYNC_EVENT_ALLOC, &a)
 		if err != nil {
 			unix.Close(fd)
 			return nil, err
@@ -121,9 +123,9 @@ func Open(name string, opt *Options) (*Context, error) {
 // getContextWrite is GET_CONTEXT by write(): the kernel creates the async
 // event file with the context and returns its descriptor.
 func (c *Context) getContextWrite(drvIn, drvOut []byte) (int, error) {
-	var cmd IbUverbsGetContext
-	var resp IbUverbsGetContextResp
-	if err := c.write("get context", IB_USER_VERBS_CMD_GET_CONTEXT, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
+	var cmd uverbsabi.IbUverbsGetContext
+	var resp uverbsabi.IbUverbsGetContextResp
+	if err := c.write("get context", uverbsabi.IB_USER_VERBS_CMD_GET_CONTEXT, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
 		return -1, err
 	}
 	c.NumCompVectors = resp.NumCompVectors
@@ -149,15 +151,15 @@ func (c *Context) getContext(drvIn, drvOut []byte) error {
 	var a Attrs
 	var ncv [4]byte
 	var core [8]byte
-	a.Out(UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, ncv[:])
-	a.Out(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, core[:])
+	a.Out(uverbsabi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, ncv[:])
+	a.Out(uverbsabi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, core[:])
 	if len(drvIn) > 0 {
-		a.In(UVERBS_ATTR_UHW_IN, drvIn)
+		a.In(uverbsabi.UVERBS_ATTR_UHW_IN, drvIn)
 	}
 	if len(drvOut) > 0 {
-		a.Out(UVERBS_ATTR_UHW_OUT, drvOut)
+		a.Out(uverbsabi.UVERBS_ATTR_UHW_OUT, drvOut)
 	}
-	if err := c.Invoke("get context", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_GET_CONTEXT, &a); err != nil {
+	if err := c.Invoke("get context", uverbsabi.UVERBS_OBJECT_DEVICE, uverbsabi.UVERBS_METHOD_GET_CONTEXT, &a); err != nil {
 		return err
 	}
 	c.NumCompVectors = *(*uint32)(unsafe.Pointer(&ncv))
@@ -243,18 +245,18 @@ func (c *Context) InvokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drv
 
 func (c *Context) invokeWrite(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []byte) error {
 	var a Attrs
-	a.InUint64(UVERBS_ATTR_WRITE_CMD, uint64(cmd))
-	a.In(UVERBS_ATTR_CORE_IN, coreIn)
+	a.InUint64(uverbsabi.UVERBS_ATTR_WRITE_CMD, uint64(cmd))
+	a.In(uverbsabi.UVERBS_ATTR_CORE_IN, coreIn)
 	if len(coreOut) > 0 {
-		a.Out(UVERBS_ATTR_CORE_OUT, coreOut)
+		a.Out(uverbsabi.UVERBS_ATTR_CORE_OUT, coreOut)
 	}
 	if len(drvIn) > 0 {
-		a.In(UVERBS_ATTR_UHW_IN, drvIn)
+		a.In(uverbsabi.UVERBS_ATTR_UHW_IN, drvIn)
 	}
 	if len(drvOut) > 0 {
-		a.Out(UVERBS_ATTR_UHW_OUT, drvOut)
+		a.Out(uverbsabi.UVERBS_ATTR_UHW_OUT, drvOut)
 	}
-	return c.Invoke(op, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, &a)
+	return c.Invoke(op, uverbsabi.UVERBS_OBJECT_DEVICE, uverbsabi.UVERBS_METHOD_INVOKE_WRITE, &a)
 }
 
 func (c *Context) adopt(ch closer) error {
@@ -364,24 +366,24 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	if port == 0 {
 		return PortAttr{}, fmt.Errorf("uverbs: query port 0: ports are numbered from 1")
 	}
-	var resp IbUverbsQueryPortRespEx
+	var resp uverbsabi.IbUverbsQueryPortRespEx
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
-		a.InUint64(UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
-		a.Out(UVERBS_ATTR_QUERY_PORT_RESP, asBytes(&resp))
-		return c.Invoke("query port", UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_PORT, &a)
+		a.InUint64(uverbsabi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
+		a.Out(uverbsabi.UVERBS_ATTR_QUERY_PORT_RESP, asBytes(&resp))
+		return c.Invoke("query port", uverbsabi.UVERBS_OBJECT_DEVICE, uverbsabi.UVERBS_METHOD_QUERY_PORT, &a)
 	}, func() error {
-		cmd := IbUverbsQueryPort{PortNum: port}
-		return c.write("query port", IB_USER_VERBS_CMD_QUERY_PORT, asBytes(&cmd), asBytes(&resp.LegacyResp), nil, nil)
+		cmd := uverbsabi.IbUverbsQueryPort{PortNum: port}
+		return c.write("query port", uverbsabi.IB_USER_VERBS_CMD_QUERY_PORT, asBytes(&cmd), asBytes(&resp.LegacyResp), nil, nil)
 	})
 	if err != nil {
 		return PortAttr{}, err
 	}
-	return resp.portAttr(), nil
+	return portAttrOf(&resp), nil
 }
 
-// portAttr decodes the kernel's answer to QUERY_PORT.
-func (resp *IbUverbsQueryPortRespEx) portAttr() PortAttr {
+// portAttrOf decodes the kernel's answer to QUERY_PORT.
+func portAttrOf(resp *uverbsabi.IbUverbsQueryPortRespEx) PortAttr {
 	r := &resp.LegacyResp
 	return PortAttr{
 		State: r.State, MaxMTU: r.MaxMtu, ActiveMTU: r.ActiveMtu, GIDTableLen: r.GidTblLen,
@@ -433,15 +435,49 @@ func (o *object) close(self closer, destroy func() error) error {
 	return nil
 }
 
+// destroyCall is how a verbs object is destroyed: its DESTROY method
+// (object and method ids, the attribute of its handle, and that of the
+// response if the method has one) and its legacy write() command.
+type destroyCall struct {
+	op                   string
+	object, method       uint16
+	handleAttr, respAttr uint16
+	writeCmd             uint32
+	cmd, resp            []byte  // the write() command; the response both paths fill, if any
+	userHandle           *uint64 // the user handle async events name the object by, if any
+}
+
+// destroy is every verbs object's Close: once (close), its DESTROY method,
+// or its write() command where the kernel has no ioctl for it; then the
+// user handle is forgotten.
+func (o *object) destroy(self closer, d destroyCall) error {
+	return o.close(self, func() error {
+		err := o.ctx.ioctlOrWrite(func() error {
+			var a Attrs
+			if d.resp != nil {
+				a.Out(d.respAttr, d.resp)
+			}
+			a.IDR(d.handleAttr, o.handle)
+			return o.ctx.Invoke(d.op, d.object, d.method, &a)
+		}, func() error {
+			return o.ctx.write(d.op, d.writeCmd, d.cmd, d.resp, nil, nil)
+		})
+		if err == nil && d.userHandle != nil {
+			o.ctx.unregister(*d.userHandle)
+		}
+		return err
+	})
+}
+
 // PD is a protection domain.
 type PD struct{ object }
 
 // AllocPD allocates a protection domain. drvOut receives the provider's
 // response (mlx5: struct mlx5_ib_alloc_pd_resp with the pdn); it may be nil.
 func (c *Context) AllocPD(drvOut []byte) (*PD, error) {
-	var cmd IbUverbsAllocPd
-	var resp IbUverbsAllocPdResp
-	if err := c.InvokeWrite("alloc pd", IB_USER_VERBS_CMD_ALLOC_PD, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
+	var cmd uverbsabi.IbUverbsAllocPd
+	var resp uverbsabi.IbUverbsAllocPdResp
+	if err := c.InvokeWrite("alloc pd", uverbsabi.IB_USER_VERBS_CMD_ALLOC_PD, asBytes(&cmd), asBytes(&resp), nil, drvOut); err != nil {
 		return nil, err
 	}
 	p := &PD{object{ctx: c, handle: resp.PdHandle}}
@@ -454,14 +490,7 @@ func (c *Context) AllocPD(drvOut []byte) (*PD, error) {
 // Close deallocates the PD. Closing twice, or after the context is closed,
 // is safe and returns nil.
 func (p *PD) Close() error {
-	return p.close(p, func() error {
-		return p.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(UVERBS_ATTR_DESTROY_PD_HANDLE, p.handle)
-			return p.ctx.Invoke("dealloc pd", UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDeallocPd{PdHandle: p.handle}
-			return p.ctx.write("dealloc pd", IB_USER_VERBS_CMD_DEALLOC_PD, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDeallocPd{PdHandle: p.handle}
+	return p.destroy(p, destroyCall{op: "dealloc pd", object: uverbsabi.UVERBS_OBJECT_PD, method: uverbsabi.UVERBS_METHOD_PD_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_PD_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DEALLOC_PD, cmd: asBytes(&cmd)})
 }

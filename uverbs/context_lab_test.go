@@ -15,7 +15,7 @@ import (
 func openLab(t testing.TB) *Context {
 	t.Helper()
 	labenv.Require(t)
-	c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE})
+	c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package uverbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
+)
 
 // CQOptions describe a completion queue to create.
 type CQOptions struct {
@@ -47,27 +51,27 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 	cq := &CQ{object: object{ctx: c}, userHandle: c.userHandleOf(o.UserHandle), Channel: o.Channel}
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
-		h := a.NewIDR(UVERBS_ATTR_CREATE_CQ_HANDLE)
+		h := a.NewIDR(uverbsabi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 		var cqe [4]byte
-		a.Out(UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe[:])
-		a.InUint32(UVERBS_ATTR_CREATE_CQ_CQE, o.CQE)
-		a.InUint64(UVERBS_ATTR_CREATE_CQ_USER_HANDLE, cq.userHandle)
+		a.Out(uverbsabi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe[:])
+		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_CQ_CQE, o.CQE)
+		a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, cq.userHandle)
 		if o.Channel != nil {
-			a.FD(UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, o.Channel.Fd())
+			a.FD(uverbsabi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, o.Channel.Fd())
 		}
-		a.InUint32(UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, o.CompVector)
+		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, o.CompVector)
 		if o.Flags != 0 {
-			a.InUint64(UVERBS_ATTR_CREATE_CQ_FLAGS, uint64(o.Flags))
+			a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_CQ_FLAGS, uint64(o.Flags))
 		}
-		a.FD(UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
+		a.FD(uverbsabi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
 		a.Optional()
 		if len(o.DriverIn) > 0 {
-			a.In(UVERBS_ATTR_UHW_IN, o.DriverIn)
+			a.In(uverbsabi.UVERBS_ATTR_UHW_IN, o.DriverIn)
 		}
 		if len(o.DriverOut) > 0 {
-			a.Out(UVERBS_ATTR_UHW_OUT, o.DriverOut)
+			a.Out(uverbsabi.UVERBS_ATTR_UHW_OUT, o.DriverOut)
 		}
-		if err := c.Invoke("create cq", UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE, &a); err != nil {
+		if err := c.Invoke("create cq", uverbsabi.UVERBS_OBJECT_CQ, uverbsabi.UVERBS_METHOD_CQ_CREATE, &a); err != nil {
 			return err
 		}
 		cq.handle = uint32(a.Handle(h))
@@ -77,12 +81,12 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 		if o.Flags != 0 {
 			return fmt.Errorf("uverbs: create cq: flags need the ioctl path")
 		}
-		cmd := IbUverbsCreateCq{UserHandle: cq.userHandle, Cqe: o.CQE, CompVector: o.CompVector, CompChannel: -1}
+		cmd := uverbsabi.IbUverbsCreateCq{UserHandle: cq.userHandle, Cqe: o.CQE, CompVector: o.CompVector, CompChannel: -1}
 		if o.Channel != nil {
 			cmd.CompChannel = int32(o.Channel.Fd())
 		}
-		var resp IbUverbsCreateCqResp
-		if err := c.write("create cq", IB_USER_VERBS_CMD_CREATE_CQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
+		var resp uverbsabi.IbUverbsCreateCqResp
+		if err := c.write("create cq", uverbsabi.IB_USER_VERBS_CMD_CREATE_CQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
 			return err
 		}
 		cq.handle, cq.CQE = resp.CqHandle, resp.Cqe
@@ -106,30 +110,19 @@ func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
 // solicited one if solicitedOnly) raises an event on its channel. Providers
 // with doorbell arming (mlx5) do not use it.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
-	cmd := IbUverbsReqNotifyCq{CqHandle: cq.handle}
+	cmd := uverbsabi.IbUverbsReqNotifyCq{CqHandle: cq.handle}
 	if solicitedOnly {
 		cmd.SolicitedOnly = 1
 	}
-	return cq.ctx.InvokeWrite("req notify cq", IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, asBytes(&cmd), nil, nil, nil)
+	return cq.ctx.InvokeWrite("req notify cq", uverbsabi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, asBytes(&cmd), nil, nil, nil)
 }
 
 // Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use
 // it. Closing twice is safe.
 func (cq *CQ) Close() error {
-	return cq.close(cq, func() error {
-		var resp IbUverbsDestroyCqResp
-		err := cq.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(UVERBS_ATTR_DESTROY_CQ_RESP, asBytes(&resp))
-			a.IDR(UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle)
-			return cq.ctx.Invoke("destroy cq", UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDestroyCq{CqHandle: cq.handle}
-			return cq.ctx.write("destroy cq", IB_USER_VERBS_CMD_DESTROY_CQ, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			cq.ctx.unregister(cq.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroyCqResp
+	cmd := uverbsabi.IbUverbsDestroyCq{CqHandle: cq.handle}
+	return cq.destroy(cq, destroyCall{op: "destroy cq", object: uverbsabi.UVERBS_OBJECT_CQ, method: uverbsabi.UVERBS_METHOD_CQ_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, cmd: asBytes(&cmd), userHandle: &cq.userHandle})
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/netlink"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // DeviceAttr is what a device can do: the fields of libibverbs' struct
@@ -41,7 +42,7 @@ type DeviceAttr struct {
 
 	MaxQP                 uint32
 	MaxQPWR               uint32
-	DeviceCapFlags        uint32 // IB_UVERBS_DEVICE_* (low 32 bits)
+	DeviceCapFlags        DeviceCapFlags // the low 32 bits
 	MaxSGE                uint32
 	MaxSGERd              uint32
 	MaxCQ                 uint32
@@ -80,18 +81,76 @@ type DeviceAttr struct {
 
 	ODPCaps                 ODPCaps
 	CompletionTimestampMask uint64
-	HCACoreClock            uint64 // kHz
-	DeviceCapFlagsEx        uint64 // IB_UVERBS_DEVICE_*, all 64 bits
+	HCACoreClock            uint64         // kHz
+	DeviceCapFlagsEx        DeviceCapFlags // all 64 bits
 	TSOCaps                 TSOCaps
 	RSSCaps                 RSSCaps
 	MaxWQTypeRQ             uint32
 	PacketPacingCaps        PacketPacingCaps
-	RawPacketCaps           uint32 // IB_UVERBS_RAW_PACKET_CAP_*
+	RawPacketCaps           RawPacketCaps
 	TMCaps                  TMCaps
 	CQModerationCaps        CQModerationCaps
 	MaxDMSize               uint64
 	XRCODPCaps              uint32 // ODP capabilities of XRC, as ODPCaps.RC
 }
+
+// DriverID names a device's kernel driver in the RDMA ABI (enum
+// rdma_driver_id): every call's header carries it, and the kernel refuses
+// a call that names another driver. DriverIDOf finds a device's.
+type DriverID uint32
+
+// The drivers mlx5go knows by name; DriverIDOf returns any.
+const (
+	DriverUnknown DriverID = 0  // RDMA_DRIVER_UNKNOWN
+	DriverMLX5    DriverID = 1  // RDMA_DRIVER_MLX5
+	DriverRXE     DriverID = 14 // RDMA_DRIVER_RXE
+)
+
+// DeviceCapFlags are what a device can do (enum
+// ib_uverbs_device_cap_flags, libibverbs' IBV_DEVICE_*):
+// DeviceAttr.DeviceCapFlags holds the low 32 bits, DeviceCapFlagsEx all 64.
+type DeviceCapFlags uint64
+
+// Device capability flags.
+const (
+	DeviceResizeMaxWR         DeviceCapFlags = 1 << 0  // IB_UVERBS_DEVICE_RESIZE_MAX_WR
+	DeviceBadPKeyCntr         DeviceCapFlags = 1 << 1  // IB_UVERBS_DEVICE_BAD_PKEY_CNTR
+	DeviceBadQKeyCntr         DeviceCapFlags = 1 << 2  // IB_UVERBS_DEVICE_BAD_QKEY_CNTR
+	DeviceRawMulti            DeviceCapFlags = 1 << 3  // IB_UVERBS_DEVICE_RAW_MULTI
+	DeviceAutoPathMig         DeviceCapFlags = 1 << 4  // IB_UVERBS_DEVICE_AUTO_PATH_MIG
+	DeviceChangePhyPort       DeviceCapFlags = 1 << 5  // IB_UVERBS_DEVICE_CHANGE_PHY_PORT
+	DeviceUDAVPortEnforce     DeviceCapFlags = 1 << 6  // IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE
+	DeviceCurrQPStateMod      DeviceCapFlags = 1 << 7  // IB_UVERBS_DEVICE_CURR_QP_STATE_MOD
+	DeviceShutdownPort        DeviceCapFlags = 1 << 8  // IB_UVERBS_DEVICE_SHUTDOWN_PORT
+	DevicePortActiveEvent     DeviceCapFlags = 1 << 10 // IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT
+	DeviceSysImageGUID        DeviceCapFlags = 1 << 11 // IB_UVERBS_DEVICE_SYS_IMAGE_GUID
+	DeviceRCRNRNAKGen         DeviceCapFlags = 1 << 12 // IB_UVERBS_DEVICE_RC_RNR_NAK_GEN
+	DeviceSRQResize           DeviceCapFlags = 1 << 13 // IB_UVERBS_DEVICE_SRQ_RESIZE
+	DeviceNNotifyCQ           DeviceCapFlags = 1 << 14 // IB_UVERBS_DEVICE_N_NOTIFY_CQ
+	DeviceMemWindow           DeviceCapFlags = 1 << 17 // IB_UVERBS_DEVICE_MEM_WINDOW
+	DeviceUDIPCsum            DeviceCapFlags = 1 << 18 // IB_UVERBS_DEVICE_UD_IP_CSUM
+	DeviceXRC                 DeviceCapFlags = 1 << 20 // IB_UVERBS_DEVICE_XRC
+	DeviceMemMgtExtensions    DeviceCapFlags = 1 << 21 // IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS
+	DeviceMemWindowType2A     DeviceCapFlags = 1 << 23 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A
+	DeviceMemWindowType2B     DeviceCapFlags = 1 << 24 // IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B
+	DeviceRCIPCsum            DeviceCapFlags = 1 << 25 // IB_UVERBS_DEVICE_RC_IP_CSUM
+	DeviceRawIPCsum           DeviceCapFlags = 1 << 26 // IB_UVERBS_DEVICE_RAW_IP_CSUM
+	DeviceManagedFlowSteering DeviceCapFlags = 1 << 29 // IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING
+	DeviceRawScatterFCS       DeviceCapFlags = 1 << 34 // IB_UVERBS_DEVICE_RAW_SCATTER_FCS
+	DevicePCIWriteEndPadding  DeviceCapFlags = 1 << 36 // IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING
+)
+
+// RawPacketCaps are the offloads of raw packet QPs (enum
+// ib_uverbs_raw_packet_caps, libibverbs' IBV_RAW_PACKET_CAP_*).
+type RawPacketCaps uint32
+
+// Raw packet capabilities.
+const (
+	RawPacketCapCVLANStripping RawPacketCaps = 1 << 0 // IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING
+	RawPacketCapScatterFCS     RawPacketCaps = 1 << 1 // IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS
+	RawPacketCapIPCsum         RawPacketCaps = 1 << 2 // IB_UVERBS_RAW_PACKET_CAP_IP_CSUM
+	RawPacketCapDelayDrop      RawPacketCaps = 1 << 3 // IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP
+)
 
 // AtomicCap is enum ibv_atomic_cap: how atomic operations are guaranteed.
 type AtomicCap uint32
@@ -190,10 +249,10 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 // without driver data for the query may refuse a non-empty one (rxe:
 // EINVAL).
 func (c *Context) QueryDeviceWithDriverData(drvOut []byte) (DeviceAttr, error) {
-	var cmd IbUverbsExQueryDevice
-	var resp IbUverbsExQueryDeviceResp
+	var cmd uverbsabi.IbUverbsExQueryDevice
+	var resp uverbsabi.IbUverbsExQueryDeviceResp
 	err := c.InvokeWrite("query device (INVOKE_WRITE EX_QUERY_DEVICE)",
-		IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+		uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
 		asBytes(&cmd), asBytes(&resp), nil, drvOut)
 	if err != nil {
 		return DeviceAttr{}, err
@@ -203,12 +262,12 @@ func (c *Context) QueryDeviceWithDriverData(drvOut []byte) (DeviceAttr, error) {
 
 // decodeQueryDeviceResp turns the kernel's response into a DeviceAttr,
 // taking an extended field only if the kernel's response_length covers it.
-func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
+func decodeQueryDeviceResp(r *uverbsabi.IbUverbsExQueryDeviceResp) DeviceAttr {
 	b := &r.Base
 	d := DeviceAttr{
 		FWVer:                 b.FwVer,
-		NodeGUID:              be64(b.NodeGuid),
-		SysImageGUID:          be64(b.SysImageGuid),
+		NodeGUID:              binary.BigEndian.Uint64(b.NodeGuid[:]),
+		SysImageGUID:          binary.BigEndian.Uint64(b.SysImageGuid[:]),
 		MaxMRSize:             b.MaxMrSize,
 		PageSizeCap:           b.PageSizeCap,
 		VendorID:              b.VendorID,
@@ -216,7 +275,7 @@ func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
 		HWVer:                 b.HwVer,
 		MaxQP:                 b.MaxQp,
 		MaxQPWR:               b.MaxQpWr,
-		DeviceCapFlags:        b.DeviceCapFlags,
+		DeviceCapFlags:        DeviceCapFlags(b.DeviceCapFlags),
 		MaxSGE:                b.MaxSge,
 		MaxSGERd:              b.MaxSgeRd,
 		MaxCQ:                 b.MaxCq,
@@ -252,7 +311,7 @@ func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
 	n := uintptr(r.ResponseLength)
 	has := func(off, size uintptr) bool { return n >= off+size }
 	if has(unsafe.Offsetof(r.OdpCaps), unsafe.Sizeof(r.OdpCaps)) {
-		d.ODPCaps = ODPCaps{General: r.OdpCaps.GeneralCaps, RC: r.OdpCaps.RcOdpCaps, UC: r.OdpCaps.UcOdpCaps, UD: r.OdpCaps.UdOdpCaps}
+		d.ODPCaps = ODPCaps{General: r.OdpCaps.GeneralCaps, RC: r.OdpCaps.PerTransportCaps.RcOdpCaps, UC: r.OdpCaps.PerTransportCaps.UcOdpCaps, UD: r.OdpCaps.PerTransportCaps.UdOdpCaps}
 	}
 	if has(unsafe.Offsetof(r.TimestampMask), 8) {
 		d.CompletionTimestampMask = r.TimestampMask
@@ -261,7 +320,7 @@ func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
 		d.HCACoreClock = r.HcaCoreClock
 	}
 	if has(unsafe.Offsetof(r.DeviceCapFlagsEx), 8) {
-		d.DeviceCapFlagsEx = r.DeviceCapFlagsEx
+		d.DeviceCapFlagsEx = DeviceCapFlags(r.DeviceCapFlagsEx)
 	}
 	if has(unsafe.Offsetof(r.RssCaps), unsafe.Sizeof(r.RssCaps)) {
 		d.RSSCaps = RSSCaps{
@@ -274,7 +333,7 @@ func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
 		d.MaxWQTypeRQ = r.MaxWqTypeRq
 	}
 	if has(unsafe.Offsetof(r.RawPacketCaps), 4) {
-		d.RawPacketCaps = r.RawPacketCaps
+		d.RawPacketCaps = RawPacketCaps(r.RawPacketCaps)
 	}
 	if has(unsafe.Offsetof(r.TmCaps), unsafe.Sizeof(r.TmCaps)) {
 		t := &r.TmCaps
@@ -290,13 +349,6 @@ func decodeQueryDeviceResp(r *IbUverbsExQueryDeviceResp) DeviceAttr {
 		d.XRCODPCaps = r.XrcOdpCaps
 	}
 	return d
-}
-
-// be64 converts a __be64 as loaded from memory to host order.
-func be64(v uint64) uint64 {
-	var b [8]byte
-	*(*uint64)(unsafe.Pointer(&b)) = v
-	return binary.BigEndian.Uint64(b[:])
 }
 
 // GID is a 128-bit global identifier in network byte order: an IPv6
@@ -332,9 +384,9 @@ type GIDType uint32
 
 // GID types.
 const (
-	GIDTypeIB     GIDType = IB_UVERBS_GID_TYPE_IB
-	GIDTypeRoCEv1 GIDType = IB_UVERBS_GID_TYPE_ROCE_V1
-	GIDTypeRoCEv2 GIDType = IB_UVERBS_GID_TYPE_ROCE_V2
+	GIDTypeIB     GIDType = 0 // IB_UVERBS_GID_TYPE_IB
+	GIDTypeRoCEv1 GIDType = 1 // IB_UVERBS_GID_TYPE_ROCE_V1
+	GIDTypeRoCEv2 GIDType = 2 // IB_UVERBS_GID_TYPE_ROCE_V2
 )
 
 // String names the type as libibverbs' ibv_devinfo does ("IB", "RoCE v1",
@@ -362,7 +414,7 @@ type GIDEntry struct {
 	NetdevIfindex uint32
 }
 
-func gidEntryFromABI(e *IbUverbsGidEntry) GIDEntry {
+func gidEntryFromABI(e *uverbsabi.IbUverbsGidEntry) GIDEntry {
 	return GIDEntry{
 		GID:           *(*GID)(unsafe.Pointer(&e.Gid)),
 		Index:         e.GidIndex,
@@ -381,14 +433,14 @@ func (c *Context) QueryGIDEntry(port, index uint32) (GIDEntry, error) {
 	if port == 0 {
 		return GIDEntry{}, fmt.Errorf("uverbs: %s: ports are numbered from 1", op)
 	}
-	var resp IbUverbsGidEntry
+	var resp uverbsabi.IbUverbsGidEntry
 	var flags [4]byte
 	var a Attrs
-	a.InUint64(UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
-	a.InUint64(UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
-	a.In(UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, flags[:])
-	a.Out(UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, asBytes(&resp))
-	if err := c.Invoke(op, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_GID_ENTRY, &a); err != nil {
+	a.InUint64(uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
+	a.InUint64(uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
+	a.In(uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, flags[:])
+	a.Out(uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, asBytes(&resp))
+	if err := c.Invoke(op, uverbsabi.UVERBS_OBJECT_DEVICE, uverbsabi.UVERBS_METHOD_QUERY_GID_ENTRY, &a); err != nil {
 		return GIDEntry{}, err
 	}
 	return gidEntryFromABI(&resp), nil
@@ -421,18 +473,18 @@ func (c *Context) queryGIDTable(maxEntries int) ([]GIDEntry, error) {
 	if maxEntries == 0 {
 		return []GIDEntry{}, nil
 	}
-	if maxEntries < 0 || maxEntries > 0xffff/SizeofIbUverbsGidEntry {
-		return nil, fmt.Errorf("uverbs: %s: %d entries do not fit one attribute (at most %d)", op, maxEntries, 0xffff/SizeofIbUverbsGidEntry)
+	if maxEntries < 0 || maxEntries > 0xffff/uverbsabi.SizeofIbUverbsGidEntry {
+		return nil, fmt.Errorf("uverbs: %s: %d entries do not fit one attribute (at most %d)", op, maxEntries, 0xffff/uverbsabi.SizeofIbUverbsGidEntry)
 	}
-	entries := make([]IbUverbsGidEntry, maxEntries)
+	entries := make([]uverbsabi.IbUverbsGidEntry, maxEntries)
 	var num uint64
 	var flags [4]byte
 	var a Attrs
-	a.InUint64(UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, SizeofIbUverbsGidEntry)
-	a.In(UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, flags[:])
-	a.Out(UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, unsafe.Slice((*byte)(unsafe.Pointer(&entries[0])), maxEntries*SizeofIbUverbsGidEntry))
-	a.Out(UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, asBytes(&num))
-	if err := c.Invoke(op, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_GID_TABLE, &a); err != nil {
+	a.InUint64(uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uverbsabi.SizeofIbUverbsGidEntry)
+	a.In(uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, flags[:])
+	a.Out(uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, unsafe.Slice((*byte)(unsafe.Pointer(&entries[0])), maxEntries*uverbsabi.SizeofIbUverbsGidEntry))
+	a.Out(uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, asBytes(&num))
+	if err := c.Invoke(op, uverbsabi.UVERBS_OBJECT_DEVICE, uverbsabi.UVERBS_METHOD_QUERY_GID_TABLE, &a); err != nil {
 		return nil, err
 	}
 	if num > uint64(maxEntries) {
@@ -457,16 +509,16 @@ type UverbsChardev struct {
 	// DriverID is the device's enum rdma_driver_id. The kernel refuses
 	// (EINVAL) a call whose header carries another, so Open needs it in
 	// Options.DriverID.
-	DriverID uint32
+	DriverID DriverID
 }
 
 // NetlinkUverbsChardev returns the uverbs character device of the RDMA
 // device with netlink index index (NLDevice.Index).
 func NetlinkUverbsChardev(index uint32) (UverbsChardev, error) {
 	var req netlink.Attrs
-	req.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, index)
-	req.String(RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
-	msgs, err := nldevRequest(RDMA_NLDEV_CMD_GET_CHARDEV, 0, &req)
+	req.Uint32(uverbsabi.RDMA_NLDEV_ATTR_DEV_INDEX, index)
+	req.String(uverbsabi.RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs")
+	msgs, err := nldevRequest(uverbsabi.RDMA_NLDEV_CMD_GET_CHARDEV, 0, &req)
 	if err != nil {
 		return UverbsChardev{}, fmt.Errorf("uverbs: uverbs chardev of device %d (nldev get chardev): %w", index, err)
 	}
@@ -479,18 +531,18 @@ func NetlinkUverbsChardev(index uint32) (UverbsChardev, error) {
 		}
 		for _, a := range attrs {
 			switch a.Type {
-			case RDMA_NLDEV_ATTR_CHARDEV_NAME:
+			case uverbsabi.RDMA_NLDEV_ATTR_CHARDEV_NAME:
 				cd.Name, found = a.String(), true
-			case RDMA_NLDEV_ATTR_CHARDEV_ABI:
+			case uverbsabi.RDMA_NLDEV_ATTR_CHARDEV_ABI:
 				cd.ABI = a.Uint64()
-			case RDMA_NLDEV_ATTR_CHARDEV:
+			case uverbsabi.RDMA_NLDEV_ATTR_CHARDEV:
 				cd.Dev = a.Uint64()
-			case RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
+			case uverbsabi.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID:
 				// Declared u64; accept a u32 too.
 				if len(a.Data) >= 8 {
-					cd.DriverID = uint32(a.Uint64())
+					cd.DriverID = DriverID(a.Uint64())
 				} else {
-					cd.DriverID = a.Uint32()
+					cd.DriverID = DriverID(a.Uint32())
 				}
 			}
 		}
@@ -504,7 +556,7 @@ func NetlinkUverbsChardev(index uint32) (UverbsChardev, error) {
 // DriverIDOf returns the enum rdma_driver_id of the named device, for
 // Options.DriverID: it finds the device in RDMA netlink and asks for its
 // uverbs character device.
-func DriverIDOf(name string) (uint32, error) {
+func DriverIDOf(name string) (DriverID, error) {
 	devs, err := NetlinkDevices()
 	if err != nil {
 		return 0, err

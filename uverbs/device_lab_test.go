@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/labenv"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,8 +40,8 @@ func TestLabQueryDeviceMatchesSysfsAndNetlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %+v", labenv.RXEDevice, d)
-	if d.ResponseLength != SizeofIbUverbsExQueryDeviceResp {
-		t.Errorf("response_length %d; the lab's kernel has the %d-byte struct (BTF)", d.ResponseLength, SizeofIbUverbsExQueryDeviceResp)
+	if d.ResponseLength != uverbsabi.SizeofIbUverbsExQueryDeviceResp {
+		t.Errorf("response_length %d; the lab's kernel has the %d-byte struct (BTF)", d.ResponseLength, uverbsabi.SizeofIbUverbsExQueryDeviceResp)
 	}
 	if got, want := FormatGUID(d.NodeGUID), sysfsDev(t, "node_guid"); got != want {
 		t.Errorf("node_guid %s, sysfs %s", got, want)
@@ -84,7 +85,7 @@ func TestLabQueryDeviceMatchesSysfsAndNetlink(t *testing.T) {
 	if d.PageSizeCap&(1<<12) == 0 {
 		t.Errorf("page_size_cap %#x lacks 4 KiB pages", d.PageSizeCap)
 	}
-	if uint32(d.DeviceCapFlagsEx) != d.DeviceCapFlags {
+	if uint32(d.DeviceCapFlagsEx) != uint32(d.DeviceCapFlags) {
 		t.Errorf("device_cap_flags_ex %#x does not extend device_cap_flags %#x", d.DeviceCapFlagsEx, d.DeviceCapFlags)
 	}
 
@@ -241,8 +242,8 @@ func TestLabUverbsChardev(t *testing.T) {
 	if major != unix.Major(st.Rdev) || minor != unix.Minor(st.Rdev) {
 		t.Errorf("netlink dev %d:%d, %s is %d:%d", major, minor, sd.Path, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	}
-	if cd.DriverID != RDMA_DRIVER_RXE {
-		t.Errorf("driver id %d, want RDMA_DRIVER_RXE (%d)", cd.DriverID, RDMA_DRIVER_RXE)
+	if cd.DriverID != DriverRXE {
+		t.Errorf("driver id %d, want RDMA_DRIVER_RXE (%d)", cd.DriverID, DriverRXE)
 	}
 	id, err := DriverIDOf(labenv.RXEDevice)
 	if err != nil || id != cd.DriverID {
@@ -256,7 +257,7 @@ func TestLabUverbsChardev(t *testing.T) {
 		t.Errorf("chardev of a missing device index: %v, want EINVAL naming get chardev", err)
 	}
 	// The kernel refuses calls whose header names another driver.
-	_, err = Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_MLX5})
+	_, err = Open(labenv.RXEDevice, &Options{DriverID: DriverMLX5})
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Open with the mlx5 driver id on rxe: %v, want EINVAL", err)
 	}
@@ -273,11 +274,11 @@ func TestLabQueryDeviceShortResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const cmd = IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_QUERY_DEVICE
-	var in IbUverbsExQueryDevice
-	var r IbUverbsExQueryDeviceResp
+	const cmd = uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED | uverbsabi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE
+	var in uverbsabi.IbUverbsExQueryDevice
+	var r uverbsabi.IbUverbsExQueryDeviceResp
 	for _, n := range []uintptr{unsafe.Offsetof(r.ResponseLength) + 4, unsafe.Offsetof(r.TmCaps)} {
-		var resp IbUverbsExQueryDeviceResp
+		var resp uverbsabi.IbUverbsExQueryDeviceResp
 		if err := c.InvokeWrite("query device (short)", cmd, asBytes(&in), asBytes(&resp)[:n], nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +301,7 @@ func TestLabQueryDeviceShortResponse(t *testing.T) {
 	}
 	// A buffer that ends before response_length: the call succeeds and
 	// the kernel writes nothing past the buffer.
-	var resp IbUverbsExQueryDeviceResp
+	var resp uverbsabi.IbUverbsExQueryDeviceResp
 	b := asBytes(&resp)
 	for i := range b {
 		b[i] = 0xee
@@ -327,7 +328,7 @@ func TestLabQueryDeviceDriverData(t *testing.T) {
 	for _, forceWrite := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
 			labenv.Require(t)
-			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
 			if err != nil {
 				t.Fatal(err)
 			}

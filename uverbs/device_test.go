@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // oracleQueryDevice is libibverbs' extended query device from the oracle's
@@ -80,8 +82,8 @@ func oracleOutHex(t testing.TB, kase, method, writeCmd, name string) []byte {
 
 func TestOracleQueryDeviceEx(t *testing.T) {
 	want := oracleQueryDevice(t)
-	if IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_QUERY_DEVICE != 0x80000001 {
-		t.Fatalf("extended query device command %#x, libibverbs sent 0x80000001", IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_QUERY_DEVICE)
+	if uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE != 0x80000001 {
+		t.Fatalf("extended query device command %#x, libibverbs sent 0x80000001", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE)
 	}
 	drvOut := make([]byte, 104) // struct mlx5_ib_query_device_resp, as libmlx5 passed it
 	c := testContext(t)
@@ -114,9 +116,9 @@ func TestOracleQueryDeviceEx(t *testing.T) {
 
 // respFromBytes loads a struct ib_uverbs_ex_query_device_resp from the
 // bytes the kernel would have written.
-func respFromBytes(t *testing.T, b []byte) *IbUverbsExQueryDeviceResp {
+func respFromBytes(t *testing.T, b []byte) *uverbsabi.IbUverbsExQueryDeviceResp {
 	t.Helper()
-	var r IbUverbsExQueryDeviceResp
+	var r uverbsabi.IbUverbsExQueryDeviceResp
 	if len(b) != int(unsafe.Sizeof(r)) {
 		t.Fatalf("%d response bytes, struct is %d", len(b), unsafe.Sizeof(r))
 	}
@@ -142,7 +144,7 @@ func TestDecodeOracleQueryDeviceResp(t *testing.T) {
 		{"max_sge", uint64(d.MaxSGE), 30},
 		{"atomic_cap", uint64(d.AtomicCap), uint64(AtomicHCA)},
 		{"phys_port_cnt", uint64(d.PhysPortCnt), 1},
-		{"response_length", uint64(d.ResponseLength), SizeofIbUverbsExQueryDeviceResp},
+		{"response_length", uint64(d.ResponseLength), uverbsabi.SizeofIbUverbsExQueryDeviceResp},
 		// node_guid is __be64 in memory: the bytes at offset 8 read as a
 		// big-endian number.
 		{"node_guid", d.NodeGUID, binary.BigEndian.Uint64(out[8:16])},
@@ -167,7 +169,7 @@ func TestDecodeOracleQueryDeviceResp(t *testing.T) {
 // older kernel's shorter response leaves the newer fields zero even when
 // the buffer holds other bytes there.
 func TestDecodeQueryDeviceRespLength(t *testing.T) {
-	var full IbUverbsExQueryDeviceResp
+	var full uverbsabi.IbUverbsExQueryDeviceResp
 	b := asBytes(&full)
 	for i := range b {
 		b[i] = 0xa5
@@ -182,7 +184,7 @@ func TestDecodeQueryDeviceRespLength(t *testing.T) {
 		{"odp_caps", unsafe.Offsetof(r.OdpCaps) + unsafe.Sizeof(r.OdpCaps), func(d *DeviceAttr) uint64 { return d.ODPCaps.General | uint64(d.ODPCaps.UD) }},
 		{"timestamp_mask", unsafe.Offsetof(r.TimestampMask) + 8, func(d *DeviceAttr) uint64 { return d.CompletionTimestampMask }},
 		{"hca_core_clock", unsafe.Offsetof(r.HcaCoreClock) + 8, func(d *DeviceAttr) uint64 { return d.HCACoreClock }},
-		{"device_cap_flags_ex", unsafe.Offsetof(r.DeviceCapFlagsEx) + 8, func(d *DeviceAttr) uint64 { return d.DeviceCapFlagsEx }},
+		{"device_cap_flags_ex", unsafe.Offsetof(r.DeviceCapFlagsEx) + 8, func(d *DeviceAttr) uint64 { return uint64(d.DeviceCapFlagsEx) }},
 		{"rss_caps", unsafe.Offsetof(r.RssCaps) + unsafe.Sizeof(r.RssCaps), func(d *DeviceAttr) uint64 { return uint64(d.RSSCaps.MaxRWQIndirectionTableSize) }},
 		{"max_wq_type_rq", unsafe.Offsetof(r.MaxWqTypeRq) + 4, func(d *DeviceAttr) uint64 { return uint64(d.MaxWQTypeRQ) }},
 		{"raw_packet_caps", unsafe.Offsetof(r.RawPacketCaps) + 4, func(d *DeviceAttr) uint64 { return uint64(d.RawPacketCaps) }},
@@ -191,7 +193,7 @@ func TestDecodeQueryDeviceRespLength(t *testing.T) {
 		{"max_dm_size", unsafe.Offsetof(r.MaxDmSize) + 8, func(d *DeviceAttr) uint64 { return d.MaxDMSize }},
 		{"xrc_odp_caps", unsafe.Offsetof(r.XrcOdpCaps) + 4, func(d *DeviceAttr) uint64 { return uint64(d.XRCODPCaps) }},
 	}
-	lengths := []uint32{uint32(unsafe.Offsetof(r.OdpCaps)), 200, 208, 216, 224, 232, 248, 252, 256, 280, 288, 296, 300, SizeofIbUverbsExQueryDeviceResp}
+	lengths := []uint32{uint32(unsafe.Offsetof(r.OdpCaps)), 200, 208, 216, 224, 232, 248, 252, 256, 280, 288, 296, 300, uverbsabi.SizeofIbUverbsExQueryDeviceResp}
 	for _, n := range lengths {
 		full.ResponseLength = n
 		d := decodeQueryDeviceResp(&full)
@@ -214,10 +216,10 @@ func TestABIDeviceSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"ib_uverbs_query_device_resp", unsafe.Sizeof(IbUverbsQueryDeviceResp{}), SizeofIbUverbsQueryDeviceResp},
-		{"ib_uverbs_ex_query_device", unsafe.Sizeof(IbUverbsExQueryDevice{}), SizeofIbUverbsExQueryDevice},
-		{"ib_uverbs_ex_query_device_resp", unsafe.Sizeof(IbUverbsExQueryDeviceResp{}), SizeofIbUverbsExQueryDeviceResp},
-		{"ib_uverbs_gid_entry", unsafe.Sizeof(IbUverbsGidEntry{}), SizeofIbUverbsGidEntry},
+		{"ib_uverbs_query_device_resp", unsafe.Sizeof(uverbsabi.IbUverbsQueryDeviceResp{}), uverbsabi.SizeofIbUverbsQueryDeviceResp},
+		{"ib_uverbs_ex_query_device", unsafe.Sizeof(uverbsabi.IbUverbsExQueryDevice{}), uverbsabi.SizeofIbUverbsExQueryDevice},
+		{"ib_uverbs_ex_query_device_resp", unsafe.Sizeof(uverbsabi.IbUverbsExQueryDeviceResp{}), uverbsabi.SizeofIbUverbsExQueryDeviceResp},
+		{"ib_uverbs_gid_entry", unsafe.Sizeof(uverbsabi.IbUverbsGidEntry{}), uverbsabi.SizeofIbUverbsGidEntry},
 	}
 	for _, s := range sizes {
 		if s.got != s.want {
@@ -237,12 +239,12 @@ func TestQueryGIDEncoding(t *testing.T) {
 		inline  uint64 // for inline inputs
 		isIn    bool
 	}
-	check := func(t *testing.T, method uint16, hdr IbUverbsIoctlHdr, got []IbUverbsAttr, want []attr) {
+	check := func(t *testing.T, method uint16, hdr uverbsabi.IbUverbsIoctlHdr, got []uverbsabi.IbUverbsAttr, want []attr) {
 		t.Helper()
-		if hdr.ObjectID != UVERBS_OBJECT_DEVICE || hdr.MethodID != method || hdr.DriverID != RDMA_DRIVER_MLX5 {
+		if hdr.ObjectID != uverbsabi.UVERBS_OBJECT_DEVICE || hdr.MethodID != method || hdr.DriverID != uint32(DriverMLX5) {
 			t.Errorf("header %+v, want object DEVICE method %d", hdr, method)
 		}
-		if int(hdr.NumAttrs) != len(want) || int(hdr.Length) != SizeofIoctlHdr+SizeofAttr*len(want) {
+		if int(hdr.NumAttrs) != len(want) || int(hdr.Length) != uverbsabi.SizeofIbUverbsIoctlHdr+uverbsabi.SizeofIbUverbsAttr*len(want) {
 			t.Errorf("header %+v, want %d attributes", hdr, len(want))
 		}
 		if len(got) != len(want) {
@@ -250,7 +252,7 @@ func TestQueryGIDEncoding(t *testing.T) {
 		}
 		for i, w := range want {
 			g := got[i]
-			if g.AttrID != w.id || g.Len != w.len || g.Flags != UVERBS_ATTR_F_MANDATORY {
+			if g.AttrID != w.id || g.Len != w.len || g.Flags != uverbsabi.UVERBS_ATTR_F_MANDATORY {
 				t.Errorf("attr %d: id %d len %d flags %#x, want id %d len %d flags mandatory", i, g.AttrID, g.Len, g.Flags, w.id, w.len)
 			}
 			if w.isIn && g.Data != w.inline {
@@ -268,11 +270,11 @@ func TestQueryGIDEncoding(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		check(t, UVERBS_METHOD_QUERY_GID_TABLE, hdr, got, []attr{
-			{UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, 8, 32, true},
-			{UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 4, 0, true},
-			{UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, 5 * 32, 0, false},
-			{UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, 8, 0, false},
+		check(t, uverbsabi.UVERBS_METHOD_QUERY_GID_TABLE, hdr, got, []attr{
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, 8, 32, true},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 4, 0, true},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, 5 * 32, 0, false},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, 8, 0, false},
 		})
 	})
 	t.Run("entry", func(t *testing.T) {
@@ -281,11 +283,11 @@ func TestQueryGIDEncoding(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		check(t, UVERBS_METHOD_QUERY_GID_ENTRY, hdr, got, []attr{
-			{UVERBS_ATTR_QUERY_GID_ENTRY_PORT, 8, 1, true},
-			{UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, 8, 3, true},
-			{UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 4, 0, true},
-			{UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, 32, 0, false},
+		check(t, uverbsabi.UVERBS_METHOD_QUERY_GID_ENTRY, hdr, got, []attr{
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, 8, 1, true},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, 8, 3, true},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 4, 0, true},
+			{uverbsabi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, 32, 0, false},
 		})
 	})
 }
@@ -294,7 +296,7 @@ func TestQueryGIDEncoding(t *testing.T) {
 func hookErrno(t *testing.T, errno unix.Errno) *int {
 	t.Helper()
 	n := new(int)
-	ioctlHook = func(int, *IbUverbsIoctlHdr, []IbUverbsAttr, []unsafe.Pointer) unix.Errno {
+	ioctlHook = func(int, *uverbsabi.IbUverbsIoctlHdr, []uverbsabi.IbUverbsAttr, []unsafe.Pointer) unix.Errno {
 		*n++
 		return errno
 	}
@@ -340,10 +342,10 @@ func TestDeviceCallErrors(t *testing.T) {
 func TestGIDFormats(t *testing.T) {
 	// fe80::5054:ff:fe12:3456 and ::ffff:192.0.2.1, as the kernel stores
 	// them in struct ib_uverbs_gid_entry.
-	var e IbUverbsGidEntry
+	var e uverbsabi.IbUverbsGidEntry
 	raw := []byte{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0x12, 0x34, 0x56}
 	copy(asBytes(&e), raw)
-	e.GidIndex, e.PortNum, e.GidType, e.NetdevIfindex = 1, 1, IB_UVERBS_GID_TYPE_ROCE_V2, 3
+	e.GidIndex, e.PortNum, e.GidType, e.NetdevIfindex = 1, 1, uverbsabi.IB_UVERBS_GID_TYPE_ROCE_V2, 3
 	g := gidEntryFromABI(&e)
 	if g.GID.String() != "fe80:0000:0000:0000:5054:00ff:fe12:3456" {
 		t.Errorf("String() = %s", g.GID)
@@ -372,12 +374,12 @@ func TestGIDFormats(t *testing.T) {
 // fields come straight from the bytes and nothing past response_length is
 // taken.
 func FuzzDecodeQueryDeviceResp(f *testing.F) {
-	var zero IbUverbsExQueryDeviceResp
+	var zero uverbsabi.IbUverbsExQueryDeviceResp
 	f.Add(make([]byte, unsafe.Sizeof(zero)))
 	f.Add(bytes.Repeat([]byte{0xa5}, int(unsafe.Sizeof(zero))))
 	f.Add(oracleOutHex(f, "open_device", "INVOKE_WRITE", "0x80000001", "CORE_OUT"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var r IbUverbsExQueryDeviceResp
+		var r uverbsabi.IbUverbsExQueryDeviceResp
 		copy(asBytes(&r), b)
 		raw := asBytes(&r)
 		d := decodeQueryDeviceResp(&r)

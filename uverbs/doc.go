@@ -5,7 +5,7 @@
 // It is the generic half of the driver and knows nothing of mlx5: providers
 // (package mlx5) pass their driver-specific data through it as opaque
 // attributes. It imports only golang.org/x/sys/unix and mlx5go's internal
-// netlink client.
+// netlink client and ABI mirror (internal/uverbsabi).
 //
 // Open returns a Context; on it live PDs, MRs, CQs, completion channels,
 // QPs, AHs and SRQs, each with an idempotent Close, all released when the
@@ -15,8 +15,11 @@
 // else (docs/UVERBS.md). Every failure is an error that names the call and
 // wraps the kernel's errno.
 //
-// The ABI mirror (abi*.go, nldev.go) keeps the kernel's own names for
-// constants and structs, each naming the uapi header it comes from, so it can
-// be grepped against the kernel and rdma-core; the kernel lab checks every
-// value and layout against the running kernel's BTF.
+// Its API speaks Go names (AccessFlags, QPType, DriverID, DeviceCapFlags,
+// Attr, ...), each constant's comment naming the C enumerator it stands
+// for. The kernel's own names for the ABI it sends and decodes (uapi
+// structs, object, method and attribute ids, write() commands) live in
+// internal/uverbsabi, generated from the kernel's BTF and checked against
+// every kernel the lab boots; TestGoNamesAreTheKernels keeps the Go names'
+// values equal to them.
 package uverbs

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +30,7 @@ func findCall(t *testing.T, calls []oracleCall, object, method string) oracleCal
 }
 
 // capture runs fn with the system call replaced, recording the call.
-func capture(t *testing.T, fn func()) (hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr) {
+func capture(t *testing.T, fn func()) (hdr uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr) {
 	t.Helper()
 	hdr, attrs, _ = captureData(t, fn)
 	return hdr, attrs
@@ -37,10 +38,10 @@ func capture(t *testing.T, fn func()) (hdr IbUverbsIoctlHdr, attrs []IbUverbsAtt
 
 // captureData is capture that also copies the memory each pointer
 // attribute points to (nil for inline and handle attributes).
-func captureData(t *testing.T, fn func()) (hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr, data [][]byte) {
+func captureData(t *testing.T, fn func()) (hdr uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr, data [][]byte) {
 	t.Helper()
-	ioctlHook = func(fd int, h *IbUverbsIoctlHdr, a []IbUverbsAttr, p []unsafe.Pointer) unix.Errno {
-		hdr, attrs = *h, append([]IbUverbsAttr(nil), a...)
+	ioctlHook = func(fd int, h *uverbsabi.IbUverbsIoctlHdr, a []uverbsabi.IbUverbsAttr, p []unsafe.Pointer) unix.Errno {
+		hdr, attrs = *h, append([]uverbsabi.IbUverbsAttr(nil), a...)
 		data = make([][]byte, len(a))
 		for i := range a {
 			if p[i] != nil {
@@ -68,7 +69,7 @@ var skipVarying = map[string]bool{
 
 // compare checks a captured call against the oracle's. Pointer inputs are
 // resolved through known, the buffers the test handed in, by address.
-func compare(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr, known ...[]byte) {
+func compare(t *testing.T, want oracleCall, hdr uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr, known ...[]byte) {
 	t.Helper()
 	compareWith(t, want, hdr, attrs, func(i int) []byte {
 		for _, k := range known {
@@ -81,12 +82,12 @@ func compare(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []IbUver
 }
 
 // compareData is compare with the pointed-to bytes captureData recorded.
-func compareData(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr, data [][]byte) {
+func compareData(t *testing.T, want oracleCall, hdr uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr, data [][]byte) {
 	t.Helper()
 	compareWith(t, want, hdr, attrs, func(i int) []byte { return data[i] })
 }
 
-func compareWith(t *testing.T, want oracleCall, hdr IbUverbsIoctlHdr, attrs []IbUverbsAttr, pointee func(int) []byte) {
+func compareWith(t *testing.T, want oracleCall, hdr uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr, pointee func(int) []byte) {
 	t.Helper()
 	got := oracle.Got{ObjectID: hdr.ObjectID, MethodID: hdr.MethodID, Length: hdr.Length, NumAttrs: hdr.NumAttrs, DriverID: hdr.DriverID}
 	for i, a := range attrs {
@@ -118,7 +119,7 @@ func testContext(t *testing.T) *Context {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ev.Close(); unix.Close(p[1]) })
-	return &Context{fd: 1000, driverID: RDMA_DRIVER_MLX5, children: map[closer]struct{}{},
+	return &Context{fd: 1000, driverID: DriverMLX5, children: map[closer]struct{}{},
 		events: map[uint64]any{}, async: ev, NumCompVectors: 8}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/internal/pollfd"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -125,7 +126,7 @@ func (ev AsyncEvent) String() string {
 
 // decodeAsyncEvent turns the kernel's event record into an AsyncEvent,
 // resolving object handles through lookup.
-func decodeAsyncEvent(d IbUverbsAsyncEventDesc, lookup func(uint64) any) AsyncEvent {
+func decodeAsyncEvent(d uverbsabi.IbUverbsAsyncEventDesc, lookup func(uint64) any) AsyncEvent {
 	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
 	switch ev.Type.Subject() {
 	case "port":
@@ -149,7 +150,7 @@ func decodeAsyncEvent(d IbUverbsAsyncEventDesc, lookup func(uint64) any) AsyncEv
 // NextAsyncEvent waits for the context's next async event, until ctx is
 // done.
 func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
-	var d IbUverbsAsyncEventDesc
+	var d uverbsabi.IbUverbsAsyncEventDesc
 	if err := c.async.read(ctx, asBytes(&d)); err != nil {
 		return AsyncEvent{}, err
 	}
@@ -165,9 +166,9 @@ type CompChannel struct {
 
 // CreateCompChannel creates a completion channel.
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
-	var cmd IbUverbsCreateCompChannel
-	var resp IbUverbsCreateCompChannelResp
-	if err := c.InvokeWrite("create comp channel", IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, asBytes(&cmd), asBytes(&resp), nil, nil); err != nil {
+	var cmd uverbsabi.IbUverbsCreateCompChannel
+	var resp uverbsabi.IbUverbsCreateCompChannelResp
+	if err := c.InvokeWrite("create comp channel", uverbsabi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, asBytes(&cmd), asBytes(&resp), nil, nil); err != nil {
 		return nil, err
 	}
 	ev, err := newEventFile(int(resp.Fd), "completion channel")
@@ -190,7 +191,7 @@ func (ch *CompChannel) Fd() int { return ch.ev.Fd() }
 // for. The CQ must be armed again (its provider's request-notify) to
 // report more.
 func (ch *CompChannel) NextCQ(ctx context.Context) (*CQ, error) {
-	var d IbUverbsCompEventDesc
+	var d uverbsabi.IbUverbsCompEventDesc
 	if err := ch.ev.read(ctx, asBytes(&d)); err != nil {
 		return nil, err
 	}
@@ -205,7 +206,7 @@ func (ch *CompChannel) NextCQ(ctx context.Context) (*CQ, error) {
 // kernel reported: the user handle of the CQ it is for, whether or not
 // this context knows the CQ (it may have been destroyed meanwhile).
 func (ch *CompChannel) NextUserHandle(ctx context.Context) (uint64, error) {
-	var d IbUverbsCompEventDesc
+	var d uverbsabi.IbUverbsCompEventDesc
 	if err := ch.ev.read(ctx, asBytes(&d)); err != nil {
 		return 0, err
 	}

@@ -13,7 +13,7 @@ import (
 
 // Open a device, create a PD, CQ and RC QP, and take the QP to INIT.
 func Example() {
-	c, err := uverbs.Open("rxe0", &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_RXE})
+	c, err := uverbs.Open("rxe0", &uverbs.Options{DriverID: uverbs.DriverRXE})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func Example() {
 
 // Wait for the next async event, for at most a second.
 func ExampleContext_NextAsyncEvent() {
-	c, err := uverbs.Open("rxe0", &uverbs.Options{DriverID: uverbs.RDMA_DRIVER_RXE})
+	c, err := uverbs.Open("rxe0", &uverbs.Options{DriverID: uverbs.DriverRXE})
 	if err != nil {
 		log.Fatal(err)
 	}

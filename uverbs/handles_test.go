@@ -11,19 +11,21 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // attrByID returns the captured attribute with id, and its index.
-func attrByID(attrs []IbUverbsAttr, id uint16) (IbUverbsAttr, int) {
+func attrByID(attrs []uverbsabi.IbUverbsAttr, id uint16) (uverbsabi.IbUverbsAttr, int) {
 	for i, a := range attrs {
 		if a.AttrID == id {
 			return a, i
 		}
 	}
-	return IbUverbsAttr{}, -1
+	return uverbsabi.IbUverbsAttr{}, -1
 }
 
-func attrIDs(attrs []IbUverbsAttr) []uint16 {
+func attrIDs(attrs []uverbsabi.IbUverbsAttr) []uint16 {
 	ids := make([]uint16, len(attrs))
 	for i, a := range attrs {
 		ids[i] = a.AttrID
@@ -46,7 +48,7 @@ func TestCallerUserHandles(t *testing.T) {
 			t.Errorf("CQ user handle %#x, lookup %v", cq.UserHandle(), c.lookup(cqh))
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_CQ_USER_HANDLE); a.Data != cqh {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE); a.Data != cqh {
 		t.Errorf("CQ_CREATE USER_HANDLE %#x, want %#x", a.Data, cqh)
 	}
 	cq := &CQ{object: object{ctx: c, handle: 4}}
@@ -59,7 +61,7 @@ func TestCallerUserHandles(t *testing.T) {
 			t.Errorf("QP user handle %#x", qp.UserHandle())
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_QP_USER_HANDLE); a.Data != qph {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_QP_USER_HANDLE); a.Data != qph {
 		t.Errorf("QP_CREATE USER_HANDLE %#x, want %#x", a.Data, qph)
 	}
 	// 0 is a user handle like any other when the caller gives it.
@@ -72,7 +74,7 @@ func TestCallerUserHandles(t *testing.T) {
 			t.Errorf("SRQ user handle %#x", srq.UserHandle())
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_SRQ_USER_HANDLE); a.Data != 0 {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE); a.Data != 0 {
 		t.Errorf("SRQ_CREATE USER_HANDLE %#x, want 0", a.Data)
 	}
 	_, attrs = capture(t, func() {
@@ -80,7 +82,7 @@ func TestCallerUserHandles(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_CQ_USER_HANDLE); a.Data != 1 {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE); a.Data != 1 {
 		t.Errorf("numbered by the context: user handle %d, want 1", a.Data)
 	}
 }
@@ -94,22 +96,22 @@ func TestCreateQPAttributeOrder(t *testing.T) {
 	srq := &SRQ{object: object{ctx: c, handle: 9}}
 	_, attrs := capture(t, func() {
 		if _, err := c.CreateQP(QPInit{Type: QPTypeDriver, PD: pd, SendCQ: cq, RecvCQ: cq, SRQ: srq,
-			Flags: IB_UVERBS_QP_CREATE_SQ_SIG_ALL}); err != nil {
+			Flags: QPCreateSQSigAll}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	want := []uint16{UVERBS_ATTR_CREATE_QP_PD_HANDLE, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE,
-		UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, UVERBS_ATTR_CREATE_QP_HANDLE, UVERBS_ATTR_CREATE_QP_TYPE,
-		UVERBS_ATTR_CREATE_QP_USER_HANDLE, UVERBS_ATTR_CREATE_QP_CAP, UVERBS_ATTR_CREATE_QP_EVENT_FD,
-		UVERBS_ATTR_CREATE_QP_FLAGS, UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, UVERBS_ATTR_CREATE_QP_RESP_CAP,
-		UVERBS_ATTR_CREATE_QP_RESP_QP_NUM}
+	want := []uint16{uverbsabi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE,
+		uverbsabi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_QP_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_QP_TYPE,
+		uverbsabi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_QP_CAP, uverbsabi.UVERBS_ATTR_CREATE_QP_EVENT_FD,
+		uverbsabi.UVERBS_ATTR_CREATE_QP_FLAGS, uverbsabi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_QP_RESP_CAP,
+		uverbsabi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM}
 	if got := attrIDs(attrs); !equalIDs(got, want) {
 		t.Errorf("attribute ids %v, libibverbs' order %v", got, want)
 	}
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_QP_FLAGS); a.Len != 4 || a.Data != IB_UVERBS_QP_CREATE_SQ_SIG_ALL {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_QP_FLAGS); a.Len != 4 || a.Data != uverbsabi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL {
 		t.Errorf("FLAGS len %d data %#x", a.Len, a.Data)
 	}
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CREATE_QP_TYPE); a.Data != IB_UVERBS_QPT_DRIVER {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_QP_TYPE); a.Data != uverbsabi.IB_UVERBS_QPT_DRIVER {
 		t.Errorf("TYPE %#x", a.Data)
 	}
 	_, attrs = capture(t, func() {
@@ -117,7 +119,7 @@ func TestCreateQPAttributeOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if _, i := attrByID(attrs, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE); i >= 0 {
+	if _, i := attrByID(attrs, uverbsabi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE); i >= 0 {
 		t.Error("a driver QP without CQs sent SEND_CQ_HANDLE")
 	}
 	if _, err := c.CreateQP(QPInit{Type: QPTypeRC, PD: pd}); err == nil {
@@ -150,10 +152,10 @@ func TestSRQEncoding(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	want := []uint16{UVERBS_ATTR_CREATE_SRQ_HANDLE, UVERBS_ATTR_CREATE_SRQ_TYPE, UVERBS_ATTR_CREATE_SRQ_USER_HANDLE,
-		UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, UVERBS_ATTR_CREATE_SRQ_MAX_WR, UVERBS_ATTR_CREATE_SRQ_MAX_SGE,
-		UVERBS_ATTR_CREATE_SRQ_LIMIT, UVERBS_ATTR_CREATE_SRQ_EVENT_FD, UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR,
-		UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE}
+	want := []uint16{uverbsabi.UVERBS_ATTR_CREATE_SRQ_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_SRQ_TYPE, uverbsabi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE,
+		uverbsabi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, uverbsabi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, uverbsabi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE,
+		uverbsabi.UVERBS_ATTR_CREATE_SRQ_LIMIT, uverbsabi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, uverbsabi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR,
+		uverbsabi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE}
 	if got := attrIDs(attrs); !equalIDs(got, want) {
 		t.Errorf("attribute ids %v, libibverbs' order %v", got, want)
 	}
@@ -163,10 +165,10 @@ func TestSRQEncoding(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_WRITE_CMD); a.Data != IB_USER_VERBS_CMD_MODIFY_SRQ || len(attrs) != 2 {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_WRITE_CMD); a.Data != uverbsabi.IB_USER_VERBS_CMD_MODIFY_SRQ || len(attrs) != 2 {
 		t.Errorf("write command %d, %d attributes", a.Data, len(attrs))
 	}
-	if _, i := attrByID(attrs, UVERBS_ATTR_CORE_IN); i < 0 || !bytes.Equal(data[i], []byte{9, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0}) {
+	if _, i := attrByID(attrs, uverbsabi.UVERBS_ATTR_CORE_IN); i < 0 || !bytes.Equal(data[i], []byte{9, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0}) {
 		t.Errorf("struct ib_uverbs_modify_srq % x", data[i])
 	}
 	if err := srq.Modify(0, 0, 0, nil); err == nil {
@@ -185,10 +187,10 @@ func TestModifyExtended(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if a, _ := attrByID(attrs, UVERBS_ATTR_WRITE_CMD); a.Data != IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_MODIFY_QP {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_WRITE_CMD); a.Data != uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_QP {
 		t.Errorf("write command %#x", a.Data)
 	}
-	if a, _ := attrByID(attrs, UVERBS_ATTR_CORE_IN); a.Len != uint16(unsafe.Sizeof(IbUverbsExModifyQp{})) {
+	if a, _ := attrByID(attrs, uverbsabi.UVERBS_ATTR_CORE_IN); a.Len != uint16(unsafe.Sizeof(uverbsabi.IbUverbsExModifyQp{})) {
 		t.Errorf("core in of %d bytes", a.Len)
 	}
 	if err := qp.modify(&QPAttr{RateLimit: 1}, QPAttrRateLimit, nil, nil, false); err == nil {
@@ -199,9 +201,9 @@ func TestModifyExtended(t *testing.T) {
 func TestDriverResponseKept(t *testing.T) {
 	c := testContext(t)
 	out := make([]byte, 8)
-	ioctlHook = func(fd int, h *IbUverbsIoctlHdr, a []IbUverbsAttr, p []unsafe.Pointer) unix.Errno {
+	ioctlHook = func(fd int, h *uverbsabi.IbUverbsIoctlHdr, a []uverbsabi.IbUverbsAttr, p []unsafe.Pointer) unix.Errno {
 		for i := range a {
-			if a[i].AttrID == UVERBS_ATTR_UHW_OUT {
+			if a[i].AttrID == uverbsabi.UVERBS_ATTR_UHW_OUT {
 				copy(unsafe.Slice((*byte)(p[i]), a[i].Len), "response")
 			}
 		}
@@ -224,9 +226,9 @@ func TestDriverResponseKept(t *testing.T) {
 // The recording context answers GET_CONTEXT through its recorder, and its
 // async event file carries what RecordAsyncEvent writes.
 func TestRecordingContext(t *testing.T) {
-	c := NewRecordingContext(RDMA_DRIVER_MLX5, func(call *Call) unix.Errno {
+	c := NewRecordingContext(DriverMLX5, func(call *Call) unix.Errno {
 		for i, a := range call.Attrs {
-			if a.AttrID == UVERBS_ATTR_UHW_OUT {
+			if a.AttrID == uverbsabi.UVERBS_ATTR_UHW_OUT {
 				copy(call.Data[i], "answer")
 			}
 		}
@@ -285,7 +287,7 @@ func TestCreateAHUserHandle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	_, i := attrByID(attrs, UVERBS_ATTR_CORE_IN)
+	_, i := attrByID(attrs, uverbsabi.UVERBS_ATTR_CORE_IN)
 	if i < 0 || binary.LittleEndian.Uint64(data[i][8:]) != 0x5555_5858_2610 || binary.LittleEndian.Uint32(data[i][16:]) != 0x2e {
 		t.Errorf("struct ib_uverbs_create_ah % x", data[i])
 	}

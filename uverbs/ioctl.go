@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // maxAttrs bounds the attributes of one call; the kernel's own methods use
@@ -17,12 +19,12 @@ const maxAttrs = 16
 // An Attrs is used for one call and must not be shared between goroutines.
 type Attrs struct {
 	n     int
-	attrs [maxAttrs]IbUverbsAttr
+	attrs [maxAttrs]uverbsabi.IbUverbsAttr
 	pins  [maxAttrs]unsafe.Pointer
 	err   error
 }
 
-func (a *Attrs) add(at IbUverbsAttr, pin unsafe.Pointer) int {
+func (a *Attrs) add(at uverbsabi.IbUverbsAttr, pin unsafe.Pointer) int {
 	if a.n == maxAttrs {
 		a.err = fmt.Errorf("uverbs: more than %d attributes", maxAttrs)
 		return a.n - 1
@@ -49,7 +51,7 @@ func (a *Attrs) In(id uint16, b []byte) {
 		a.err = fmt.Errorf("uverbs: attribute %#x: %d bytes is too long", id, len(b))
 		return
 	}
-	at := IbUverbsAttr{AttrID: id, Len: uint16(len(b)), Flags: UVERBS_ATTR_F_MANDATORY}
+	at := uverbsabi.IbUverbsAttr{AttrID: id, Len: uint16(len(b)), Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY}
 	if len(b) <= 8 {
 		var v [8]byte
 		copy(v[:], b)
@@ -66,7 +68,7 @@ func (a *Attrs) In(id uint16, b []byte) {
 // fill_attr_const_in and fill_attr_in_uint64 send every small constant as 8
 // bytes, and so do we).
 func (a *Attrs) InUint64(id uint16, v uint64) {
-	a.add(IbUverbsAttr{AttrID: id, Len: 8, Flags: UVERBS_ATTR_F_MANDATORY, Data: v}, nil)
+	a.add(uverbsabi.IbUverbsAttr{AttrID: id, Len: 8, Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY, Data: v}, nil)
 }
 
 // Out adds an output attribute the kernel fills. Mandatory outputs make the
@@ -76,7 +78,7 @@ func (a *Attrs) Out(id uint16, b []byte) {
 		a.err = fmt.Errorf("uverbs: attribute %#x: %d bytes is too long", id, len(b))
 		return
 	}
-	at := IbUverbsAttr{AttrID: id, Len: uint16(len(b)), Flags: UVERBS_ATTR_F_MANDATORY}
+	at := uverbsabi.IbUverbsAttr{AttrID: id, Len: uint16(len(b)), Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY}
 	var p unsafe.Pointer
 	at.Data, p = ptrOf(b)
 	a.add(at, p)
@@ -85,18 +87,18 @@ func (a *Attrs) Out(id uint16, b []byte) {
 // IDR adds an existing object handle (an IDR attribute: in, destroy or
 // access).
 func (a *Attrs) IDR(id uint16, handle uint32) {
-	a.add(IbUverbsAttr{AttrID: id, Flags: UVERBS_ATTR_F_MANDATORY, Data: uint64(handle)}, nil)
+	a.add(uverbsabi.IbUverbsAttr{AttrID: id, Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY, Data: uint64(handle)}, nil)
 }
 
 // NewIDR adds an attribute for an object the call creates; after the call,
 // Handle(i) returns its handle. It returns the attribute index.
 func (a *Attrs) NewIDR(id uint16) int {
-	return a.add(IbUverbsAttr{AttrID: id, Flags: UVERBS_ATTR_F_MANDATORY}, nil)
+	return a.add(uverbsabi.IbUverbsAttr{AttrID: id, Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY}, nil)
 }
 
 // FD adds an existing file descriptor attribute.
 func (a *Attrs) FD(id uint16, fd int) {
-	a.add(IbUverbsAttr{AttrID: id, Flags: UVERBS_ATTR_F_MANDATORY, Data: uint64(int64(fd))}, nil)
+	a.add(uverbsabi.IbUverbsAttr{AttrID: id, Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY, Data: uint64(int64(fd))}, nil)
 }
 
 // NewFD adds an attribute for a file descriptor the call creates; after the
@@ -116,13 +118,35 @@ func (a *Attrs) Enum(id uint16, elem uint8, b []byte) {
 func (a *Attrs) Handle(i int) uint64 { return a.attrs[i].Data }
 
 // Valid reports whether the kernel marked output attribute i as written.
-func (a *Attrs) Valid(i int) bool { return a.attrs[i].Flags&UVERBS_ATTR_F_VALID_OUTPUT != 0 }
+func (a *Attrs) Valid(i int) bool { return a.attrs[i].Flags&uverbsabi.UVERBS_ATTR_F_VALID_OUTPUT != 0 }
 
 // Len is the number of attributes.
 func (a *Attrs) Len() int { return a.n }
 
 // Attr returns attribute i as it will be (or was) sent.
-func (a *Attrs) Attr(i int) IbUverbsAttr { return a.attrs[i] }
+func (a *Attrs) Attr(i int) Attr { return attrOf(&a.attrs[i]) }
+
+// Attr is one attribute of an RDMA_VERBS_IOCTL call as it is sent (struct
+// ib_uverbs_attr): its id, the length of its data, its flags
+// (AttrMandatory, AttrValidOutput), the enum element of an enum attribute
+// (AttrData's low byte) and its data, inline (8 bytes or less, a handle, a
+// file descriptor) or a pointer to it.
+type Attr struct {
+	AttrID, Len, Flags, AttrData uint16
+	Data                         uint64
+}
+
+// Attribute flags (struct ib_uverbs_attr.flags): the kernel fails a call
+// whose mandatory attribute it does not know, and marks the outputs it
+// wrote valid.
+const (
+	AttrMandatory   = 1 << 0 // UVERBS_ATTR_F_MANDATORY
+	AttrValidOutput = 1 << 1 // UVERBS_ATTR_F_VALID_OUTPUT
+)
+
+func attrOf(a *uverbsabi.IbUverbsAttr) Attr {
+	return Attr{AttrID: a.AttrID, Len: a.Len, Flags: a.Flags, AttrData: a.AttrData, Data: a.Data}
+}
 
 // CallError is a failed RDMA_VERBS_IOCTL. It unwraps to the errno.
 type CallError struct {
@@ -135,24 +159,24 @@ func (e *CallError) Unwrap() error { return e.Errno }
 
 // ioctlHook, when set, replaces the system call (encoding tests record what
 // would be sent); data[i] is the memory attribute i points to, if any.
-var ioctlHook func(fd int, hdr *IbUverbsIoctlHdr, attrs []IbUverbsAttr, data []unsafe.Pointer) unix.Errno
+var ioctlHook func(fd int, hdr *uverbsabi.IbUverbsIoctlHdr, attrs []uverbsabi.IbUverbsAttr, data []unsafe.Pointer) unix.Errno
 
 // invoke issues one RDMA_VERBS_IOCTL on fd. op names the call in errors.
-func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs) error {
+func invoke(fd int, op string, object, method uint16, driverID DriverID, a *Attrs) error {
 	if a.err != nil {
 		return fmt.Errorf("uverbs: %s: %w", op, a.err)
 	}
 	// The header and the attribute array must be contiguous.
 	var buf struct {
-		hdr   IbUverbsIoctlHdr
-		attrs [maxAttrs]IbUverbsAttr
+		hdr   uverbsabi.IbUverbsIoctlHdr
+		attrs [maxAttrs]uverbsabi.IbUverbsAttr
 	}
-	buf.hdr = IbUverbsIoctlHdr{
-		Length:   uint16(SizeofIoctlHdr + SizeofAttr*a.n),
+	buf.hdr = uverbsabi.IbUverbsIoctlHdr{
+		Length:   uint16(uverbsabi.SizeofIbUverbsIoctlHdr + uverbsabi.SizeofIbUverbsAttr*a.n),
 		ObjectID: object,
 		MethodID: method,
 		NumAttrs: uint16(a.n),
-		DriverID: driverID,
+		DriverID: uint32(driverID),
 	}
 	copy(buf.attrs[:], a.attrs[:a.n])
 	var errno unix.Errno
@@ -169,7 +193,7 @@ func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs)
 				pin.Pin(a.pins[i])
 			}
 		}
-		_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), RDMA_VERBS_IOCTL, uintptr(unsafe.Pointer(&buf)))
+		_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uverbsabi.RDMA_VERBS_IOCTL, uintptr(unsafe.Pointer(&buf)))
 		pin.Unpin()
 	}
 	copy(a.attrs[:a.n], buf.attrs[:a.n])
@@ -181,13 +205,13 @@ func invoke(fd int, op string, object, method uint16, driverID uint32, a *Attrs)
 
 // InUint32 adds a mandatory 4-byte inline input.
 func (a *Attrs) InUint32(id uint16, v uint32) {
-	a.add(IbUverbsAttr{AttrID: id, Len: 4, Flags: UVERBS_ATTR_F_MANDATORY, Data: uint64(v)}, nil)
+	a.add(uverbsabi.IbUverbsAttr{AttrID: id, Len: 4, Flags: uverbsabi.UVERBS_ATTR_F_MANDATORY, Data: uint64(v)}, nil)
 }
 
 // Optional clears the MANDATORY flag of the attribute added last: the
 // kernel ignores it if it does not know it.
 func (a *Attrs) Optional() {
 	if a.n > 0 {
-		a.attrs[a.n-1].Flags &^= UVERBS_ATTR_F_MANDATORY
+		a.attrs[a.n-1].Flags &^= uverbsabi.UVERBS_ATTR_F_MANDATORY
 	}
 }

@@ -3,6 +3,8 @@ package uverbs
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // AccessFlags are memory access rights (enum ib_uverbs_access_flags).
@@ -10,15 +12,15 @@ type AccessFlags uint32
 
 // Access rights.
 const (
-	AccessLocalWrite      AccessFlags = IB_UVERBS_ACCESS_LOCAL_WRITE
-	AccessRemoteWrite     AccessFlags = IB_UVERBS_ACCESS_REMOTE_WRITE
-	AccessRemoteRead      AccessFlags = IB_UVERBS_ACCESS_REMOTE_READ
-	AccessRemoteAtomic    AccessFlags = IB_UVERBS_ACCESS_REMOTE_ATOMIC
-	AccessMWBind          AccessFlags = IB_UVERBS_ACCESS_MW_BIND
-	AccessZeroBased       AccessFlags = IB_UVERBS_ACCESS_ZERO_BASED
-	AccessOnDemand        AccessFlags = IB_UVERBS_ACCESS_ON_DEMAND
-	AccessHugeTLB         AccessFlags = IB_UVERBS_ACCESS_HUGETLB
-	AccessRelaxedOrdering AccessFlags = IB_UVERBS_ACCESS_RELAXED_ORDERING
+	AccessLocalWrite      AccessFlags = 1 << 0  // IB_UVERBS_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite     AccessFlags = 1 << 1  // IB_UVERBS_ACCESS_REMOTE_WRITE
+	AccessRemoteRead      AccessFlags = 1 << 2  // IB_UVERBS_ACCESS_REMOTE_READ
+	AccessRemoteAtomic    AccessFlags = 1 << 3  // IB_UVERBS_ACCESS_REMOTE_ATOMIC
+	AccessMWBind          AccessFlags = 1 << 4  // IB_UVERBS_ACCESS_MW_BIND
+	AccessZeroBased       AccessFlags = 1 << 5  // IB_UVERBS_ACCESS_ZERO_BASED
+	AccessOnDemand        AccessFlags = 1 << 6  // IB_UVERBS_ACCESS_ON_DEMAND
+	AccessHugeTLB         AccessFlags = 1 << 7  // IB_UVERBS_ACCESS_HUGETLB
+	AccessRelaxedOrdering AccessFlags = 1 << 20 // IB_UVERBS_ACCESS_RELAXED_ORDERING
 )
 
 const knownAccess = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic |
@@ -69,9 +71,9 @@ func (p *PD) RegMR(mem []byte, iova uint64, access AccessFlags, drvIn, drvOut []
 		return nil, fmt.Errorf("uverbs: reg mr: %w", err)
 	}
 	addr := uintptr(unsafe.Pointer(&mem[0]))
-	cmd := IbUverbsRegMr{Start: uint64(addr), Length: uint64(len(mem)), HcaVa: iova, PdHandle: p.handle, AccessFlags: uint32(access)}
-	var resp IbUverbsRegMrResp
-	if err := p.ctx.InvokeWrite("reg mr", IB_USER_VERBS_CMD_REG_MR, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
+	cmd := uverbsabi.IbUverbsRegMr{Start: uint64(addr), Length: uint64(len(mem)), HcaVa: iova, PdHandle: p.handle, AccessFlags: uint32(access)}
+	var resp uverbsabi.IbUverbsRegMrResp
+	if err := p.ctx.InvokeWrite("reg mr", uverbsabi.IB_USER_VERBS_CMD_REG_MR, asBytes(&cmd), asBytes(&resp), drvIn, drvOut); err != nil {
 		return nil, err
 	}
 	m := &MR{object: object{ctx: p.ctx, handle: resp.MrHandle}, LKey: resp.Lkey, RKey: resp.Rkey, Addr: addr, Length: uint64(len(mem))}
@@ -83,14 +85,7 @@ func (p *PD) RegMR(mem []byte, iova uint64, access AccessFlags, drvIn, drvOut []
 
 // Close deregisters the MR. Closing twice is safe.
 func (m *MR) Close() error {
-	return m.close(m, func() error {
-		return m.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.IDR(UVERBS_ATTR_DESTROY_MR_HANDLE, m.handle)
-			return m.ctx.Invoke("dereg mr", UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDeregMr{MrHandle: m.handle}
-			return m.ctx.write("dereg mr", IB_USER_VERBS_CMD_DEREG_MR, asBytes(&cmd), nil, nil, nil)
-		})
-	})
+	cmd := uverbsabi.IbUverbsDeregMr{MrHandle: m.handle}
+	return m.destroy(m, destroyCall{op: "dereg mr", object: uverbsabi.UVERBS_OBJECT_MR, method: uverbsabi.UVERBS_METHOD_MR_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_MR_HANDLE, writeCmd: uverbsabi.IB_USER_VERBS_CMD_DEREG_MR, cmd: asBytes(&cmd)})
 }

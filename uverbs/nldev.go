@@ -4,49 +4,8 @@ import (
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/internal/netlink"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
-)
-
-// RDMA netlink (nldev) ABI mirror of <rdma/rdma_netlink.h>. Names are the
-// kernel's.
-
-// RDMA netlink clients (anonymous enum).
-const (
-	RDMA_NL_IWCM  = 2
-	RDMA_NL_LS    = 4
-	RDMA_NL_NLDEV = 5
-)
-
-// RDMA_NL_GET_TYPE is the netlink message type of op for client.
-func RDMA_NL_GET_TYPE(client, op uint16) uint16 { return client<<10 + op }
-
-// enum rdma_nldev_command (the values used).
-const (
-	RDMA_NLDEV_CMD_GET      = 1
-	RDMA_NLDEV_CMD_SET      = 2
-	RDMA_NLDEV_CMD_NEWLINK  = 3
-	RDMA_NLDEV_CMD_DELLINK  = 4
-	RDMA_NLDEV_CMD_PORT_GET = 5
-	RDMA_NLDEV_CMD_RES_GET  = 9
-)
-
-// enum rdma_nldev_attr (the values used).
-const (
-	RDMA_NLDEV_ATTR_DEV_INDEX              = 1
-	RDMA_NLDEV_ATTR_DEV_NAME               = 2
-	RDMA_NLDEV_ATTR_PORT_INDEX             = 3
-	RDMA_NLDEV_ATTR_CAP_FLAGS              = 4
-	RDMA_NLDEV_ATTR_FW_VERSION             = 5
-	RDMA_NLDEV_ATTR_NODE_GUID              = 6
-	RDMA_NLDEV_ATTR_SYS_IMAGE_GUID         = 7
-	RDMA_NLDEV_ATTR_DEV_NODE_TYPE          = 14
-	RDMA_NLDEV_ATTR_RES_SUMMARY            = 15
-	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY      = 16
-	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME = 17
-	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR = 18
-	RDMA_NLDEV_ATTR_NDEV_NAME              = 51
-	RDMA_NLDEV_ATTR_LINK_TYPE              = 65
-	RDMA_NLDEV_ATTR_DEV_PROTOCOL           = 67
 )
 
 // NLDevice is an RDMA device as RDMA netlink (RDMA_NLDEV_CMD_GET)
@@ -79,7 +38,7 @@ func nldevRequest(cmd uint16, flags uint16, attrs *netlink.Attrs) ([][]byte, err
 	if attrs != nil {
 		payload = attrs.Bytes()
 	}
-	return c.Request(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd), flags, payload)
+	return c.Request(uverbsabi.RDMA_NL_GET_TYPE(uverbsabi.RDMA_NL_NLDEV, cmd), flags, payload)
 }
 
 // AddLink creates a software RDMA device: what `rdma link add NAME type
@@ -87,10 +46,10 @@ func nldevRequest(cmd uint16, flags uint16, attrs *netlink.Attrs) ([][]byte, err
 // device on an Ethernet netdev. It needs CAP_NET_ADMIN.
 func AddLink(name, linkType, netdev string) error {
 	var a netlink.Attrs
-	a.String(RDMA_NLDEV_ATTR_DEV_NAME, name)
-	a.String(RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
-	a.String(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-	if _, err := nldevRequest(RDMA_NLDEV_CMD_NEWLINK, 0, &a); err != nil {
+	a.String(uverbsabi.RDMA_NLDEV_ATTR_DEV_NAME, name)
+	a.String(uverbsabi.RDMA_NLDEV_ATTR_LINK_TYPE, linkType)
+	a.String(uverbsabi.RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
+	if _, err := nldevRequest(uverbsabi.RDMA_NLDEV_CMD_NEWLINK, 0, &a); err != nil {
 		return fmt.Errorf("uverbs: add %s link %s on %s (nldev newlink): %w", linkType, name, netdev, err)
 	}
 	return nil
@@ -98,7 +57,7 @@ func AddLink(name, linkType, netdev string) error {
 
 // NetlinkDevices lists the RDMA devices through RDMA netlink.
 func NetlinkDevices() ([]NLDevice, error) {
-	msgs, err := nldevRequest(RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
+	msgs, err := nldevRequest(uverbsabi.RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: list devices (nldev get): %w", err)
 	}
@@ -111,25 +70,25 @@ func NetlinkDevices() ([]NLDevice, error) {
 		var d NLDevice
 		for _, a := range attrs {
 			switch a.Type {
-			case RDMA_NLDEV_ATTR_DEV_INDEX:
+			case uverbsabi.RDMA_NLDEV_ATTR_DEV_INDEX:
 				d.Index = a.Uint32()
-			case RDMA_NLDEV_ATTR_DEV_NAME:
+			case uverbsabi.RDMA_NLDEV_ATTR_DEV_NAME:
 				d.Name = a.String()
-			case RDMA_NLDEV_ATTR_FW_VERSION:
+			case uverbsabi.RDMA_NLDEV_ATTR_FW_VERSION:
 				d.FWVersion = a.String()
-			case RDMA_NLDEV_ATTR_NODE_GUID:
+			case uverbsabi.RDMA_NLDEV_ATTR_NODE_GUID:
 				d.NodeGUID = a.Uint64()
-			case RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
+			case uverbsabi.RDMA_NLDEV_ATTR_SYS_IMAGE_GUID:
 				d.SysImageGUID = a.Uint64()
-			case RDMA_NLDEV_ATTR_DEV_NODE_TYPE:
+			case uverbsabi.RDMA_NLDEV_ATTR_DEV_NODE_TYPE:
 				if len(a.Data) > 0 {
 					d.NodeType = a.Data[0]
 				}
-			case RDMA_NLDEV_ATTR_DEV_PROTOCOL:
+			case uverbsabi.RDMA_NLDEV_ATTR_DEV_PROTOCOL:
 				d.Protocol = a.String()
-			case RDMA_NLDEV_ATTR_CAP_FLAGS:
+			case uverbsabi.RDMA_NLDEV_ATTR_CAP_FLAGS:
 				d.CapFlags = a.Uint64()
-			case RDMA_NLDEV_ATTR_PORT_INDEX:
+			case uverbsabi.RDMA_NLDEV_ATTR_PORT_INDEX:
 				d.Ports = a.Uint32()
 			}
 		}
@@ -143,8 +102,8 @@ func NetlinkDevices() ([]NLDevice, error) {
 // index (RDMA_NLDEV_CMD_RES_GET), across all processes.
 func ResourceCounts(index uint32) (map[string]uint64, error) {
 	var req netlink.Attrs
-	req.Uint32(RDMA_NLDEV_ATTR_DEV_INDEX, index)
-	msgs, err := nldevRequest(RDMA_NLDEV_CMD_RES_GET, 0, &req)
+	req.Uint32(uverbsabi.RDMA_NLDEV_ATTR_DEV_INDEX, index)
+	msgs, err := nldevRequest(uverbsabi.RDMA_NLDEV_CMD_RES_GET, 0, &req)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: resource counts (nldev res get): %w", err)
 	}
@@ -155,7 +114,7 @@ func ResourceCounts(index uint32) (map[string]uint64, error) {
 			return nil, err
 		}
 		for _, a := range attrs {
-			if a.Type != RDMA_NLDEV_ATTR_RES_SUMMARY {
+			if a.Type != uverbsabi.RDMA_NLDEV_ATTR_RES_SUMMARY {
 				continue
 			}
 			entries, err := netlink.ParseAttrs(a.Data)
@@ -171,9 +130,9 @@ func ResourceCounts(index uint32) (map[string]uint64, error) {
 				var curr uint64
 				for _, f := range fields {
 					switch f.Type {
-					case RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME:
+					case uverbsabi.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME:
 						name = f.String()
-					case RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR:
+					case uverbsabi.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR:
 						curr = f.Uint64()
 					}
 				}

@@ -84,7 +84,7 @@ func TestLabLeaksPDAndContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10000; i++ {
-		c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE})
+		c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE})
 		if err != nil {
 			t.Fatalf("open %d: %v", i, err)
 		}

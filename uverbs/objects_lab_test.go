@@ -165,7 +165,7 @@ func TestLabRCQPFlow(t *testing.T) {
 	for _, forceWrite := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
 			labenv.Require(t)
-			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +208,7 @@ func TestLabObjects(t *testing.T) {
 	for _, forceWrite := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
 			labenv.Require(t)
-			c, err := Open(labenv.RXEDevice, &Options{DriverID: RDMA_DRIVER_RXE, ForceWrite: forceWrite})
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,8 +296,8 @@ func TestLabOpenWithoutDriverID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.driverID != RDMA_DRIVER_RXE {
-		t.Errorf("driver id %d, want %d", c.driverID, RDMA_DRIVER_RXE)
+	if c.driverID != DriverRXE {
+		t.Errorf("driver id %d, want %d", c.driverID, DriverRXE)
 	}
 	if _, err := c.QueryPort(1); err != nil {
 		t.Error(err)

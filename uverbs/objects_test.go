@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 func oracleHex(t *testing.T, s string) []byte {
@@ -164,7 +166,10 @@ func TestModifyQPRejectsBadInput(t *testing.T) {
 func fakeFallback(t *testing.T, errno unix.Errno) (ioctls, writes *int, last *[]byte) {
 	t.Helper()
 	ioctls, writes, last = new(int), new(int), new([]byte)
-	ioctlHook = func(int, *IbUverbsIoctlHdr, []IbUverbsAttr, []unsafe.Pointer) unix.Errno { *ioctls++; return errno }
+	ioctlHook = func(int, *uverbsabi.IbUverbsIoctlHdr, []uverbsabi.IbUverbsAttr, []unsafe.Pointer) unix.Errno {
+		*ioctls++
+		return errno
+	}
 	writeHook = func(fd int, buf, resp []byte) unix.Errno {
 		*writes++
 		*last = append([]byte(nil), buf...)
@@ -198,7 +203,7 @@ func TestWriteFallback(t *testing.T) {
 		// struct ib_uverbs_cmd_hdr: ALLOC_PD, in_words covers header and
 		// the 8-byte command, out_words the 4-byte response.
 		b := *last
-		if cmd, in, out := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:]); cmd != IB_USER_VERBS_CMD_ALLOC_PD || in != 4 || out != 1 || len(b) != 16 {
+		if cmd, in, out := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:]); cmd != uverbsabi.IB_USER_VERBS_CMD_ALLOC_PD || in != 4 || out != 1 || len(b) != 16 {
 			t.Errorf("%v: header cmd %d in %d out %d len %d, want 3 4 1 16", tc.errno, cmd, in, out, len(b))
 		}
 		if binary.LittleEndian.Uint64(b[8:]) == 0 {
@@ -232,7 +237,7 @@ func TestWriteExtendedHeader(t *testing.T) {
 	b := *last
 	// ib_uverbs_cmd_hdr (8) + ib_uverbs_ex_cmd_hdr (16) + 120-byte
 	// ib_uverbs_ex_modify_qp, sizes in 8-byte words.
-	if cmd := binary.LittleEndian.Uint32(b); cmd != IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_CMD_MODIFY_QP {
+	if cmd := binary.LittleEndian.Uint32(b); cmd != uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_CMD_MODIFY_QP {
 		t.Errorf("command %#x", cmd)
 	}
 	if in, out := binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:]); in != 15 || out != 1 || len(b) != 24+120 {
@@ -250,20 +255,61 @@ func TestAsyncEventDecode(t *testing.T) {
 	qp := &QP{}
 	objs := map[uint64]any{7: qp}
 	lookup := func(h uint64) any { return objs[h] }
-	ev := decodeAsyncEvent(IbUverbsAsyncEventDesc{Element: 7, EventType: uint32(EventSQDrained)}, lookup)
+	ev := decodeAsyncEvent(uverbsabi.IbUverbsAsyncEventDesc{Element: 7, EventType: uint32(EventSQDrained)}, lookup)
 	if ev.Type != EventSQDrained || ev.QP != qp || ev.Type.String() != "SQ_DRAINED" {
 		t.Errorf("SQ_DRAINED: %+v", ev)
 	}
-	ev = decodeAsyncEvent(IbUverbsAsyncEventDesc{Element: 7, EventType: uint32(EventQPFatal)}, lookup)
+	ev = decodeAsyncEvent(uverbsabi.IbUverbsAsyncEventDesc{Element: 7, EventType: uint32(EventQPFatal)}, lookup)
 	if ev.QP != qp || ev.Type.String() != "QP_FATAL" {
 		t.Errorf("QP_FATAL: %+v", ev)
 	}
-	ev = decodeAsyncEvent(IbUverbsAsyncEventDesc{Element: 1, EventType: uint32(EventPortActive)}, lookup)
+	ev = decodeAsyncEvent(uverbsabi.IbUverbsAsyncEventDesc{Element: 1, EventType: uint32(EventPortActive)}, lookup)
 	if ev.Port != 1 || ev.QP != nil || ev.Type.String() != "PORT_ACTIVE" {
 		t.Errorf("PORT_ACTIVE: %+v", ev)
 	}
-	ev = decodeAsyncEvent(IbUverbsAsyncEventDesc{EventType: uint32(EventDeviceFatal)}, lookup)
+	ev = decodeAsyncEvent(uverbsabi.IbUverbsAsyncEventDesc{EventType: uint32(EventDeviceFatal)}, lookup)
 	if ev.Type.Subject() != "device" || ev.Type.String() != "DEVICE_FATAL" {
 		t.Errorf("DEVICE_FATAL: %+v", ev)
+	}
+}
+
+// TestWriteDestroys: every object's Close on the legacy write() path
+// sends its destroy command (struct ib_uverbs_cmd_hdr, then the command
+// with the object's handle; a command with a response starts with the
+// response pointer), as TestOracleDestroys checks the ioctl path against
+// libibverbs.
+func TestWriteDestroys(t *testing.T) {
+	c := testContext(t)
+	_, _, last := fakeFallback(t, unix.ENOTTY)
+	for _, d := range []struct {
+		name          string
+		close         func() error
+		cmd           uint32
+		in, out       uint16
+		handleAt, len int
+	}{
+		{"ah", (&AH{object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_AH, 3, 0, 8, 12},
+		{"pd", (&PD{object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DEALLOC_PD, 3, 0, 8, 12},
+		{"mr", (&MR{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DEREG_MR, 3, 0, 8, 12},
+		{"cq", (&CQ{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, 6, 2, 16, 24},
+		{"qp", (&QP{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_QP, 6, 1, 16, 24},
+		{"srq", (&SRQ{object: object{ctx: c, handle: 7}}).Close, uverbsabi.IB_USER_VERBS_CMD_DESTROY_SRQ, 6, 1, 16, 24},
+	} {
+		*last = nil
+		if err := d.close(); err != nil {
+			t.Fatalf("%s: %v", d.name, err)
+		}
+		b := *last
+		if len(b) != d.len {
+			t.Errorf("%s: %d bytes written, want %d", d.name, len(b), d.len)
+			continue
+		}
+		cmd, in, out := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:])
+		if cmd != d.cmd || in != d.in || out != d.out || binary.LittleEndian.Uint32(b[d.handleAt:]) != 7 {
+			t.Errorf("%s: command %d in %d out %d handle %d; want %d %d %d 7", d.name, cmd, in, out, binary.LittleEndian.Uint32(b[d.handleAt:]), d.cmd, d.in, d.out)
+		}
+		if d.out != 0 && binary.LittleEndian.Uint64(b[8:]) == 0 {
+			t.Errorf("%s: no response pointer", d.name)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 	"unsafe"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // The port's speed comes from active_speed_ex where the kernel fills it
@@ -22,7 +24,7 @@ func TestPortSpeedFromActiveSpeedEx(t *testing.T) {
 		{"HDR on a newer kernel", 64, 64, 64, 44},
 		{"EDR on 6.1", 32, 0, 32, 44},
 	} {
-		var resp IbUverbsQueryPortRespEx
+		var resp uverbsabi.IbUverbsQueryPortRespEx
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp))
 		if len(b) != 48 || unsafe.Offsetof(resp.ActiveSpeedEx) != tc.wantExOffset {
 			t.Fatalf("struct ib_uverbs_query_port_resp_ex: %d bytes, active_speed_ex at %d; the uapi has 48 and 44", len(b), unsafe.Offsetof(resp.ActiveSpeedEx))
@@ -30,7 +32,7 @@ func TestPortSpeedFromActiveSpeedEx(t *testing.T) {
 		// As the kernel writes it: the legacy u8, and active_speed_ex at 44.
 		b[unsafe.Offsetof(resp.LegacyResp.ActiveSpeed)] = tc.legacy
 		binary.NativeEndian.PutUint32(b[44:], tc.ex)
-		a := resp.portAttr()
+		a := portAttrOf(&resp)
 		if a.ActiveSpeed != tc.legacy || a.ActiveSpeedEx != tc.ex || a.Speed() != tc.speed {
 			t.Errorf("%s: ActiveSpeed %d, ActiveSpeedEx %d, Speed() %d; want %d, %d, %d", tc.name, a.ActiveSpeed, a.ActiveSpeedEx, a.Speed(), tc.legacy, tc.ex, tc.speed)
 		}

@@ -2,6 +2,8 @@ package uverbs
 
 import (
 	"fmt"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // QPType is enum ib_uverbs_qp_type.
@@ -10,11 +12,19 @@ type QPType uint8
 // QP types. QPTypeDriver is the provider's own (mlx5's DC QPs, which its
 // driver data makes a DCT or a DCI).
 const (
-	QPTypeRC     QPType = IB_UVERBS_QPT_RC
-	QPTypeUC     QPType = IB_UVERBS_QPT_UC
-	QPTypeUD     QPType = IB_UVERBS_QPT_UD
-	QPTypeDriver QPType = IB_UVERBS_QPT_DRIVER
+	QPTypeRC     QPType = 2    // IB_UVERBS_QPT_RC
+	QPTypeUC     QPType = 3    // IB_UVERBS_QPT_UC
+	QPTypeUD     QPType = 4    // IB_UVERBS_QPT_UD
+	QPTypeDriver QPType = 0xff // IB_UVERBS_QPT_DRIVER
 )
+
+// QPCreateFlags are a QP's creation flags (enum ib_uverbs_qp_create_flags);
+// QPInit.Flags carries them.
+type QPCreateFlags uint32
+
+// QPCreateSQSigAll makes every send work request signaled (libibverbs'
+// sq_sig_all); the only flag the legacy write() path carries.
+const QPCreateSQSigAll QPCreateFlags = 1 << 12 // IB_UVERBS_QP_CREATE_SQ_SIG_ALL
 
 // QPState is the kernel's enum ib_qp_state.
 type QPState uint8
@@ -147,8 +157,7 @@ type QPInit struct {
 	SendCQ, RecvCQ *CQ
 	SRQ            *SRQ
 	Cap            QPCap
-	// Flags are enum ib_uverbs_qp_create_flags.
-	Flags uint32
+	Flags          QPCreateFlags
 	// DriverIn and DriverOut are the provider's data (mlx5: struct
 	// mlx5_ib_create_qp and mlx5_ib_create_qp_resp).
 	DriverIn, DriverOut []byte
@@ -199,37 +208,37 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 	qp := &QP{object: object{ctx: c}, userHandle: c.userHandleOf(init.UserHandle), Type: init.Type}
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
-		cap := IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR,
+		cap := uverbsabi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR,
 			MaxSendSge: init.Cap.MaxSendSGE, MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
-		var respCap IbUverbsQpCap
+		var respCap uverbsabi.IbUverbsQpCap
 		var qpn [4]byte
-		a.IDR(UVERBS_ATTR_CREATE_QP_PD_HANDLE, init.PD.handle)
+		a.IDR(uverbsabi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, init.PD.handle)
 		if init.SendCQ != nil {
-			a.IDR(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
+			a.IDR(uverbsabi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
 		}
 		if init.RecvCQ != nil {
-			a.IDR(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, init.RecvCQ.handle)
+			a.IDR(uverbsabi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, init.RecvCQ.handle)
 		}
-		h := a.NewIDR(UVERBS_ATTR_CREATE_QP_HANDLE)
-		a.InUint64(UVERBS_ATTR_CREATE_QP_TYPE, uint64(init.Type))
-		a.InUint64(UVERBS_ATTR_CREATE_QP_USER_HANDLE, qp.userHandle)
-		a.In(UVERBS_ATTR_CREATE_QP_CAP, asBytes(&cap))
-		a.FD(UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd())
+		h := a.NewIDR(uverbsabi.UVERBS_ATTR_CREATE_QP_HANDLE)
+		a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(init.Type))
+		a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, qp.userHandle)
+		a.In(uverbsabi.UVERBS_ATTR_CREATE_QP_CAP, asBytes(&cap))
+		a.FD(uverbsabi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd())
 		if init.Flags != 0 {
-			a.InUint32(UVERBS_ATTR_CREATE_QP_FLAGS, init.Flags)
+			a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_QP_FLAGS, uint32(init.Flags))
 		}
 		if init.SRQ != nil {
-			a.IDR(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, init.SRQ.handle)
+			a.IDR(uverbsabi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, init.SRQ.handle)
 		}
-		a.Out(UVERBS_ATTR_CREATE_QP_RESP_CAP, asBytes(&respCap))
-		a.Out(UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn[:])
+		a.Out(uverbsabi.UVERBS_ATTR_CREATE_QP_RESP_CAP, asBytes(&respCap))
+		a.Out(uverbsabi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn[:])
 		if len(init.DriverIn) > 0 {
-			a.In(UVERBS_ATTR_UHW_IN, init.DriverIn)
+			a.In(uverbsabi.UVERBS_ATTR_UHW_IN, init.DriverIn)
 		}
 		if len(init.DriverOut) > 0 {
-			a.Out(UVERBS_ATTR_UHW_OUT, init.DriverOut)
+			a.Out(uverbsabi.UVERBS_ATTR_UHW_OUT, init.DriverOut)
 		}
-		if err := c.Invoke("create qp", UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE, &a); err != nil {
+		if err := c.Invoke("create qp", uverbsabi.UVERBS_OBJECT_QP, uverbsabi.UVERBS_METHOD_QP_CREATE, &a); err != nil {
 			return err
 		}
 		qp.handle = uint32(a.Handle(h))
@@ -237,24 +246,24 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 		qp.Cap = QPCap{respCap.MaxSendWr, respCap.MaxRecvWr, respCap.MaxSendSge, respCap.MaxRecvSge, respCap.MaxInlineData}
 		return nil
 	}, func() error {
-		if init.Flags&^IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
+		if init.Flags&^QPCreateSQSigAll != 0 {
 			return fmt.Errorf("uverbs: create qp: flags %#x need the ioctl path", init.Flags)
 		}
 		if init.SendCQ == nil || init.RecvCQ == nil {
 			return fmt.Errorf("uverbs: create qp: a QP without a send or receive CQ needs the ioctl path")
 		}
-		cmd := IbUverbsCreateQp{UserHandle: qp.userHandle, PdHandle: init.PD.handle,
+		cmd := uverbsabi.IbUverbsCreateQp{UserHandle: qp.userHandle, PdHandle: init.PD.handle,
 			SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.RecvCQ.handle,
 			MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
 			MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData, QpType: uint8(init.Type)}
-		if init.Flags&IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
+		if init.Flags&QPCreateSQSigAll != 0 {
 			cmd.SqSigAll = 1
 		}
 		if init.SRQ != nil {
 			cmd.SrqHandle, cmd.IsSrq = init.SRQ.handle, 1
 		}
-		var resp IbUverbsCreateQpResp
-		if err := c.write("create qp", IB_USER_VERBS_CMD_CREATE_QP, asBytes(&cmd), asBytes(&resp), init.DriverIn, init.DriverOut); err != nil {
+		var resp uverbsabi.IbUverbsCreateQpResp
+		if err := c.write("create qp", uverbsabi.IB_USER_VERBS_CMD_CREATE_QP, asBytes(&cmd), asBytes(&resp), init.DriverIn, init.DriverOut); err != nil {
 			return err
 		}
 		qp.handle, qp.QPN = resp.QpHandle, resp.Qpn
@@ -271,8 +280,8 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 	return qp, nil
 }
 
-func encodeAH(ah *AHAttr) IbUverbsQpDest {
-	d := IbUverbsQpDest{Dgid: ah.GRH.DGID, FlowLabel: ah.GRH.FlowLabel, Dlid: ah.DLID,
+func encodeAH(ah *AHAttr) uverbsabi.IbUverbsQpDest {
+	d := uverbsabi.IbUverbsQpDest{Dgid: ah.GRH.DGID, FlowLabel: ah.GRH.FlowLabel, Dlid: ah.DLID,
 		SgidIndex: ah.GRH.SGIDIndex, HopLimit: ah.GRH.HopLimit, TrafficClass: ah.GRH.TrafficClass,
 		Sl: ah.SL, SrcPathBits: ah.SrcPathBits, StaticRate: ah.StaticRate, PortNum: ah.Port}
 	if ah.IsGlobal {
@@ -281,7 +290,7 @@ func encodeAH(ah *AHAttr) IbUverbsQpDest {
 	return d
 }
 
-func decodeAH(d *IbUverbsQpDest) AHAttr {
+func decodeAH(d *uverbsabi.IbUverbsQpDest) AHAttr {
 	return AHAttr{GRH: GlobalRoute{DGID: d.Dgid, FlowLabel: d.FlowLabel, SGIDIndex: d.SgidIndex,
 		HopLimit: d.HopLimit, TrafficClass: d.TrafficClass}, DLID: d.Dlid, SL: d.Sl,
 		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, Port: d.PortNum}
@@ -291,8 +300,8 @@ func decodeAH(d *IbUverbsQpDest) AHAttr {
 // libibverbs it copies only the fields mask selects (the alternate path's
 // pkey index, port and timeout with QPAttrAltPath) and leaves the others
 // zero, so the bytes do not depend on what the caller left in them.
-func encodeModify(handle uint32, attr *QPAttr, mask QPAttrMask) IbUverbsModifyQp {
-	m := IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit)}
+func encodeModify(handle uint32, attr *QPAttr, mask QPAttrMask) uverbsabi.IbUverbsModifyQp {
+	m := uverbsabi.IbUverbsModifyQp{QpHandle: handle, AttrMask: uint32(mask &^ QPAttrRateLimit)}
 	for _, f := range modifyFields {
 		if mask&f.bit != 0 {
 			f.copy(&m, attr)
@@ -304,35 +313,35 @@ func encodeModify(handle uint32, attr *QPAttr, mask QPAttrMask) IbUverbsModifyQp
 // modifyFields says which command fields each mask bit carries.
 var modifyFields = []struct {
 	bit  QPAttrMask
-	copy func(m *IbUverbsModifyQp, a *QPAttr)
+	copy func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr)
 }{
-	{QPAttrState, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpState = uint8(a.State) }},
-	{QPAttrCurState, func(m *IbUverbsModifyQp, a *QPAttr) { m.CurQpState = uint8(a.CurState) }},
-	{QPAttrEnSQDAsyncNotify, func(m *IbUverbsModifyQp, a *QPAttr) {
+	{QPAttrState, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.QpState = uint8(a.State) }},
+	{QPAttrCurState, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.CurQpState = uint8(a.CurState) }},
+	{QPAttrEnSQDAsyncNotify, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) {
 		if a.EnSQDAsyncNotify {
 			m.EnSqdAsyncNotify = 1
 		}
 	}},
-	{QPAttrAccessFlags, func(m *IbUverbsModifyQp, a *QPAttr) { m.QpAccessFlags = uint32(a.AccessFlags) }},
-	{QPAttrPKeyIndex, func(m *IbUverbsModifyQp, a *QPAttr) { m.PkeyIndex = a.PKeyIndex }},
-	{QPAttrPort, func(m *IbUverbsModifyQp, a *QPAttr) { m.PortNum = a.Port }},
-	{QPAttrQKey, func(m *IbUverbsModifyQp, a *QPAttr) { m.Qkey = a.QKey }},
-	{QPAttrAV, func(m *IbUverbsModifyQp, a *QPAttr) { m.Dest = encodeAH(&a.AH) }},
-	{QPAttrPathMTU, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMtu = uint8(a.PathMTU) }},
-	{QPAttrTimeout, func(m *IbUverbsModifyQp, a *QPAttr) { m.Timeout = a.Timeout }},
-	{QPAttrRetryCnt, func(m *IbUverbsModifyQp, a *QPAttr) { m.RetryCnt = a.RetryCnt }},
-	{QPAttrRNRRetry, func(m *IbUverbsModifyQp, a *QPAttr) { m.RnrRetry = a.RNRRetry }},
-	{QPAttrRQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.RqPsn = a.RQPSN }},
-	{QPAttrMaxQPRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxRdAtomic = a.MaxRdAtomic }},
-	{QPAttrAltPath, func(m *IbUverbsModifyQp, a *QPAttr) {
+	{QPAttrAccessFlags, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.QpAccessFlags = uint32(a.AccessFlags) }},
+	{QPAttrPKeyIndex, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.PkeyIndex = a.PKeyIndex }},
+	{QPAttrPort, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.PortNum = a.Port }},
+	{QPAttrQKey, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.Qkey = a.QKey }},
+	{QPAttrAV, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.Dest = encodeAH(&a.AH) }},
+	{QPAttrPathMTU, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.PathMtu = uint8(a.PathMTU) }},
+	{QPAttrTimeout, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.Timeout = a.Timeout }},
+	{QPAttrRetryCnt, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.RetryCnt = a.RetryCnt }},
+	{QPAttrRNRRetry, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.RnrRetry = a.RNRRetry }},
+	{QPAttrRQPSN, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.RqPsn = a.RQPSN }},
+	{QPAttrMaxQPRdAtomic, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.MaxRdAtomic = a.MaxRdAtomic }},
+	{QPAttrAltPath, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) {
 		m.AltPkeyIndex, m.AltPortNum, m.AltTimeout = a.AltPKeyIndex, a.AltPort, a.AltTimeout
 		m.AltDest = encodeAH(&a.AltAH)
 	}},
-	{QPAttrMinRNRTimer, func(m *IbUverbsModifyQp, a *QPAttr) { m.MinRnrTimer = a.MinRNRTimer }},
-	{QPAttrSQPSN, func(m *IbUverbsModifyQp, a *QPAttr) { m.SqPsn = a.SQPSN }},
-	{QPAttrMaxDestRdAtomic, func(m *IbUverbsModifyQp, a *QPAttr) { m.MaxDestRdAtomic = a.MaxDestRdAtomic }},
-	{QPAttrPathMigState, func(m *IbUverbsModifyQp, a *QPAttr) { m.PathMigState = a.PathMigState }},
-	{QPAttrDestQPN, func(m *IbUverbsModifyQp, a *QPAttr) { m.DestQpNum = a.DestQPN }},
+	{QPAttrMinRNRTimer, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.MinRnrTimer = a.MinRNRTimer }},
+	{QPAttrSQPSN, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.SqPsn = a.SQPSN }},
+	{QPAttrMaxDestRdAtomic, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.MaxDestRdAtomic = a.MaxDestRdAtomic }},
+	{QPAttrPathMigState, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.PathMigState = a.PathMigState }},
+	{QPAttrDestQPN, func(m *uverbsabi.IbUverbsModifyQp, a *QPAttr) { m.DestQpNum = a.DestQPN }},
 }
 
 func checkModify(attr *QPAttr, mask QPAttrMask) error {
@@ -391,15 +400,15 @@ func (qp *QP) modify(attr *QPAttr, mask QPAttrMask, drvIn, drvOut []byte, extend
 	base := encodeModify(qp.handle, attr, mask)
 	if !extended {
 		// The legacy command, as libibverbs sends it.
-		return qp.ctx.InvokeWrite("modify qp", IB_USER_VERBS_CMD_MODIFY_QP, asBytes(&base), nil, drvIn, nil)
+		return qp.ctx.InvokeWrite("modify qp", uverbsabi.IB_USER_VERBS_CMD_MODIFY_QP, asBytes(&base), nil, drvIn, nil)
 	}
 	// The extended command carries the rate limit and a response.
-	ex := IbUverbsExModifyQp{Base: base, RateLimit: attr.RateLimit}
+	ex := uverbsabi.IbUverbsExModifyQp{Base: base, RateLimit: attr.RateLimit}
 	if mask&QPAttrRateLimit != 0 {
 		ex.Base.AttrMask |= uint32(QPAttrRateLimit)
 	}
-	var resp IbUverbsExModifyQpResp
-	return qp.ctx.InvokeWrite("modify qp", IB_USER_VERBS_CMD_FLAG_EXTENDED|IB_USER_VERBS_EX_CMD_MODIFY_QP,
+	var resp uverbsabi.IbUverbsExModifyQpResp
+	return qp.ctx.InvokeWrite("modify qp", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_QP,
 		asBytes(&ex), asBytes(&resp), drvIn, drvOut)
 }
 
@@ -409,9 +418,9 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	if mask == 0 || mask&^qpStandardAttrMask != 0 {
 		return QPAttr{}, fmt.Errorf("uverbs: query qp: attribute mask %#x", uint32(mask))
 	}
-	cmd := IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
-	var r IbUverbsQueryQpResp
-	if err := qp.ctx.InvokeWrite("query qp", IB_USER_VERBS_CMD_QUERY_QP, asBytes(&cmd), asBytes(&r), nil, nil); err != nil {
+	cmd := uverbsabi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
+	var r uverbsabi.IbUverbsQueryQpResp
+	if err := qp.ctx.InvokeWrite("query qp", uverbsabi.IB_USER_VERBS_CMD_QUERY_QP, asBytes(&cmd), asBytes(&r), nil, nil); err != nil {
 		return QPAttr{}, err
 	}
 	return QPAttr{
@@ -433,20 +442,9 @@ func (qp *QP) UserHandle() uint64 { return qp.userHandle }
 
 // Close destroys the QP. Closing twice is safe.
 func (qp *QP) Close() error {
-	return qp.close(qp, func() error {
-		var resp IbUverbsDestroyQpResp
-		err := qp.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(UVERBS_ATTR_DESTROY_QP_RESP, asBytes(&resp))
-			a.IDR(UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle)
-			return qp.ctx.Invoke("destroy qp", UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDestroyQp{QpHandle: qp.handle}
-			return qp.ctx.write("destroy qp", IB_USER_VERBS_CMD_DESTROY_QP, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			qp.ctx.unregister(qp.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroyQpResp
+	cmd := uverbsabi.IbUverbsDestroyQp{QpHandle: qp.handle}
+	return qp.destroy(qp, destroyCall{op: "destroy qp", object: uverbsabi.UVERBS_OBJECT_QP, method: uverbsabi.UVERBS_METHOD_QP_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_QP_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_QP_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_QP, cmd: asBytes(&cmd), userHandle: &qp.userHandle})
 }

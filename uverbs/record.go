@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // A Call is one RDMA_VERBS_IOCTL as a recording context saw it: the header,
@@ -13,9 +15,18 @@ import (
 // (nil for inline and handle attributes).
 type Call struct {
 	Op    string
-	Hdr   IbUverbsIoctlHdr
-	Attrs []IbUverbsAttr
+	Hdr   IoctlHdr
+	Attrs []Attr
 	Data  [][]byte
+}
+
+// IoctlHdr is the header of an RDMA_VERBS_IOCTL call (struct
+// ib_uverbs_ioctl_hdr) as a recording context sends it: the length of the
+// header and its attributes, the object and method ids, the number of
+// attributes and the driver the call names.
+type IoctlHdr struct {
+	Length, ObjectID, MethodID, NumAttrs uint16
+	DriverID                             DriverID
 }
 
 // A Recorder receives the calls of a recording context and answers them:
@@ -30,7 +41,7 @@ type Recorder func(c *Call) unix.Errno
 // its FD is not a descriptor. Its async event file is a pipe that
 // RecordAsyncEvent writes to; if the pipe cannot be made, the context has
 // none and creates that pass it (CQ, QP, SRQ) fail.
-func NewRecordingContext(driverID uint32, rec Recorder) *Context {
+func NewRecordingContext(driverID DriverID, rec Recorder) *Context {
 	c := &Context{fd: math.MaxInt32, driverID: driverID, recorder: rec, children: map[closer]struct{}{},
 		events: map[uint64]any{}, recAsync: -1}
 	var p [2]int
@@ -65,7 +76,7 @@ func (c *Context) RecordAsyncEvent(typ EventType, element uint64) error {
 	if c.recorder == nil || c.recAsync < 0 {
 		return fmt.Errorf("uverbs: record async event: not a recording context: %w", unix.EINVAL)
 	}
-	d := IbUverbsAsyncEventDesc{Element: element, EventType: uint32(typ)}
+	d := uverbsabi.IbUverbsAsyncEventDesc{Element: element, EventType: uint32(typ)}
 	if _, err := unix.Write(c.recAsync, asBytes(&d)); err != nil {
 		return fmt.Errorf("uverbs: record async event: %w", err)
 	}
@@ -76,12 +87,13 @@ func (c *Context) record(op string, object, method uint16, a *Attrs) error {
 	if a.err != nil {
 		return &CallError{Op: op, Errno: unix.EINVAL}
 	}
-	call := &Call{Op: op, Hdr: IbUverbsIoctlHdr{
-		Length: uint16(SizeofIoctlHdr + SizeofAttr*a.n), ObjectID: object, MethodID: method,
+	call := &Call{Op: op, Hdr: IoctlHdr{
+		Length: uint16(uverbsabi.SizeofIbUverbsIoctlHdr + uverbsabi.SizeofIbUverbsAttr*a.n), ObjectID: object, MethodID: method,
 		NumAttrs: uint16(a.n), DriverID: c.driverID}}
-	call.Attrs = append([]IbUverbsAttr(nil), a.attrs[:a.n]...)
+	call.Attrs = make([]Attr, a.n)
 	call.Data = make([][]byte, a.n)
 	for i := 0; i < a.n; i++ {
+		call.Attrs[i] = attrOf(&a.attrs[i])
 		if a.pins[i] != nil {
 			call.Data[i] = append([]byte(nil), unsafe.Slice((*byte)(a.pins[i]), a.attrs[i].Len)...)
 		}

@@ -1,6 +1,10 @@
 package uverbs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
+)
 
 // SRQOptions describe a shared receive queue to create.
 type SRQOptions struct {
@@ -40,32 +44,32 @@ func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
 	err := c.ioctlOrWrite(func() error {
 		var a Attrs
 		var maxWR, maxSGE [4]byte
-		h := a.NewIDR(UVERBS_ATTR_CREATE_SRQ_HANDLE)
-		a.InUint64(UVERBS_ATTR_CREATE_SRQ_TYPE, IB_UVERBS_SRQT_BASIC)
-		a.InUint64(UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, s.userHandle)
-		a.IDR(UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, p.handle)
-		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_WR, o.MaxWR)
-		a.InUint32(UVERBS_ATTR_CREATE_SRQ_MAX_SGE, o.MaxSGE)
-		a.InUint32(UVERBS_ATTR_CREATE_SRQ_LIMIT, o.Limit)
-		a.FD(UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
-		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, maxWR[:])
-		a.Out(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, maxSGE[:])
+		h := a.NewIDR(uverbsabi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
+		a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_SRQ_TYPE, uverbsabi.IB_UVERBS_SRQT_BASIC)
+		a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, s.userHandle)
+		a.IDR(uverbsabi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, p.handle)
+		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, o.MaxWR)
+		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, o.MaxSGE)
+		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_SRQ_LIMIT, o.Limit)
+		a.FD(uverbsabi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
+		a.Out(uverbsabi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, maxWR[:])
+		a.Out(uverbsabi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, maxSGE[:])
 		if len(o.DriverIn) > 0 {
-			a.In(UVERBS_ATTR_UHW_IN, o.DriverIn)
+			a.In(uverbsabi.UVERBS_ATTR_UHW_IN, o.DriverIn)
 		}
 		if len(o.DriverOut) > 0 {
-			a.Out(UVERBS_ATTR_UHW_OUT, o.DriverOut)
+			a.Out(uverbsabi.UVERBS_ATTR_UHW_OUT, o.DriverOut)
 		}
-		if err := c.Invoke("create srq", UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_CREATE, &a); err != nil {
+		if err := c.Invoke("create srq", uverbsabi.UVERBS_OBJECT_SRQ, uverbsabi.UVERBS_METHOD_SRQ_CREATE, &a); err != nil {
 			return err
 		}
 		s.handle = uint32(a.Handle(h))
 		s.MaxWR, s.MaxSGE = le32(maxWR[:]), le32(maxSGE[:])
 		return nil
 	}, func() error {
-		cmd := IbUverbsCreateSrq{UserHandle: s.userHandle, PdHandle: p.handle, MaxWr: o.MaxWR, MaxSge: o.MaxSGE, SrqLimit: o.Limit}
-		var resp IbUverbsCreateSrqResp
-		if err := c.write("create srq", IB_USER_VERBS_CMD_CREATE_SRQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
+		cmd := uverbsabi.IbUverbsCreateSrq{UserHandle: s.userHandle, PdHandle: p.handle, MaxWr: o.MaxWR, MaxSge: o.MaxSGE, SrqLimit: o.Limit}
+		var resp uverbsabi.IbUverbsCreateSrqResp
+		if err := c.write("create srq", uverbsabi.IB_USER_VERBS_CMD_CREATE_SRQ, asBytes(&cmd), asBytes(&resp), o.DriverIn, o.DriverOut); err != nil {
 			return err
 		}
 		s.handle, s.MaxWR, s.MaxSGE, s.SRQN = resp.SrqHandle, resp.MaxWr, resp.MaxSge, resp.Srqn
@@ -91,8 +95,8 @@ type SRQAttrMask uint32
 
 // SRQ attribute mask bits.
 const (
-	SRQAttrMaxWR SRQAttrMask = IB_SRQ_MAX_WR // resize (few devices can)
-	SRQAttrLimit SRQAttrMask = IB_SRQ_LIMIT  // arm the limit event
+	SRQAttrMaxWR SRQAttrMask = 1 << 0 // IB_SRQ_MAX_WR: resize (few devices can)
+	SRQAttrLimit SRQAttrMask = 1 << 1 // IB_SRQ_LIMIT: arm the limit event
 )
 
 // Modify changes the SRQ's size or arms its limit event
@@ -104,28 +108,17 @@ func (s *SRQ) Modify(mask SRQAttrMask, maxWR, limit uint32, drvIn []byte) error 
 	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("uverbs: modify srq: attribute mask %#x", uint32(mask))
 	}
-	cmd := IbUverbsModifySrq{SrqHandle: s.handle, AttrMask: uint32(mask), MaxWr: maxWR, SrqLimit: limit}
-	return s.ctx.InvokeWrite("modify srq", IB_USER_VERBS_CMD_MODIFY_SRQ, asBytes(&cmd), nil, drvIn, nil)
+	cmd := uverbsabi.IbUverbsModifySrq{SrqHandle: s.handle, AttrMask: uint32(mask), MaxWr: maxWR, SrqLimit: limit}
+	return s.ctx.InvokeWrite("modify srq", uverbsabi.IB_USER_VERBS_CMD_MODIFY_SRQ, asBytes(&cmd), nil, drvIn, nil)
 }
 
 // Close destroys the SRQ. Closing twice is safe.
 func (s *SRQ) Close() error {
-	return s.close(s, func() error {
-		var resp IbUverbsDestroySrqResp
-		err := s.ctx.ioctlOrWrite(func() error {
-			var a Attrs
-			a.Out(UVERBS_ATTR_DESTROY_SRQ_RESP, asBytes(&resp))
-			a.IDR(UVERBS_ATTR_DESTROY_SRQ_HANDLE, s.handle)
-			return s.ctx.Invoke("destroy srq", UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY, &a)
-		}, func() error {
-			cmd := IbUverbsDestroySrq{SrqHandle: s.handle}
-			return s.ctx.write("destroy srq", IB_USER_VERBS_CMD_DESTROY_SRQ, asBytes(&cmd), asBytes(&resp), nil, nil)
-		})
-		if err == nil {
-			s.ctx.unregister(s.userHandle)
-		}
-		return err
-	})
+	var resp uverbsabi.IbUverbsDestroySrqResp
+	cmd := uverbsabi.IbUverbsDestroySrq{SrqHandle: s.handle}
+	return s.destroy(s, destroyCall{op: "destroy srq", object: uverbsabi.UVERBS_OBJECT_SRQ, method: uverbsabi.UVERBS_METHOD_SRQ_DESTROY,
+		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_SRQ_RESP, resp: asBytes(&resp),
+		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_SRQ, cmd: asBytes(&cmd), userHandle: &s.userHandle})
 }
 
 func le32(b []byte) uint32 {

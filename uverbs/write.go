@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // The legacy write() ABI. Every call in this package goes through
@@ -67,7 +69,7 @@ func (c *Context) write(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []
 		return fmt.Errorf("uverbs: %s: %w", op, ErrClosed)
 	}
 	op += " (write)"
-	ext := cmd&IB_USER_VERBS_CMD_FLAG_EXTENDED != 0
+	ext := cmd&uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED != 0
 	unit := 4
 	if ext {
 		unit = 8
@@ -87,15 +89,15 @@ func (c *Context) write(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []
 	}
 	var buf []byte
 	if ext {
-		const hdrs = int(unsafe.Sizeof(IbUverbsCmdHdr{}) + unsafe.Sizeof(IbUverbsExCmdHdr{}))
+		const hdrs = int(unsafe.Sizeof(uverbsabi.IbUverbsCmdHdr{}) + unsafe.Sizeof(uverbsabi.IbUverbsExCmdHdr{}))
 		buf = make([]byte, hdrs, hdrs+len(coreIn)+len(drvIn))
-		hdr := (*IbUverbsCmdHdr)(unsafe.Pointer(&buf[0]))
-		ex := (*IbUverbsExCmdHdr)(unsafe.Pointer(&buf[unsafe.Sizeof(IbUverbsCmdHdr{})]))
-		*hdr = IbUverbsCmdHdr{Command: cmd, InWords: uint16(len(coreIn) / 8), OutWords: uint16(len(coreOut) / 8)}
-		*ex = IbUverbsExCmdHdr{Response: respAddr, ProviderInWords: uint16(len(drvIn) / 8), ProviderOutWords: uint16(len(drvOut) / 8)}
+		hdr := (*uverbsabi.IbUverbsCmdHdr)(unsafe.Pointer(&buf[0]))
+		ex := (*uverbsabi.IbUverbsExCmdHdr)(unsafe.Pointer(&buf[unsafe.Sizeof(uverbsabi.IbUverbsCmdHdr{})]))
+		*hdr = uverbsabi.IbUverbsCmdHdr{Command: cmd, InWords: uint16(len(coreIn) / 8), OutWords: uint16(len(coreOut) / 8)}
+		*ex = uverbsabi.IbUverbsExCmdHdr{Response: respAddr, ProviderInWords: uint16(len(drvIn) / 8), ProviderOutWords: uint16(len(drvOut) / 8)}
 		buf = append(append(buf, coreIn...), drvIn...)
 	} else {
-		const hdrLen = int(unsafe.Sizeof(IbUverbsCmdHdr{}))
+		const hdrLen = int(unsafe.Sizeof(uverbsabi.IbUverbsCmdHdr{}))
 		buf = make([]byte, hdrLen, hdrLen+len(coreIn)+len(drvIn))
 		buf = append(append(buf, coreIn...), drvIn...)
 		if len(resp) > 0 {
@@ -104,7 +106,7 @@ func (c *Context) write(op string, cmd uint32, coreIn, coreOut, drvIn, drvOut []
 			}
 			*(*uint64)(unsafe.Pointer(&buf[hdrLen])) = respAddr
 		}
-		*(*IbUverbsCmdHdr)(unsafe.Pointer(&buf[0])) = IbUverbsCmdHdr{Command: cmd, InWords: uint16(len(buf) / 4), OutWords: uint16(len(resp) / 4)}
+		*(*uverbsabi.IbUverbsCmdHdr)(unsafe.Pointer(&buf[0])) = uverbsabi.IbUverbsCmdHdr{Command: cmd, InWords: uint16(len(buf) / 4), OutWords: uint16(len(resp) / 4)}
 	}
 	if len(buf) > 0xffff*4 {
 		return fmt.Errorf("uverbs: %s: command of %d bytes is too long", op, len(buf))

@@ -35,14 +35,11 @@ var ibvOpcode = map[int]uint8{
 
 const ibvWRLocalInv = 7
 
-func unhex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+// The oracle readers of internal/oracle, by the names these tests use.
+var (
+	unhex     = oracle.Unhex
+	readLines = oracle.Lines
+)
 
 // sendOf turns one work request of a record into the builder's input:
 // exactly one of the results is non-nil.
@@ -362,11 +359,6 @@ func checkRecords(t *testing.T, read func(each func(r *dpRecord))) dpCounts {
 		}
 	})
 	return n
-}
-
-func readLines(t *testing.T, path string, each func(line []byte)) {
-	t.Helper()
-	oracle.Lines(t, path, each)
 }
 
 // TestOracleDatapath replays all 147 records of the datapath family: RC

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/internal/oracle/umrsig"
 	"github.com/mlx5go/mlx5go/sig"
 )
@@ -14,14 +14,8 @@ import (
 // testdata/wrap.jsonl (see testdata/README.md) are read by
 // internal/oracle/umrsig.
 
-func num(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := sigattr.Num(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
+// num is internal/oracle's, by the name these tests use.
+var num = oracle.Num
 
 // mkeyState is what the oracle's libmlx5 remembered about an mkey between
 // records (the sequence/* cases reuse one).

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
@@ -112,9 +113,9 @@ func probeModel(profile string) (deviceReport, error) {
 	if err != nil {
 		return deviceReport{}, err
 	}
-	c := mlx5.NewContext(dev)
+	c := mlx5hook.NewContext(dev).(*mlx5.Context)
 	defer c.Close()
-	drv := lookup(driverNames, uverbs.RDMA_DRIVER_MLX5, "unknown")
+	drv := lookup(driverNames, uint64(uverbs.DriverMLX5), "unknown")
 	r := deviceReport{HCAID: "model:" + profile, Driver: &drv, Transport: transportOfNodeType(1), Ports: []portReport{}}
 	probeHCA(&r, c)
 	return r, nil

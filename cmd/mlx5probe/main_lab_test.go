@@ -46,7 +46,7 @@ func TestLabProbeRXE(t *testing.T) {
 	if d.NodeGUID != sysfsRXE(t, "node_guid") || d.SysImageGUID != sysfsRXE(t, "sys_image_guid") {
 		t.Errorf("node_guid %s sys_image_guid %s, sysfs %s %s", d.NodeGUID, d.SysImageGUID, sysfsRXE(t, "node_guid"), sysfsRXE(t, "sys_image_guid"))
 	}
-	if d.Driver == nil || *d.Driver != (named{"rxe", uverbs.RDMA_DRIVER_RXE}) || d.Transport.Name != "InfiniBand" || d.PhysPortCnt != 1 || len(d.Ports) != 1 {
+	if d.Driver == nil || *d.Driver != (named{"rxe", int64(uverbs.DriverRXE)}) || d.Transport.Name != "InfiniBand" || d.PhysPortCnt != 1 || len(d.Ports) != 1 {
 		t.Errorf("driver %v, transport %v, phys_port_cnt %d, %d ports", d.Driver, d.Transport, d.PhysPortCnt, len(d.Ports))
 	}
 	if d.MaxQP == 0 || d.MaxCQE == 0 || d.AtomicCap.Name == "" || len(d.DeviceCapFlags.Names) == 0 {

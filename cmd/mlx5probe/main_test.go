@@ -56,7 +56,7 @@ func TestDecodeFlags(t *testing.T) {
 	}
 	// The driver names agree with the ids uverbs mirrors (checked against
 	// the kernel's BTF).
-	if driverNames[uverbs.RDMA_DRIVER_MLX5] != "mlx5" || driverNames[uverbs.RDMA_DRIVER_RXE] != "rxe" || driverNames[uverbs.RDMA_DRIVER_UNKNOWN] != "unknown" {
+	if driverNames[uint64(uverbs.DriverMLX5)] != "mlx5" || driverNames[uint64(uverbs.DriverRXE)] != "rxe" || driverNames[uint64(uverbs.DriverUnknown)] != "unknown" {
 		t.Errorf("driver names: %v", driverNames)
 	}
 	if got := lookup(portStateNames, 5, "invalid state"); got != (named{"invalid state", 5}) {
@@ -81,7 +81,7 @@ func sampleDevice() deviceReport {
 	}
 	dev := uverbs.Device{Name: "mlx5_0", Path: "/dev/infiniband/uverbs0", NodeType: 1, Driver: "mlx5_core", FWVersion: "20.31.1014"}
 	d := deviceReport{HCAID: dev.Name, UverbsDevice: dev.Path, KernelDriver: dev.Driver, NodeType: 1, Transport: transportOfNodeType(1),
-		Driver: &named{"mlx5", uverbs.RDMA_DRIVER_MLX5}}
+		Driver: &named{"mlx5", int64(uverbs.DriverMLX5)}}
 	d.DeviceAttrs = deviceSection(&da, dev)
 	d.NumCompVectors = 8
 	p := portSection(1, &uverbs.PortAttr{State: 4, MaxMTU: 5, ActiveMTU: 5, LinkLayer: 2, PhysState: 5, ActiveWidth: 2, ActiveSpeed: 32, GIDTableLen: 255})

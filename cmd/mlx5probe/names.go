@@ -121,38 +121,38 @@ var atomicCapNames = map[uint64]string{
 // INIT_TYPE (bit 9) is libibverbs' name for a bit the kernel no longer
 // uses.
 var deviceCapFlags = []flagBit{
-	{uverbs.IB_UVERBS_DEVICE_RESIZE_MAX_WR, "RESIZE_MAX_WR"},
-	{uverbs.IB_UVERBS_DEVICE_BAD_PKEY_CNTR, "BAD_PKEY_CNTR"},
-	{uverbs.IB_UVERBS_DEVICE_BAD_QKEY_CNTR, "BAD_QKEY_CNTR"},
-	{uverbs.IB_UVERBS_DEVICE_RAW_MULTI, "RAW_MULTI"},
-	{uverbs.IB_UVERBS_DEVICE_AUTO_PATH_MIG, "AUTO_PATH_MIG"},
-	{uverbs.IB_UVERBS_DEVICE_CHANGE_PHY_PORT, "CHANGE_PHY_PORT"},
-	{uverbs.IB_UVERBS_DEVICE_UD_AV_PORT_ENFORCE, "UD_AV_PORT_ENFORCE"},
-	{uverbs.IB_UVERBS_DEVICE_CURR_QP_STATE_MOD, "CURR_QP_STATE_MOD"},
-	{uverbs.IB_UVERBS_DEVICE_SHUTDOWN_PORT, "SHUTDOWN_PORT"},
+	{uint64(uverbs.DeviceResizeMaxWR), "RESIZE_MAX_WR"},
+	{uint64(uverbs.DeviceBadPKeyCntr), "BAD_PKEY_CNTR"},
+	{uint64(uverbs.DeviceBadQKeyCntr), "BAD_QKEY_CNTR"},
+	{uint64(uverbs.DeviceRawMulti), "RAW_MULTI"},
+	{uint64(uverbs.DeviceAutoPathMig), "AUTO_PATH_MIG"},
+	{uint64(uverbs.DeviceChangePhyPort), "CHANGE_PHY_PORT"},
+	{uint64(uverbs.DeviceUDAVPortEnforce), "UD_AV_PORT_ENFORCE"},
+	{uint64(uverbs.DeviceCurrQPStateMod), "CURR_QP_STATE_MOD"},
+	{uint64(uverbs.DeviceShutdownPort), "SHUTDOWN_PORT"},
 	{1 << 9, "INIT_TYPE"},
-	{uverbs.IB_UVERBS_DEVICE_PORT_ACTIVE_EVENT, "PORT_ACTIVE_EVENT"},
-	{uverbs.IB_UVERBS_DEVICE_SYS_IMAGE_GUID, "SYS_IMAGE_GUID"},
-	{uverbs.IB_UVERBS_DEVICE_RC_RNR_NAK_GEN, "RC_RNR_NAK_GEN"},
-	{uverbs.IB_UVERBS_DEVICE_SRQ_RESIZE, "SRQ_RESIZE"},
-	{uverbs.IB_UVERBS_DEVICE_N_NOTIFY_CQ, "N_NOTIFY_CQ"},
-	{uverbs.IB_UVERBS_DEVICE_MEM_WINDOW, "MEM_WINDOW"},
-	{uverbs.IB_UVERBS_DEVICE_UD_IP_CSUM, "UD_IP_CSUM"},
-	{uverbs.IB_UVERBS_DEVICE_XRC, "XRC"},
-	{uverbs.IB_UVERBS_DEVICE_MEM_MGT_EXTENSIONS, "MEM_MGT_EXTENSIONS"},
-	{uverbs.IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2A, "MEM_WINDOW_TYPE_2A"},
-	{uverbs.IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B, "MEM_WINDOW_TYPE_2B"},
-	{uverbs.IB_UVERBS_DEVICE_RC_IP_CSUM, "RC_IP_CSUM"},
-	{uverbs.IB_UVERBS_DEVICE_RAW_IP_CSUM, "RAW_IP_CSUM"},
-	{uverbs.IB_UVERBS_DEVICE_MANAGED_FLOW_STEERING, "MANAGED_FLOW_STEERING"},
+	{uint64(uverbs.DevicePortActiveEvent), "PORT_ACTIVE_EVENT"},
+	{uint64(uverbs.DeviceSysImageGUID), "SYS_IMAGE_GUID"},
+	{uint64(uverbs.DeviceRCRNRNAKGen), "RC_RNR_NAK_GEN"},
+	{uint64(uverbs.DeviceSRQResize), "SRQ_RESIZE"},
+	{uint64(uverbs.DeviceNNotifyCQ), "N_NOTIFY_CQ"},
+	{uint64(uverbs.DeviceMemWindow), "MEM_WINDOW"},
+	{uint64(uverbs.DeviceUDIPCsum), "UD_IP_CSUM"},
+	{uint64(uverbs.DeviceXRC), "XRC"},
+	{uint64(uverbs.DeviceMemMgtExtensions), "MEM_MGT_EXTENSIONS"},
+	{uint64(uverbs.DeviceMemWindowType2A), "MEM_WINDOW_TYPE_2A"},
+	{uint64(uverbs.DeviceMemWindowType2B), "MEM_WINDOW_TYPE_2B"},
+	{uint64(uverbs.DeviceRCIPCsum), "RC_IP_CSUM"},
+	{uint64(uverbs.DeviceRawIPCsum), "RAW_IP_CSUM"},
+	{uint64(uverbs.DeviceManagedFlowSteering), "MANAGED_FLOW_STEERING"},
 }
 
 // deviceCapFlagsEx are the bits ibv_devinfo names in device_cap_flags_ex;
 // it decodes only the upper 32 bits there (the lower ones repeat
 // device_cap_flags).
 var deviceCapFlagsEx = []flagBit{
-	{uverbs.IB_UVERBS_DEVICE_RAW_SCATTER_FCS, "RAW_SCATTER_FCS"},
-	{uverbs.IB_UVERBS_DEVICE_PCI_WRITE_END_PADDING, "PCI_WRITE_END_PADDING"},
+	{uint64(uverbs.DeviceRawScatterFCS), "RAW_SCATTER_FCS"},
+	{uint64(uverbs.DevicePCIWriteEndPadding), "PCI_WRITE_END_PADDING"},
 }
 
 // odpGeneralCaps are enum ibv_odp_general_caps.
@@ -175,10 +175,10 @@ var odpTransportCaps = []flagBit{
 // rawPacketCaps are enum ib_uverbs_raw_packet_caps, with ibv_devinfo's
 // descriptions.
 var rawPacketCaps = []flagBit{
-	{uverbs.IB_UVERBS_RAW_PACKET_CAP_CVLAN_STRIPPING, "C-VLAN stripping offload"},
-	{uverbs.IB_UVERBS_RAW_PACKET_CAP_SCATTER_FCS, "Scatter FCS offload"},
-	{uverbs.IB_UVERBS_RAW_PACKET_CAP_IP_CSUM, "IP csum offload"},
-	{uverbs.IB_UVERBS_RAW_PACKET_CAP_DELAY_DROP, "Delay drop"},
+	{uint64(uverbs.RawPacketCapCVLANStripping), "C-VLAN stripping offload"},
+	{uint64(uverbs.RawPacketCapScatterFCS), "Scatter FCS offload"},
+	{uint64(uverbs.RawPacketCapIPCsum), "IP csum offload"},
+	{uint64(uverbs.RawPacketCapDelayDrop), "Delay drop"},
 }
 
 // qpTypeBits are the QP types ibv_devinfo names in supported_qpts masks

@@ -245,7 +245,7 @@ func probeDevice(dev uverbs.Device) deviceReport {
 			}
 		}
 	}
-	if id == uverbs.RDMA_DRIVER_MLX5 {
+	if id == uverbs.DriverMLX5 {
 		if err := probeMlx5(&r, dev.Name); err != nil {
 			fail(fmt.Errorf("hca caps: %w", err))
 		}
@@ -331,7 +331,7 @@ func deviceSection(da *uverbs.DeviceAttr, dev uverbs.Device) *DeviceAttrs {
 		CompletionTimestampMask: da.CompletionTimestampMask,
 		HCACoreClock:            da.HCACoreClock,
 		RawPacketCaps:           decodeFlags(uint64(da.RawPacketCaps), rawPacketCaps),
-		DeviceCapFlagsEx:        decodeFlagsEx(da.DeviceCapFlagsEx),
+		DeviceCapFlagsEx:        decodeFlagsEx(uint64(da.DeviceCapFlagsEx)),
 		TSOCaps:                 tsoCaps{MaxTSO: da.TSOCaps.MaxTSO, SupportedQP: qpts(da.TSOCaps.SupportedQPTs)},
 		RSSCaps: rssCaps{
 			MaxRWQIndirectionTables:    da.RSSCaps.MaxRWQIndirectionTables,

@@ -1,9 +1,13 @@
 package flows_test
 
 import (
+	"flag"
+	"time"
+
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/sig"
@@ -26,7 +30,7 @@ func onEveryProfileOpt(t *testing.T, opt model.Options, flow func(*testing.T, *m
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := mlx5.NewContext(dev)
+			c := mlx5hook.NewContext(dev).(*mlx5.Context)
 			defer c.Close()
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
 			shared := dev.Objects()
@@ -160,3 +164,99 @@ func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects
 }
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
+
+// rdma-core's DC scenarios (tests/test_mlx5_dc.py) on every profile; the
+// stream flows skip on cx5, which has no DCI streams.
+func TestDCTrafficOnModel(t *testing.T)        { onEveryProfile(t, flows.DCTraffic) }
+func TestDCStreamsOnModel(t *testing.T)        { onEveryProfile(t, flows.DCStreams) }
+func TestDCStreamRecoveryOnModel(t *testing.T) { onEveryProfile(t, flows.DCStreamRecovery) }
+func TestDCQPRecoveryOnModel(t *testing.T)     { onEveryProfile(t, flows.DCQPRecovery) }
+
+// dcStreamOrders are the model's interleavings of a DCI's stream channels
+// the stream flows run under besides the default (in send queue order but
+// for channels that wait): seeded, so that completions of different
+// streams come out of send queue order (model.Options.DCIStreamOrder).
+var dcStreamOrders = []struct {
+	name string
+	opt  model.Options
+}{
+	{"seed1", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 1}}},
+	{"seed2", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 2}}},
+	{"seed3", model.Options{DCIStreamOrder: model.DCIStreamOrder{Policy: model.DCIStreamsSeeded, Seed: 3}}},
+}
+
+// The DC flows whose DCIs have streams, under each of dcStreamOrders
+// (DCTraffic's DCIs have none: the order cannot change anything there).
+func TestDCStreamsInterleavedOnModel(t *testing.T) { onEachStreamOrder(t, flows.DCStreams) }
+func TestDCStreamRecoveryInterleavedOnModel(t *testing.T) {
+	onEachStreamOrder(t, flows.DCStreamRecovery)
+}
+func TestDCQPRecoveryInterleavedOnModel(t *testing.T) { onEachStreamOrder(t, flows.DCQPRecovery) }
+
+// onEachStreamOrder runs flow on every profile under each of
+// dcStreamOrders.
+func onEachStreamOrder(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
+	for _, o := range dcStreamOrders {
+		t.Run(o.name, func(t *testing.T) { onEveryProfileOpt(t, o.opt, flow) })
+	}
+}
+
+// The scale scenario's size and how long it posts new work on each
+// profile with DCI streams (cx6dx and cx7): a second each in CI, longer
+// and larger by hand (go test -race ./hwtest/flows -run DCScale -v
+// -dcscale.time 60s -dcscale.dcts 1024).
+var (
+	dcScaleTime    = flag.Duration("dcscale.time", time.Second, "how long TestDCScaleOnModel posts new work on each profile")
+	dcScaleDCTs    = flag.Int("dcscale.dcts", 256, "TestDCScaleOnModel's DCTs")
+	dcScaleDCIs    = flag.Int("dcscale.dcis", 4, "TestDCScaleOnModel's DCIs")
+	dcScaleStreams = flag.Int("dcscale.logstreams", 3, "TestDCScaleOnModel's streams a DCI, log2")
+)
+
+// TestDCScaleOnModel is the scale scenario (flows.DCScale): an initiator
+// of 4 DCIs of 8 streams reaches 256 DCTs while one target after another
+// has its MR revoked; run once on each profile (cx5 has no DCI streams
+// and skips), its figures logged.
+func TestDCScaleOnModel(t *testing.T) { dcScaleOnModel(t, model.Options{}, nil) }
+
+// TestDCScaleInterleavedOnModel is TestDCScaleOnModel under each of
+// dcStreamOrders: completions of different streams come out of send queue
+// order.
+func TestDCScaleInterleavedOnModel(t *testing.T) {
+	for _, o := range dcStreamOrders {
+		t.Run(o.name, func(t *testing.T) {
+			dcScaleOnModel(t, o.opt, func(t *testing.T, st flows.DCScaleStats) {
+				if st.OutOfOrder == 0 {
+					t.Errorf("%v: no completion out of send queue order", st)
+				}
+			})
+		})
+	}
+}
+
+// dcScaleOnModel runs the scale scenario once on each profile, on
+// contexts opened with opt, and check (if not nil) on its figures.
+func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flows.DCScaleStats)) {
+	for _, p := range model.Profiles() {
+		t.Run(p, func(t *testing.T) {
+			dev, err := model.NewWithOptions(p, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mlx5hook.NewContext(dev).(*mlx5.Context)
+			defer c.Close()
+			t.Run("run", func(t *testing.T) {
+				st := flows.DCScale(t, c, flows.DCLoad{Duration: *dcScaleTime, DCTs: *dcScaleDCTs, DCIs: *dcScaleDCIs, LogStreams: *dcScaleStreams, Seed: 16})
+				t.Log(st)
+				if check != nil {
+					check(t, st)
+				}
+			})
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := dev.Objects(); n != 0 {
+				t.Errorf("%d objects left in the model after the context closed", n)
+			}
+		})
+	}
+}

@@ -72,11 +72,7 @@ func main() {
 	if defaultAccel == "" {
 		defaultAccel = "tcg"
 	}
-	userCache, _ := os.UserCacheDir()
-	defaultCache := os.Getenv("MLX5GO_LAB_CACHE")
-	if defaultCache == "" {
-		defaultCache = filepath.Join(userCache, "mlx5go-lab")
-	}
+	defaultCache := kernel.DefaultCache()
 	defaultKernel := os.Getenv("MLX5GO_LAB_KERNEL")
 	if defaultKernel == "" {
 		defaultKernel = "bookworm"

@@ -61,8 +61,9 @@ func Load(modules ...string) (*Spec, error) {
 	return s, nil
 }
 
-// FromSpec wraps an already loaded spec (tests build synthetic ones).
-func FromSpec(name string, s *btf.Spec) *Spec { return &Spec{Name: name, specs: []*btf.Spec{s}} }
+// FromSpec wraps already loaded specs, searched together in order (tests
+// build synthetic ones; internal/abigen reads a kernel's on the host).
+func FromSpec(name string, s ...*btf.Spec) *Spec { return &Spec{Name: name, specs: s} }
 
 // EnumValue returns the value of enumerator name. If enum is empty the
 // enumerator is searched in every enum, named or anonymous (C enumerators
@@ -311,6 +312,28 @@ func CheckLayouts(t testing.TB, s *Spec, layouts []Layout) {
 		}
 	}
 }
+
+// Recorder is a testing.TB that records what a check reports instead of
+// failing: the negative controls of the checks (here and in
+// internal/abigen) run them on tables or kernels that must fail, and look
+// at what they said.
+type Recorder struct {
+	testing.TB
+	Errors, Logs []string
+}
+
+// Errorf records a failure.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.Errors = append(r.Errors, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// Logf records a note.
+func (r *Recorder) Logf(format string, args ...any) {
+	r.Logs = append(r.Logs, strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// Helper does nothing: a recorder reports no lines.
+func (r *Recorder) Helper() {}
 
 // Problem is one finding of a check: a failure, or a note (a difference
 // the rules accept, reported so that nobody is surprised by it).

@@ -1,7 +1,6 @@
 package btfcheck
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -85,30 +84,19 @@ func TestLookups(t *testing.T) {
 // The checkers must fail on a wrong value, naming it.
 func TestCheckersReportMismatch(t *testing.T) {
 	s := synthetic(t)
-	rec := &recorder{TB: t}
+	rec := &Recorder{TB: t}
 	CheckConsts(rec, s, []Const{{Enum: "uverbs_default_objects", Name: "UVERBS_OBJECT_PD", Value: 2}})
 	CheckLayouts(rec, s, []Layout{{Struct: "ib_uverbs_attr", Size: 16, Fields: []Field{{Name: "flags", Offset: 5}}}})
-	if len(rec.errs) != 2 || !strings.Contains(rec.errs[0], "UVERBS_OBJECT_PD") || !strings.Contains(rec.errs[1], "ib_uverbs_attr.flags") {
-		t.Fatalf("errors = %q", rec.errs)
+	if len(rec.Errors) != 2 || !strings.Contains(rec.Errors[0], "UVERBS_OBJECT_PD") || !strings.Contains(rec.Errors[1], "ib_uverbs_attr.flags") {
+		t.Fatalf("errors = %q", rec.Errors)
 	}
-	rec.errs = nil
+	rec.Errors = nil
 	CheckConsts(rec, s, []Const{{Enum: "uverbs_default_objects", Name: "UVERBS_OBJECT_PD", Value: 1}})
 	CheckLayouts(rec, s, []Layout{{Struct: "ib_uverbs_attr", Size: 16, Fields: []Field{{Name: "flags", Offset: 4}}}})
-	if len(rec.errs) != 0 {
-		t.Fatalf("errors on a correct table: %q", rec.errs)
+	if len(rec.Errors) != 0 {
+		t.Fatalf("errors on a correct table: %q", rec.Errors)
 	}
 }
-
-type recorder struct {
-	testing.TB
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.errs = append(r.errs, strings.TrimSpace(fmt.Sprintf(format, args...)))
-}
-
-func (r *recorder) Helper() {}
 
 // kernelName stands for a kernel's release in the negative controls: every
 // failure must name it.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -67,7 +68,9 @@ type Case struct {
 }
 
 // Lines calls each with every line of a JSON Lines vector file (lines of
-// up to 16 MiB), failing t if the file cannot be read.
+// up to 16 MiB), failing t if the file cannot be read or holds no line.
+// It is the one reader of the oracle's files: the packages' tests and the
+// record readers below use it.
 func Lines(t testing.TB, path string, each func(line []byte)) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -77,12 +80,62 @@ func Lines(t testing.TB, path string, each func(line []byte)) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 16<<20)
+	n := 0
 	for sc.Scan() {
 		each(sc.Bytes())
+		n++
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	if n == 0 {
+		t.Fatalf("%s: no records", path)
+	}
+}
+
+// Records calls each with every record of a JSON Lines vector file,
+// decoded into an R, that keep accepts (nil keeps them all): a family's
+// records among a wrap file's others.
+func Records[R any](t testing.TB, path string, keep func(*R) bool, each func(*R)) {
+	t.Helper()
+	Lines(t, path, func(line []byte) {
+		var r R
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if keep == nil || keep(&r) {
+			each(&r)
+		}
+	})
+}
+
+// Unhex decodes recorded bytes, failing t if they are not hex.
+func Unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatalf("oracle bytes %q: %v", s, err)
+	}
+	return b
+}
+
+// ParseNum parses a recorded number ("0x..." or decimal).
+func ParseNum(s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("oracle number %q: %w", s, err)
+	}
+	return v, nil
+}
+
+// Num is ParseNum failing t for what is not a number.
+func Num(t testing.TB, s string) uint64 {
+	t.Helper()
+	v, err := ParseNum(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // Load returns the case named kase of a JSON Lines vector file.

@@ -1,19 +1,22 @@
-// Package crc holds the checksums of block signatures: CRC-16/T10-DIF, the
-// IP checksum guard of T10-DIF, and a parameterised CRC-64. CRC32 and
-// CRC32C are hash/crc32's.
+// Package crc holds the checksums of block signatures: CRC-16/T10-DIF,
+// CRC32C and CRC32, the IP checksum guard of T10-DIF, and a parameterised
+// CRC-64.
 //
 // Each function follows hash/crc32's convention: Update continues from a
 // value a previous call returned, so a buffer may be summed in pieces.
 //
 // # Implementations
 //
-// T10DIF and CRC64 pick their implementation once, at package
-// initialisation, from the CPU the program runs on (golang.org/x/sys/cpu);
-// all give the same results:
+// The CRCs pick their implementation once, at package initialisation, from
+// the CPU the program runs on (golang.org/x/sys/cpu, and CPUID for
+// VPCLMULQDQ without AVX-512); all give the same results:
 //
 //   - amd64 with AVX-512 (F, BW, VL) and VPCLMULQDQ: carry-less multiply
 //     folding in ZMM registers, 256 bytes a step, for buffers of 256 bytes
-//     or more; PCLMULQDQ in XMM registers below that.
+//     or more; as below under that.
+//   - amd64 with AVX2 and VPCLMULQDQ (and no AVX-512): folding in YMM
+//     registers, 128 bytes a step, for buffers of 128 bytes or more;
+//     PCLMULQDQ in XMM registers under that.
 //   - amd64 with PCLMULQDQ, SSSE3 and SSE4.1: folding in XMM registers, 64
 //     bytes a step.
 //   - arm64 with PMULL: folding in NEON registers, 128 bytes a step.
@@ -24,12 +27,18 @@
 // polynomial in NewCRC64 (with its tables, shared between CRC64 values of
 // the same polynomial and reflection), so every definition, reflected or
 // not, takes the fast path; CRC-16/T10-DIF runs as a CRC-64 with its
-// polynomial times x^48.
+// polynomial times x^48, and CRC32C and CRC32 as reflected CRC-64s with
+// theirs times x^32. CRC32C and CRC32 fold at the YMM and ZMM levels and
+// with PMULL; elsewhere, for buffers shorter than 16 bytes and for the
+// last bytes beyond a multiple of 16 they are hash/crc32's (whose CRC32C
+// uses the CPU's CRC32 instruction on amd64 and arm64).
 //
 // IPChecksum adds 16-bit words in vector registers, AVX2 on amd64 with
 // AVX2 and NEON on arm64, over the longest prefix that is a multiple of
 // 128 bytes; it adds 64-bit words with end-around carry in plain Go
 // everywhere else and for the rest.
+//
+// docs/PERFORMANCE.md measures them against ISA-L.
 //
 // The package imports the standard library and golang.org/x/sys/cpu only.
 package crc
@@ -98,7 +107,12 @@ func NewCRC64(p Params64) *CRC64 {
 func (c *CRC64) Params() Params64 { return c.p }
 
 // Checksum returns the CRC-64 of p.
-func (c *CRC64) Checksum(p []byte) uint64 { return c.finish(c.k.update(archLevel, c.init, p)) }
+func (c *CRC64) Checksum(p []byte) uint64 {
+	if archLevel != levelGeneric && foldsWhole(len(p)) {
+		return c.finish(fold(&c.k.keys, archLevel, c.init, p))
+	}
+	return c.finish(c.k.updateAny(archLevel, c.init, p))
+}
 
 // Checksum0 is the checksum of no data: the value to start Update from.
 func (c *CRC64) Checksum0() uint64 { return c.finish(c.init) }
@@ -176,6 +190,14 @@ const maxKernels = 64
 // update continues the kernel register reg over p with the implementation
 // lvl (levelGeneric, or an architecture's level).
 func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
+	if lvl != levelGeneric && foldsWhole(len(p)) {
+		return fold(&k.keys, lvl, reg, p)
+	}
+	return k.updateAny(lvl, reg, p)
+}
+
+// updateAny is update for any length.
+func (k *kernel64) updateAny(lvl int, reg uint64, p []byte) uint64 {
 	if lvl != levelGeneric {
 		for len(p) >= foldMin {
 			n := min(len(p), foldChunk) &^ 15
@@ -209,12 +231,25 @@ const foldMin = 16
 // work), so that a long buffer does not hold off goroutine preemption.
 const foldChunk = 256 << 10
 
+// foldsWhole reports whether one assembly call takes a buffer of n bytes
+// whole, with nothing left for the tables: the common case of block
+// sizes, which takes the shortest way to fold.
+func foldsWhole(n int) bool { return uint(n)&15 == 0 && uint(n)-foldMin <= foldChunk-foldMin }
+
 // t10difWith is T10DIF with the implementation lvl.
 func t10difWith(lvl int, crc uint16, p []byte) uint16 {
+	if lvl != levelGeneric && foldsWhole(len(p)) {
+		return uint16(fold(t10difKeys, lvl, uint64(crc)<<48, p) >> 48)
+	}
+	return t10difAny(lvl, crc, p)
+}
+
+// t10difAny is t10difWith for any length.
+func t10difAny(lvl int, crc uint16, p []byte) uint16 {
 	if lvl != levelGeneric {
 		for len(p) >= foldMin {
 			n := min(len(p), foldChunk) &^ 15
-			crc = uint16(fold(&t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
+			crc = uint16(fold(t10difKeys, lvl, uint64(crc)<<48, p[:n]) >> 48)
 			p = p[n:]
 		}
 		if len(p) == 0 {

@@ -7,20 +7,30 @@ import "golang.org/x/sys/cpu"
 // The amd64 implementations, best last.
 const (
 	levelCLMUL  = 1 // PCLMULQDQ on XMM registers, 64 bytes a step
-	levelAVX512 = 2 // VPCLMULQDQ on ZMM registers, 256 bytes a step
+	levelAVX2   = 2 // VPCLMULQDQ on YMM registers, 128 bytes a step
+	levelAVX512 = 3 // VPCLMULQDQ on ZMM registers, 256 bytes a step
 )
 
 var (
-	hasCLMUL  = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSSE3 && cpu.X86.HasSSE41
-	hasAVX512 = hasCLMUL && cpu.X86.HasAVX2 && cpu.X86.HasAVX512F &&
-		cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
+	hasCLMUL = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSSE3 && cpu.X86.HasSSE41
+	// golang.org/x/sys/cpu reports VPCLMULQDQ only on CPUs with AVX-512
+	// (HasAVX512VPCLMULQDQ), but the VEX-encoded 256-bit form needs only
+	// AVX and the CPUID bit (Intel SDM, VPCLMULQDQ: CPUID.(EAX=07H,
+	// ECX=0):ECX[bit 10]), which CPUs without AVX-512 have too. AVX2
+	// implies that leaf 7 exists and that the OS saves the YMM state.
+	hasAVX2 = hasCLMUL && cpu.X86.HasAVX2 && cpuid7ECX()&(1<<10) != 0
+	// The ZMM path uses the YMM one below 256 bytes.
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+		cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ
 )
 
-// archLevel is the implementation T10DIF and CRC64 use.
+// archLevel is the implementation the checksums use.
 var archLevel = func() int {
 	switch {
 	case hasAVX512:
 		return levelAVX512
+	case hasAVX2:
+		return levelAVX2
 	case hasCLMUL:
 		return levelCLMUL
 	}
@@ -34,6 +44,9 @@ var archLevels = func() []impl {
 	if hasCLMUL {
 		l = append(l, impl{levelCLMUL, "pclmul"})
 	}
+	if hasAVX2 {
+		l = append(l, impl{levelAVX2, "avx2"})
+	}
 	if hasAVX512 {
 		l = append(l, impl{levelAVX512, "avx512"})
 	}
@@ -41,8 +54,18 @@ var archLevels = func() []impl {
 }()
 
 // fold folds p into the register reg with the assembly of level lvl
-// (levelCLMUL or levelAVX512) and returns the register after it. len(p)
-// is at least 16 and a multiple of 16.
+// (levelCLMUL, levelAVX2 or levelAVX512) and returns the register after
+// it. len(p) is at least 16 and a multiple of 16.
 //
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+
+// cpuid7ECX returns ECX of CPUID leaf 7, sub-leaf 0.
+func cpuid7ECX() uint32
+
+// fold32Level is the lowest level CRC32 and CRC32C fold at. Below it
+// hash/crc32 is as fast: its CRC32C runs three streams of the SSE4.2
+// CRC32 instruction, which outruns the XMM fold (measured on an AMD EPYC,
+// docs/PERFORMANCE.md), and its CRC32 folds in XMM registers as levelCLMUL
+// does.
+const fold32Level = levelAVX2

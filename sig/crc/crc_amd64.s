@@ -4,9 +4,16 @@
 #include "go_asm.h"
 
 // See keys.go for the algorithm. Registers: AX the foldKeys, SI the next
-// data byte, CX the bytes left, X8 (Z8) the byte shuffle that puts each
-// 16-byte lane in polynomial order (a byte reversal MSB-first, the
-// identity reflected), X0-X3 (Z0-Z3) the accumulators.
+// data byte, CX the bytes left, X8 (Y8, Z8) the byte shuffle that puts
+// each 16-byte lane in polynomial order (a byte reversal MSB-first, the
+// identity reflected), X0-X3 (Y0-Y3, Z0-Z3) the accumulators.
+//
+// Three widths share the end of the work: PCLMULQDQ on XMM registers
+// (legacy SSE encoding, for CPUs without AVX), VPCLMULQDQ on YMM registers
+// (VEX encoding, AVX2) and on ZMM registers (EVEX, AVX-512). The YMM and
+// ZMM paths clear the upper halves (VZEROUPPER) before they continue in
+// the SSE code. Reflected data needs no shuffle, so the YMM and ZMM main
+// loops take it straight from memory.
 
 // T_MSB sets X4 to T = Xh·(x^128 mod P) + Xl·x^64 for the remainder X in
 // X3 (MSB-first: Xh is the high qword).
@@ -39,33 +46,43 @@
 	PXOR      X4, X5; \
 	MOVQ      X5, R8
 
-// BARRETT_LSB is BARRETT_MSB for bit-reversed values: products come out
-// one bit up, so floor(Th·mu / x^64) is read one bit down and q·poly mod
-// x^64 one bit up (a 128-bit shift left by one).
+// BARRETT_LSB is BARRETT_MSB for bit-reversed values, with the 65-bit
+// multipliers of keys.go: the low qword of Th·rbar[0] is q; the high qword
+// of q·rbar[1], plus q where rp0 says so, plus Tl is T mod P.
 #define BARRETT_LSB \
-	MOVOU     foldKeys_final(AX), X9; \
-	MOVQ      foldKeys_poly(AX), X6; \
+	MOVOU     foldKeys_rbar(AX), X9; \
+	MOVOU     foldKeys_rp0(AX), X7; \
 	MOVO      X4, X5; \
+	PCLMULQDQ $0x00, X9, X5; \
+	MOVO      X5, X6; \
 	PCLMULQDQ $0x10, X9, X5; \
-	PSLLQ     $1, X5; \
+	PSLLDQ    $8, X6; \
+	PAND      X7, X6; \
 	PXOR      X4, X5; \
-	PCLMULQDQ $0x00, X6, X5; \
-	MOVO      X5, X7; \
-	PSLLQ     $1, X5; \
-	PSRLQ     $63, X7; \
-	PSLLDQ    $8, X7; \
-	PXOR      X7, X5; \
-	PXOR      X4, X5; \
+	PXOR      X6, X5; \
 	PEXTRQ    $1, X5, R8
 
-// FOLD_XMM and FOLD_ZMM set a to a·x^d + b lane by lane, d the distance
-// of the constant pairs in k; t is scratch.
+// FOLD_XMM, FOLD_YMM and FOLD_ZMM set a to a·x^d + b lane by lane, d the
+// distance of the constant pairs in k; t is scratch. The _MEM forms take
+// b from memory.
 #define FOLD_XMM(k, a, b, t) \
 	MOVO      a, t; \
 	PCLMULQDQ $0x00, k, a; \
 	PCLMULQDQ $0x11, k, t; \
 	PXOR      t, a; \
 	PXOR      b, a
+
+#define FOLD_YMM(k, a, b, t) \
+	VPCLMULQDQ $0x00, k, a, t; \
+	VPCLMULQDQ $0x11, k, a, a; \
+	VPXOR      b, t, t; \
+	VPXOR      t, a, a
+
+#define FOLD_YMM_MEM(k, a, m, t) \
+	VPCLMULQDQ $0x00, k, a, t; \
+	VPCLMULQDQ $0x11, k, a, a; \
+	VPXOR      m, t, t; \
+	VPXOR      t, a, a
 
 #define FOLD_ZMM(k, a, b, t) \
 	VPCLMULQDQ $0x00, k, a, t; \
@@ -75,13 +92,20 @@
 // func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
 TEXT ·fold(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), AX
+	MOVQ lvl+8(FP), DX
 	MOVQ reg+16(FP), BX
 	MOVQ p_base+24(FP), SI
 	MOVQ p_len+32(FP), CX
-	CMPQ lvl+8(FP), $const_levelAVX512
-	JNE  xmm
+	CMPQ DX, $const_levelAVX512
+	JNE  notZMM
 	CMPQ CX, $256
 	JAE  zmm
+
+notZMM:
+	CMPQ DX, $const_levelAVX2
+	JB   xmm
+	CMPQ CX, $128
+	JAE  ymm
 
 xmm:
 	// Four XMM accumulators, 64 bytes a step (one below 64 bytes). The
@@ -94,8 +118,8 @@ xmm:
 	PSLLDQ $8, X4
 
 xmmShort:
-	CMPQ  CX, $64
-	JAE   xmmLoad
+	CMPQ CX, $64
+	JAE  xmmLoad
 
 	// Fewer than 64 bytes: one accumulator.
 	MOVOU  0(SI), X3
@@ -144,7 +168,7 @@ xmmEnd:
 	JNZ   xmmFold4
 
 	// The data ended with the accumulators: T is the sum of each moved
-	// to the end and 64 bits on (the last row of fin).
+	// to the end and 64 bits on (rows 12-15 of fin).
 	MOVOU     (foldKeys_fin+192)(AX), X9
 	MOVOU     (foldKeys_fin+208)(AX), X10
 	MOVOU     (foldKeys_fin+224)(AX), X11
@@ -193,31 +217,180 @@ xmmFold4:
 	MOVO      X11, X9
 	JMP       loop16
 
+ymm:
+	// Four YMM accumulators, 128 bytes a step. CX runs 256 bytes behind
+	// the data left, so that the loop ends when it goes negative.
+	VBROADCASTI128 foldKeys_shuf(AX), Y8
+	VBROADCASTI128 foldKeys_k1024(AX), Y9
+	VMOVQ          BX, X4
+	SUBQ           $256, CX
+	CMPQ           foldKeys_refl(AX), $0
+	JE             ymmNormal
+
+	VPXOR   0(SI), Y4, Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	ADDQ    $128, SI
+	TESTQ   CX, CX
+	JL      ymmLeft
+
+ymmLoopRefl:
+	FOLD_YMM_MEM(Y9, Y0, 0(SI), Y4)
+	FOLD_YMM_MEM(Y9, Y1, 32(SI), Y5)
+	FOLD_YMM_MEM(Y9, Y2, 64(SI), Y6)
+	FOLD_YMM_MEM(Y9, Y3, 96(SI), Y7)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JGE  ymmLoopRefl
+	JMP  ymmLeft
+
+ymmNormal:
+	VPSLLDQ $8, X4, X4
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VPSHUFB Y8, Y0, Y0
+	VPSHUFB Y8, Y1, Y1
+	VPSHUFB Y8, Y2, Y2
+	VPSHUFB Y8, Y3, Y3
+	VPXOR   Y4, Y0, Y0
+	ADDQ    $128, SI
+	TESTQ   CX, CX
+	JL      ymmLeft
+
+ymmLoopNormal:
+	VMOVDQU 0(SI), Y10
+	VMOVDQU 32(SI), Y11
+	VMOVDQU 64(SI), Y12
+	VMOVDQU 96(SI), Y13
+	VPSHUFB Y8, Y10, Y10
+	VPSHUFB Y8, Y11, Y11
+	VPSHUFB Y8, Y12, Y12
+	VPSHUFB Y8, Y13, Y13
+	FOLD_YMM(Y9, Y0, Y10, Y4)
+	FOLD_YMM(Y9, Y1, Y11, Y5)
+	FOLD_YMM(Y9, Y2, Y12, Y6)
+	FOLD_YMM(Y9, Y3, Y13, Y7)
+	ADDQ    $128, SI
+	SUBQ    $128, CX
+	JGE     ymmLoopNormal
+
+ymmLeft:
+	ADDQ $128, CX
+	JNZ  ymmFold4
+
+	// The data ended with the accumulators: every lane moves to the end
+	// and 64 bits on in one step (rows 8-15 of fin), and T is the sum of
+	// the lanes.
+	VMOVDQU    (foldKeys_fin+128)(AX), Y9
+	VMOVDQU    (foldKeys_fin+160)(AX), Y10
+	VMOVDQU    (foldKeys_fin+192)(AX), Y11
+	VMOVDQU    (foldKeys_fin+224)(AX), Y12
+	VPCLMULQDQ $0x00, Y9, Y0, Y4
+	VPCLMULQDQ $0x11, Y9, Y0, Y0
+	VPCLMULQDQ $0x00, Y10, Y1, Y5
+	VPCLMULQDQ $0x11, Y10, Y1, Y1
+	VPCLMULQDQ $0x00, Y11, Y2, Y6
+	VPCLMULQDQ $0x11, Y11, Y2, Y2
+	VPCLMULQDQ $0x00, Y12, Y3, Y7
+	VPCLMULQDQ $0x11, Y12, Y3, Y3
+	VPXOR      Y4, Y0, Y0
+	VPXOR      Y5, Y1, Y1
+	VPXOR      Y6, Y2, Y2
+	VPXOR      Y7, Y3, Y3
+	VPXOR      Y1, Y0, Y0
+	VPXOR      Y3, Y2, Y2
+	VPXOR      Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPXOR      X1, X0, X4
+	VZEROUPPER
+	JMP        barrett
+
+ymmFold4:
+	// Y3 += Y0·x^768 + Y1·x^512 + Y2·x^256, lane by lane
+	VBROADCASTI128 foldKeys_k768(AX), Y9
+	VBROADCASTI128 foldKeys_k512(AX), Y10
+	VBROADCASTI128 foldKeys_k256(AX), Y11
+	VPCLMULQDQ     $0x00, Y9, Y0, Y4
+	VPCLMULQDQ     $0x11, Y9, Y0, Y0
+	VPCLMULQDQ     $0x00, Y10, Y1, Y5
+	VPCLMULQDQ     $0x11, Y10, Y1, Y1
+	VPCLMULQDQ     $0x00, Y11, Y2, Y6
+	VPCLMULQDQ     $0x11, Y11, Y2, Y2
+	VPXOR          Y4, Y0, Y0
+	VPXOR          Y5, Y1, Y1
+	VPXOR          Y6, Y2, Y2
+	VPXOR          Y0, Y3, Y3
+	VPXOR          Y2, Y1, Y1
+	VPXOR          Y1, Y3, Y3
+
+ymmLoop32:
+	CMPQ    CX, $32
+	JB      ymmLanes
+	VMOVDQU 0(SI), Y10
+	VPSHUFB Y8, Y10, Y10
+	FOLD_YMM(Y11, Y3, Y10, Y4)
+	ADDQ    $32, SI
+	SUBQ    $32, CX
+	JMP     ymmLoop32
+
+ymmLanes:
+	// X3 = L0·x^128 + L1 for the lanes L0, L1 of Y3.
+	VMOVDQU      foldKeys_k128(AX), X9
+	VEXTRACTI128 $1, Y3, X6
+	VPCLMULQDQ   $0x00, X9, X3, X4
+	VPCLMULQDQ   $0x11, X9, X3, X5
+	VPXOR        X4, X5, X5
+	VPXOR        X6, X5, X3
+	VZEROUPPER
+	JMP          loop16
+
 zmm:
-	// Four ZMM accumulators, 256 bytes a step.
+	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
+	// the data left.
 	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
-	VMOVQ           BX, X4
-	CMPQ            foldKeys_refl(AX), $0
-	JNE             zmmLoad
-	VPSLLDQ         $8, X4, X4
-
-zmmLoad:
-	VMOVDQU64       0(SI), Z0
-	VMOVDQU64       64(SI), Z1
-	VMOVDQU64       128(SI), Z2
-	VMOVDQU64       192(SI), Z3
-	VPSHUFB         Z8, Z0, Z0
-	VPSHUFB         Z8, Z1, Z1
-	VPSHUFB         Z8, Z2, Z2
-	VPSHUFB         Z8, Z3, Z3
-	VPXORQ          Z4, Z0, Z0
-	ADDQ            $256, SI
-	SUBQ            $256, CX
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
+	VMOVQ           BX, X4
+	SUBQ            $512, CX
+	CMPQ            foldKeys_refl(AX), $0
+	JE              zmmNormal
 
-zmmLoop:
-	CMPQ      CX, $256
-	JB        zmmEnd
+	VPXORQ    0(SI), Z4, Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	ADDQ      $256, SI
+	TESTQ     CX, CX
+	JL        zmmLeft
+
+zmmLoopRefl:
+	FOLD_ZMM(Z9, Z0, 0(SI), Z4)
+	FOLD_ZMM(Z9, Z1, 64(SI), Z5)
+	FOLD_ZMM(Z9, Z2, 128(SI), Z6)
+	FOLD_ZMM(Z9, Z3, 192(SI), Z7)
+	ADDQ $256, SI
+	SUBQ $256, CX
+	JGE  zmmLoopRefl
+	JMP  zmmLeft
+
+zmmNormal:
+	VPSLLDQ   $8, X4, X4
+	VMOVDQU64 0(SI), Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	VPSHUFB   Z8, Z0, Z0
+	VPSHUFB   Z8, Z1, Z1
+	VPSHUFB   Z8, Z2, Z2
+	VPSHUFB   Z8, Z3, Z3
+	VPXORQ    Z4, Z0, Z0
+	ADDQ      $256, SI
+	TESTQ     CX, CX
+	JL        zmmLeft
+
+zmmLoopNormal:
 	VMOVDQU64 0(SI), Z10
 	VMOVDQU64 64(SI), Z11
 	VMOVDQU64 128(SI), Z12
@@ -232,11 +405,11 @@ zmmLoop:
 	FOLD_ZMM(Z9, Z3, Z13, Z7)
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	JMP       zmmLoop
+	JGE       zmmLoopNormal
 
-zmmEnd:
-	TESTQ CX, CX
-	JNZ   zmmFold4
+zmmLeft:
+	ADDQ $256, CX
+	JNZ  zmmFold4
 
 	// The data ended with the accumulators: every lane moves to the end
 	// and 64 bits on in one step (fin), and T is the sum of the lanes.
@@ -338,4 +511,16 @@ barrett:
 barrettLSB:
 	BARRETT_LSB
 	MOVQ R8, ret+48(FP)
+	RET
+
+// func cpuid7ECX() uint32
+//
+// cpuid7ECX returns ECX of CPUID leaf 7, sub-leaf 0: the structured
+// extended features (bit 10 is VPCLMULQDQ). The caller has checked that
+// the leaf exists.
+TEXT ·cpuid7ECX(SB), NOSPLIT, $0-4
+	MOVL $7, AX
+	MOVL $0, CX
+	CPUID
+	MOVL CX, ret+0(FP)
 	RET

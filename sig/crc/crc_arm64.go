@@ -33,3 +33,8 @@ var archLevels = func() []impl {
 //
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+
+// fold32Level is the lowest level CRC32 and CRC32C fold at. hash/crc32
+// uses the CRC32 instructions, 8 bytes at a time in one dependency chain;
+// PMULL folds eight independent lanes. Not measured (no arm64 machine).
+const fold32Level = levelPMULL

@@ -13,3 +13,6 @@ var archLevels []impl
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {
 	panic("crc: no assembly on this architecture")
 }
+
+// fold32Level is above every level here: CRC32 and CRC32C are hash/crc32's.
+const fold32Level = 1

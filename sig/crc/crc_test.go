@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // The bit-at-a-time references: the definitions, written for clarity, the
@@ -85,7 +86,14 @@ var catalogue = []Params64{CRC64ECMA182, CRC64XZ, CRC64GoISO, CRC64WE, CRC64NVMe
 var check = []byte("123456789")
 
 func TestT10DIFCheck(t *testing.T) {
-	t.Logf("implementations: %v, in use: %d", impls(), archLevel)
+	inUse := "?"
+	for _, im := range impls() {
+		if im.level == archLevel {
+			inUse = im.name
+		}
+	}
+	// scripts/bench reads this line.
+	t.Logf("implementations: %v, in use: %s", impls(), inUse)
 	if got := T10DIF(0, check); got != 0xD0DB {
 		t.Errorf("T10DIF(0, 123456789) = %#04x, want 0xd0db", got)
 	}
@@ -369,6 +377,8 @@ func TestAllocs(t *testing.T) {
 		"CRC64":      func() { sink += c.Update(c.Checksum0(), p) },
 		"Checksum":   func() { sink += c.Checksum(p[:100]) },
 		"IPChecksum": func() { sink += uint64(IPChecksum(p)) },
+		"CRC32C":     func() { sink += uint64(CRC32C(0, p)) },
+		"CRC32":      func() { sink += uint64(CRC32(0, p[:1000])) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", name, n)
@@ -562,6 +572,7 @@ func TestRandomized(t *testing.T) {
 		checkT10DIF(t, data, uint16(rng.Uint32()), off, split)
 		checkCRC64(t, data, uint8(rng.IntN(len(catalogue)+8)), rng.Uint64(), off, split, rng.Uint64())
 		checkIPChecksum(t, data, off)
+		checkCRC32(t, data, uint8(rng.IntN(2)), rng.Uint32(), off, split)
 	}
 }
 
@@ -593,4 +604,17 @@ func ExampleT10DIF() {
 	copy(block, "hello")
 	fmt.Printf("%#04x\n", T10DIF(0, block))
 	// Output: 0x0cc5
+}
+
+// TestKeysAligned checks that the fold constants start on a cache line,
+// so that no vector load of them splits one.
+func TestKeysAligned(t *testing.T) {
+	for name, k := range map[string]*foldKeys{
+		"T10DIF": t10difKeys, "CRC32C": castagnoli.keys, "CRC32": ieee.keys,
+		"CRC64XZ": &NewCRC64(CRC64XZ).k.keys, "CRC64 random": &NewCRC64(Params64{Poly: 0x1234567}).k.keys,
+	} {
+		if a := uintptr(unsafe.Pointer(k)) % 64; a != 0 {
+			t.Errorf("%s: fold constants %d bytes past a cache line", name, a)
+		}
+	}
 }

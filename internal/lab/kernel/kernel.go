@@ -32,6 +32,16 @@ const MetaPackage = "linux-image-amd64"
 // Debian 13 and Debian unstable.
 var Suites = []string{"bookworm", "trixie", "sid"}
 
+// DefaultCache is the lab's cache directory: $MLX5GO_LAB_CACHE, else
+// mlx5go-lab under the user cache directory (~/.cache/mlx5go-lab).
+func DefaultCache() string {
+	if d := os.Getenv("MLX5GO_LAB_CACHE"); d != "" {
+		return d
+	}
+	userCache, _ := os.UserCacheDir()
+	return filepath.Join(userCache, "mlx5go-lab")
+}
+
 // Kernel is an extracted Debian kernel.
 type Kernel struct {
 	Suite   string // Debian suite it was chosen from, e.g. trixie ("" if unknown)

@@ -70,18 +70,7 @@ func (k *Kernel) Builtin() (map[string]bool, error) {
 // needed; compressed modules (.ko.xz, .ko.zst, .ko.gz) are decompressed
 // once into the kernel's cache entry.
 func (k *Kernel) ModuleOrder(names []string) (mods []Module, builtin []string, err error) {
-	index := map[string]string{} // name -> path relative to ModuleDir, as packaged
-	base := k.ModuleDir()
-	err = filepath.WalkDir(filepath.Join(base, "kernel"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if n, ok := moduleName(d.Name()); ok && !d.IsDir() {
-			rel, _ := filepath.Rel(base, p)
-			index[n] = rel
-		}
-		return nil
-	})
+	index, err := k.moduleIndex()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,6 +139,24 @@ func (k *Kernel) ModuleOrder(names []string) (mods []Module, builtin []string, e
 	return mods, builtin, nil
 }
 
+// moduleIndex maps every module's name to its path relative to
+// ModuleDir, as packaged.
+func (k *Kernel) moduleIndex() (map[string]string, error) {
+	index := map[string]string{}
+	base := k.ModuleDir()
+	err := filepath.WalkDir(filepath.Join(base, "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n, ok := moduleName(d.Name()); ok && !d.IsDir() {
+			rel, _ := filepath.Rel(base, p)
+			index[n] = rel
+		}
+		return nil
+	})
+	return index, err
+}
+
 // plainRoot is the directory the uncompressed module rel lives under: the
 // module directory itself, or the decompression cache beside it.
 func (k *Kernel) plainRoot(rel string) string {
@@ -176,20 +183,42 @@ func (k *Kernel) plainModule(rel string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", err
 	}
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	out, err := decompress(rel, ext, f)
+	if err != nil {
+		return "", err
+	}
+	return dst, writeAtomic(dst, out)
+}
+
+// writeAtomic writes b to path through a temporary file, so that a
+// reader never sees half of it.
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// decompress returns what r holds uncompressed, by the compression its
+// name's extension ext names (.gz, .xz or .zst); what names r in errors.
+// xz and zstd are run as the host's xz and zstd (Debian's xz-utils and
+// zstd, which scripts/test installs); Go's standard library has neither.
+func decompress(what, ext string, r io.Reader) ([]byte, error) {
 	var out bytes.Buffer
 	switch ext {
 	case ".gz":
-		f, err := os.Open(src)
+		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", rel, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if _, err := io.Copy(&out, zr); err != nil {
-			return "", fmt.Errorf("%s: %w", rel, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	case ".xz", ".zst":
 		tool, pkg := "xz", "xz-utils"
@@ -197,23 +226,20 @@ func (k *Kernel) plainModule(rel string) (string, error) {
 			tool, pkg = "zstd", "zstd"
 		}
 		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s is compressed with %s, and %s is not installed: apt-get install -y %s (the README's test command does this)", rel, tool, tool, pkg)
+			return nil, fmt.Errorf("%s is compressed with %s, and %s is not installed: apt-get install -y %s (the README's test command does this)", what, tool, tool, pkg)
 		}
-		cmd := exec.Command(tool, "-dc", src)
+		cmd := exec.Command(tool, "-dc")
+		cmd.Stdin = r
 		cmd.Stdout = &out
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("%s -dc %s: %w: %s", tool, rel, err, stderr.Bytes())
+			return nil, fmt.Errorf("%s -dc %s: %w: %s", tool, what, err, stderr.Bytes())
 		}
 	default:
-		return "", fmt.Errorf("%s: unknown module compression", rel)
+		return nil, fmt.Errorf("%s: unknown compression %q", what, ext)
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
-		return "", err
-	}
-	return dst, os.Rename(tmp, dst)
+	return out.Bytes(), nil
 }
 
 // ModinfoDepends reads the depends= entry of a module's .modinfo section.

@@ -5,12 +5,9 @@
 package datapath
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/oracle"
-	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
 )
 
 // SGE is one recorded struct ibv_sge; BytesHex, with ibv_post_send and
@@ -181,40 +178,18 @@ const (
 	IBVWRSendInv      = 9
 )
 
-// Num parses a recorded number ("0x..." or decimal).
-func Num(t testing.TB, s string) uint64 {
-	t.Helper()
-	v, err := sigattr.Num(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// Unhex decodes recorded bytes.
-func Unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+// Num and Unhex are internal/oracle's, for the tests that read records
+// through this package.
+var (
+	Num   = oracle.Num
+	Unhex = oracle.Unhex
+)
 
 // Read calls each for every datapath record of path (a wrap file's other
 // records are left out).
 func Read(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
-	oracle.Lines(t, path, func(line []byte) {
-		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Wrap != nil && r.Wrap.Schema != "datapath" {
-			return
-		}
-		each(&r)
-	})
+	oracle.Records(t, path, func(r *Record) bool { return r.Wrap == nil || r.Wrap.Schema == "datapath" }, each)
 }
 
 // ReadDC calls each for every record of the dc family's data path in
@@ -222,13 +197,5 @@ func Read(t testing.TB, path string, each func(r *Record)) {
 // with a DCI and DC addresses); its other records are left out.
 func ReadDC(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
-	oracle.Lines(t, path, func(line []byte) {
-		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Wrap != nil && r.Wrap.Schema == "dc" {
-			each(&r)
-		}
-	})
+	oracle.Records(t, path, func(r *Record) bool { return r.Wrap != nil && r.Wrap.Schema == "dc" }, each)
 }

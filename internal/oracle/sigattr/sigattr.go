@@ -4,9 +4,7 @@
 package sigattr
 
 import (
-	"fmt"
-	"strconv"
-
+	"github.com/mlx5go/mlx5go/internal/oracle"
 	"github.com/mlx5go/mlx5go/sig"
 )
 
@@ -38,14 +36,8 @@ type Attr struct {
 	CompMask  uint64  `json:"comp_mask"`
 }
 
-// Num parses a recorded number ("0x..." or decimal).
-func Num(s string) (uint64, error) {
-	v, err := strconv.ParseUint(s, 0, 64)
-	if err != nil {
-		return 0, fmt.Errorf("oracle number %q: %w", s, err)
-	}
-	return v, nil
-}
+// Num parses a recorded number ("0x..." or decimal): oracle.ParseNum.
+func Num(s string) (uint64, error) { return oracle.ParseNum(s) }
 
 // BlockAttr converts the record, unvalidated, as the harness handed it to
 // libmlx5.

@@ -6,7 +6,6 @@ package umrsig
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -210,14 +209,5 @@ func (r *Record) WQEBBs() ([][]byte, error) {
 // records are left out).
 func Read(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
-	oracle.Lines(t, path, func(line []byte) {
-		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Wrap != nil && r.Wrap.Schema != "umr_sig" {
-			return
-		}
-		each(&r)
-	})
+	oracle.Records(t, path, func(r *Record) bool { return r.Wrap == nil || r.Wrap.Schema == "umr_sig" }, each)
 }
