@@ -1,11 +1,13 @@
 package cm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +23,12 @@ import (
 // with a context it cancels at a random moment, and accepts the rest; the
 // dialers cancel some of their dials at random moments; every connection
 // that comes up is disconnected from a random side. Every dial is
-// accounted for (connected, rejected, canceled or failed), every
-// connection ends on both sides, and closing leaves no CM id or
+// accounted for (connected, rejected, canceled or failed) against what
+// the listener did with its request, which it saw once (the dial's
+// number is the request's private data): a connected dial got the reply
+// the listener accepted with, a rejected one the listener's reject and
+// its private data, or an accept that gave up. Every connection ends on
+// both sides, and closing leaves no CM id or
 // goroutine behind. (The QPs are the test's: it closes them.)
 func TestConcurrentConnects(t *testing.T) {
 	const dials = 200
@@ -74,6 +80,14 @@ func TestConcurrentConnects(t *testing.T) {
 	var serverConns sync.Map // remote address -> *cm.Conn
 	var served sync.WaitGroup
 	var requests, accepted, rejects, acceptFailures int
+	// What the listener did with each dial's request, by the dial's
+	// number the request's private data carries.
+	answers := map[int]string{}
+	answer := func(r *cm.Request, what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		answers[dialOf(r.PrivateData())] = what
+	}
 	served.Add(1)
 	go func() {
 		defer served.Done()
@@ -88,6 +102,13 @@ func TestConcurrentConnects(t *testing.T) {
 			}
 			mu.Lock()
 			requests++
+			if i := dialOf(r.PrivateData()); i < 0 || i >= dials {
+				t.Errorf("a request with private data %q", r.PrivateData())
+			} else if _, dup := answers[i]; dup {
+				t.Errorf("dial %d: a second request", i)
+			} else {
+				answers[i] = "pending"
+			}
 			mu.Unlock()
 			choice, delay := rnd.IntN(10), time.Duration(rnd.IntN(2000))*time.Microsecond
 			served.Add(1)
@@ -96,6 +117,9 @@ func TestConcurrentConnects(t *testing.T) {
 				switch {
 				case choice < 2:
 					err := r.Reject(0, []byte("busy"))
+					if err == nil {
+						answer(r, "busy")
+					}
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -122,6 +146,7 @@ func TestConcurrentConnects(t *testing.T) {
 						return
 					}
 					serverConns.Store(c.RemoteAddr().String(), c)
+					answer(r, "")
 					mu.Lock()
 					accepted++
 					mu.Unlock()
@@ -137,6 +162,7 @@ func TestConcurrentConnects(t *testing.T) {
 						return
 					}
 					serverConns.Store(c.RemoteAddr().String(), c)
+					answer(r, "ok")
 					mu.Lock()
 					accepted++
 					mu.Unlock()
@@ -246,6 +272,36 @@ func TestConcurrentConnects(t *testing.T) {
 	ends.Wait()
 	l.Close()
 	served.Wait()
+	// With the listener done, its answers are final: "pending" is an
+	// accept that gave up.
+	for i, o := range outcomes {
+		ans, asked := answers[i]
+		var rej *cm.RejectError
+		switch {
+		case o.err == nil:
+			// The listener saw the request, and the reply is what
+			// it accepted with (or it gave up after the RTU).
+			switch got := string(bytes.TrimRight(o.conn.PrivateData(), "\x00")); {
+			case !asked:
+				t.Errorf("dial %d connected, but the listener never saw its request", i)
+			case ans != "pending" && got != ans:
+				t.Errorf("dial %d connected with reply %q, the listener accepted with %q", i, got, ans)
+			}
+		case errors.As(o.err, &rej):
+			// An explicit reject carries its private data; any other
+			// comes from an accept that gave up (or, if the listener
+			// never saw the request, there is none).
+			got := string(bytes.TrimRight(rej.PrivateData, "\x00"))
+			switch {
+			case !asked:
+				t.Errorf("dial %d rejected (%v), but the listener never saw its request", i, rej)
+			case ans == "busy" && (got != "busy" || rej.Reason != cm.RejectConsumerDefined):
+				t.Errorf("dial %d: rejected with reason %d and %q, the listener sent %d and \"busy\"", i, rej.Reason, got, cm.RejectConsumerDefined)
+			case ans != "busy" && ans != "pending":
+				t.Errorf("dial %d rejected (%v), the listener answered %q", i, rej, ans)
+			}
+		}
+	}
 	t.Logf("%d dials: %d connected, %d rejected, %d canceled, %d failed; listener: %d requests, %d accepted, %d rejected, %d given up",
 		dials, connected, rejected, canceled, failed, requests, accepted, rejects, acceptFailures)
 	if accepted+rejects+acceptFailures != requests {
@@ -257,6 +313,19 @@ func TestConcurrentConnects(t *testing.T) {
 	// loop above saw end.)
 	if requests > dials {
 		t.Errorf("%d requests for %d dials", requests, dials)
+	}
+	// Every connected or rejected dial's request reached the listener,
+	// which answered it; a dial connects only if the listener accepted
+	// or gave up after its accept was sent, and is rejected only if the
+	// listener rejected or gave up.
+	if connected+rejected > requests {
+		t.Errorf("%d dials connected or rejected, %d requests", connected+rejected, requests)
+	}
+	if connected > accepted+acceptFailures {
+		t.Errorf("%d dials connected, %d accepted, %d given up", connected, accepted, acceptFailures)
+	}
+	if rejected > rejects+acceptFailures {
+		t.Errorf("%d dials rejected, %d rejects sent, %d given up", rejected, rejects, acceptFailures)
 	}
 	// A connection the listener accepted whose dialer is not connected
 	// (it gave up after the accept) must have ended.
@@ -306,4 +375,14 @@ func TestConcurrentConnects(t *testing.T) {
 	}
 	buf := make([]byte, 1<<16)
 	t.Errorf("%d goroutines, %d before:\n%s", g, baseGoroutines, buf[:runtime.Stack(buf, true)])
+}
+
+// dialOf is the dial number a request's private data carries (the
+// decimal digits before its zeros), or -1.
+func dialOf(privateData []byte) int {
+	i, err := strconv.Atoi(string(bytes.TrimRight(privateData, "\x00")))
+	if err != nil {
+		return -1
+	}
+	return i
 }
