@@ -211,8 +211,9 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	}
 }
 
-// Close stops listening: requests not yet answered are rejected, and
-// Accept returns mlx5.ErrClosed. Connections accepted from the listener
+// Close stops listening: requests not yet answered are rejected (their
+// Accept and Reject then return mlx5.ErrClosed), and Accept returns
+// mlx5.ErrClosed. Connections accepted from the listener
 // stay up. Closing twice is safe.
 func (l *Listener) Close() error {
 	if l == nil || l.id == nil {
@@ -267,6 +268,7 @@ type Request struct {
 
 	mu       sync.Mutex
 	answered bool
+	dropped  bool // its listener closed and rejected it
 }
 
 // LocalAddr is the address the request came to.
@@ -358,10 +360,15 @@ func (r *Request) Accept(ctx context.Context, opt *AcceptOptions) (*Conn, error)
 	return c, nil
 }
 
-// answer marks the request answered, once.
+// answer marks the request answered, once: a request answered before is
+// mlx5.ErrInvalid, one its listener's Close rejected mlx5.ErrClosed.
 func (r *Request) answer(op, obj string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.dropped {
+		// Not the application's answer: its listener's Close.
+		return closedErr(op, obj)
+	}
 	if r.answered {
 		return invalid(op, obj, "the request was already accepted or rejected")
 	}
@@ -515,6 +522,7 @@ func (r *Request) drop() {
 	r.mu.Lock()
 	answered := r.answered
 	r.answered = true
+	r.dropped = !answered
 	r.mu.Unlock()
 	if !answered {
 		r.id.destroy()
