@@ -16,7 +16,7 @@ import (
 // goNamed are the packages whose API must speak Go names only (go doc
 // shows no C-named identifier): what users import to drive the device.
 // Others (prm, wqe, sig) mirror the PRM and keep its names on purpose.
-var goNamed = map[string]bool{module + "/uverbs": true, module + "/mlx5": true, module + "/mlx5test": true}
+var goNamed = map[string]bool{module + "/uverbs": true, module + "/mlx5": true, module + "/mlx5test": true, module + "/ucma": true, module + "/cm": true}
 
 // cName matches a C-named identifier: one with an underscore
 // (IB_UVERBS_ACCESS_LOCAL_WRITE, RDMA_NL_GET_TYPE), or a struct mirror's
@@ -33,7 +33,7 @@ var seamImplementations = map[string]bool{module + "/model": true}
 // not internal/ nor a command) refers to an internal package, so that
 // every function and method can be called, every field set and every
 // type named by the package's users (mlx5.NewContext took a seam.Device,
-// which no user can make); and in uverbs, mlx5 and mlx5test no exported
+// which no user can make); and in uverbs, ucma, mlx5, cm and mlx5test no exported
 // declaration is or refers to a C-named identifier. Declarations are what
 // go doc shows: exported names, function signatures, exported fields and
 // interface methods, constants' types and values. Function bodies,

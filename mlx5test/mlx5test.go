@@ -50,7 +50,14 @@ func OpenWithOptions(profile string, opt model.Options) (*mlx5.Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mlx5test: %w", err)
 	}
-	return mlx5hook.NewContext(dev).(*mlx5.Context), nil
+	c := newContext(dev)
+	remember(c, dev)
+	return c, nil
+}
+
+// newContext opens an mlx5 context on a software ConnectX's context.
+func newContext(dev *model.Device) *mlx5.Context {
+	return mlx5hook.NewContext(dev).(*mlx5.Context)
 }
 
 // New is Open for a test or benchmark: it fails tb if the device cannot

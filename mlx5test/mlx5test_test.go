@@ -44,6 +44,41 @@ func TestOpenUnknownProfile(t *testing.T) {
 	}
 }
 
+// TestPeerAndCM: a peer context is on the same software ConnectX (its
+// node GUID), and the connection manager counts its ids; a context
+// mlx5test did not open has neither.
+func TestPeerAndCM(t *testing.T) {
+	c := mlx5test.New(t, "")
+	p := mlx5test.NewPeer(t, c)
+	g1, _ := c.NodeGUID()
+	g2, _ := p.NodeGUID()
+	if g1 == 0 || g1 != g2 {
+		t.Errorf("node GUIDs %#x and %#x", g1, g2)
+	}
+	m := mlx5test.NewCM(t, p)
+	l, err := m.Listen(t.Context(), "tcp", "192.0.2.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mlx5test.CMIDs(c); err != nil || n != 1 {
+		t.Errorf("%d ids, %v; want the listener's", n, err)
+	}
+	l.Close()
+	if n, _ := mlx5test.CMIDs(c); n != 0 {
+		t.Errorf("%d ids after the listener closed", n)
+	}
+	foreign := &mlx5.Context{}
+	if _, err := mlx5test.OpenCM(foreign); err == nil {
+		t.Error("OpenCM on a context mlx5test did not open")
+	}
+	if _, err := mlx5test.OpenPeer(foreign); err == nil {
+		t.Error("OpenPeer on a context mlx5test did not open")
+	}
+	if _, err := mlx5test.CMIDs(foreign); err == nil {
+		t.Error("CMIDs on a context mlx5test did not open")
+	}
+}
+
 // OpenWithOptions makes the model the options describe: without DEVX, a
 // context speaks verbs only.
 func TestOpenWithOptions(t *testing.T) {

@@ -60,6 +60,11 @@ type hca struct {
 	// rnrWaiting counts QPs waiting out an RNR NAK, so that the doorbell
 	// pollers look for them only when there are some.
 	rnrWaiting atomic.Int32
+
+	// guid is the node GUID (cm.go); cm is the RDMA connection manager
+	// of the HCA's netdev, made on the first OpenCM.
+	guid uint64
+	cm   *cmNet
 }
 
 // ctxID is a context's identity on its HCA: the model's, not the
@@ -196,6 +201,7 @@ func newHCA(p *profile) *hca {
 		umems: map[uint32]*umemObj{},
 		uars:  map[uint32]uarObj{},
 		next:  map[string]uint32{},
+		guid:  nextNodeGUID(),
 	}
 	// mlx5_ib_devx_init: a device with log_max_uctx gets a uid of its own
 	// at load, before any context opens.

@@ -20,8 +20,11 @@ import (
 var (
 	// portMAC is a locally administered unicast MAC.
 	portMAC = [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
-	// portIPv4 is 192.0.2.1 (TEST-NET-1, RFC 5737).
+	// portIPv4 is 192.0.2.1 (TEST-NET-1, RFC 5737), on a /24.
 	portIPv4 = [4]byte{192, 0, 2, 1}
+	// portIPv6 is 2001:db8::1 (the documentation prefix, RFC 3849), on a
+	// /64.
+	portIPv6 = [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}
 )
 
 // portNetdevMTU is the netdev's MTU: Ethernet's 1500, which iboe_get_mtu
@@ -101,9 +104,12 @@ func (h *hca) portValid(port uint8) bool {
 }
 
 // gidTable is the port's GID table as the core fills it for a netdev
-// with one IPv4 address: the default GIDs (the link-local IPv6 address
-// made from the MAC, fe80::EUI-64) at indexes 0 (RoCE v1) and 1 (RoCE
-// v2), then the IPv4-mapped address at 2 (v1) and 3 (v2).
+// with one IPv4 and one IPv6 address: the default GIDs (the link-local
+// IPv6 address made from the MAC, fe80::EUI-64) at indexes 0 (RoCE v1)
+// and 1 (RoCE v2), then the IPv4-mapped address at 2 (v1) and 3 (v2),
+// then the IPv6 address at 4 (v1) and 5 (v2), in the order the
+// addresses were added (roce_gid_mgmt.c's enum_netdev_ipv4_ips, then
+// enum_netdev_ipv6_ips).
 func (h *hca) gidTable() []seam.GIDEntry {
 	ll := [16]byte{0: 0xfe, 1: 0x80}
 	ll[8] = portMAC[0] ^ 0x02 // the universal/local bit flipped
@@ -117,7 +123,7 @@ func (h *hca) gidTable() []seam.GIDEntry {
 	for i, g := range []struct {
 		gid [16]byte
 		typ uint32
-	}{{ll, gidTypeRoCEv1}, {ll, gidTypeRoCEv2}, {v4, gidTypeRoCEv1}, {v4, gidTypeRoCEv2}} {
+	}{{ll, gidTypeRoCEv1}, {ll, gidTypeRoCEv2}, {v4, gidTypeRoCEv1}, {v4, gidTypeRoCEv2}, {portIPv6, gidTypeRoCEv1}, {portIPv6, gidTypeRoCEv2}} {
 		t = append(t, seam.GIDEntry{GID: g.gid, Index: uint32(i), Port: 1, Type: g.typ, MAC: portMAC})
 	}
 	return t

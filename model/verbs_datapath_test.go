@@ -493,7 +493,7 @@ func TestVerbsAH(t *testing.T) {
 		{"nobody", func(a *seam.AHAttr) { a.GRH.DGID[15] = 99 }, 16, portMAC, unix.ETIMEDOUT},
 		{"a peer's link-local GID from RoCE v2", func(a *seam.AHAttr) { a.GRH.DGID = peerLL }, 16, portMAC, unix.ETIMEDOUT},
 		{"no GRH", func(a *seam.AHAttr) { a.IsGlobal = false }, 16, portMAC, unix.EINVAL},
-		{"empty GID index", func(a *seam.AHAttr) { a.GRH.SGIDIndex = 4 }, 16, portMAC, unix.EINVAL},
+		{"empty GID index", func(a *seam.AHAttr) { a.GRH.SGIDIndex = 6 }, 16, portMAC, unix.EINVAL},
 		{"port 2", func(a *seam.AHAttr) { a.Port = 2 }, 16, portMAC, unix.EINVAL},
 		{"short response", func(*seam.AHAttr) {}, 9, portMAC, unix.EINVAL},
 	} {

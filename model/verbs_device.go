@@ -57,7 +57,9 @@ func (d *Device) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
 	if outlen > 0 {
 		putDrv(drvOut, &r, int(r.ResponseLength))
 	}
-	return d.h.prof.deviceAttr(), nil
+	a := d.h.prof.deviceAttr()
+	a.NodeGUID = d.h.guid
+	return a, nil
 }
 
 // deviceAttr is the generic attributes the seam carries, as

@@ -37,8 +37,8 @@ func TestQueryDevice(t *testing.T) {
 			if !bytes.Equal(out[:102], want) || out[102] != 0xee || out[103] != 0xee {
 				t.Errorf("driver response\n%x\nwant\n%x then eeee", out, want)
 			}
-			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock}); a != wantA {
-				t.Errorf("attributes %+v, want %+v", a, wantA)
+			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
+				t.Errorf("attributes %+v, want %+v (a node GUID of the Mellanox OUI)", a, wantA)
 			}
 			// Shorter buffers: a part is filled only if it fits whole.
 			for _, c := range []struct{ outlen, length int }{

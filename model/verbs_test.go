@@ -76,7 +76,8 @@ func TestQueryPortAndGIDs(t *testing.T) {
 	e := func(g [16]byte, i, typ uint32) seam.GIDEntry {
 		return seam.GIDEntry{GID: g, Index: i, Port: 1, Type: typ, MAC: portMAC}
 	}
-	wantG := []seam.GIDEntry{e(ll, 0, 1), e(ll, 1, 2), e(v4, 2, 1), e(v4, 3, 2)}
+	v6 := [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}
+	wantG := []seam.GIDEntry{e(ll, 0, 1), e(ll, 1, 2), e(v4, 2, 1), e(v4, 3, 2), e(v6, 4, 1), e(v6, 5, 2)}
 	if len(gids) != len(wantG) {
 		t.Fatalf("%d GIDs, want %d", len(gids), len(wantG))
 	}

@@ -43,13 +43,14 @@ import (
 )
 
 // Modules the lab loads, in this order (dependencies are added from each
-// module's .modinfo). crc32_generic must precede rdma_rxe, which needs the
+// module's .modinfo). rdma_ucm is the RDMA connection manager's
+// /dev/infiniband/rdma_cm (with rdma_cm, ib_cm and iw_cm). crc32_generic must precede rdma_rxe, which needs the
 // crc32 crypto algorithm to add a link but does not declare it.
 // "a|b" loads the first of the two the kernel has: crc32_generic became
 // crc32_cryptoapi in 6.15 (where rdma_rxe no longer needs it).
 var labModules = []string{
 	"crc32_generic|crc32_cryptoapi", "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "rdma_rxe", "dummy",
-	"mlxfw", "psample", "pci-hyperv-intf", "mlx5_core", "mlx5_ib",
+	"mlxfw", "psample", "pci-hyperv-intf", "mlx5_core", "mlx5_ib", "rdma_ucm",
 }
 
 // The guest's network: a dummy netdev with an address from TEST-NET-1
@@ -211,13 +212,19 @@ func runKernel(ctx context.Context, c config, qemu string, ch kernel.Choice, bin
 		res.err = fmt.Errorf("lab: %s: %w", k, err)
 		return res
 	}
+	userArchive, userPkgs, err := userlandArchive(ctx, c, k)
+	if err != nil {
+		res.err = fmt.Errorf("lab: %s: %w", k, err)
+		return res
+	}
+	logf("lab: userland %s", strings.Join(userPkgs, " "))
 	runArchive := filepath.Join(work, "run.cpio")
 	if err := writeRunArchive(runArchive, k, bins, modPaths); err != nil {
 		res.err = err
 		return res
 	}
 	initrd := filepath.Join(work, "initrd")
-	if err := concat(initrd, modArchive, runArchive); err != nil {
+	if err := concat(initrd, modArchive, userArchive, runArchive); err != nil {
 		res.err = err
 		return res
 	}

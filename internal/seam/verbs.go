@@ -25,6 +25,7 @@ const NoHandle = ^Handle(0)
 type DeviceAttr struct {
 	AtomicCap    uint32 // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB
 	HCACoreClock uint64 // kHz
+	NodeGUID     uint64 // host order, as sysfs and the RDMA CM name the device
 }
 
 // PortAttr is what a port query answers (struct ib_uverbs_query_port_resp).
