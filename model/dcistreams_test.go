@@ -108,9 +108,13 @@ func TestDCIChannelsRunApart(t *testing.T) {
 // TestDCIRNRRetriesExceededOnOneChannel: with rnr_retry 1 the waiting
 // SEND fails with RNR_RETRY_EXC_ERR after its retry, a stream error of its
 // channel (its WRITE behind it flushes); the other channel completed
-// before it and goes on; the QP stays in RTS.
+// before it and goes on; the QP stays in RTS. The DCT's RNR NAK timer is
+// 655 ms, so that the other channel's WRITE surely runs during the wait
+// however late the model's poller takes the doorbell (with a 10 us timer,
+// a poller delayed by a loaded machine found the retry due first).
 func TestDCIRNRRetriesExceededOnOneChannel(t *testing.T) {
-	r := newStreamRig(t, "cx7", Options{}, 1)
+	dc := newDCRig(t, "cx7", Options{})
+	r := &streamRig{dcRig: dc, d1: dc.dctTimer(dcKey1, remoteRW, 0x31, 0), q: dc.dci("dci_s8", 1)}
 	q, rk := r.q, r.rmr.RKey
 	idx := q.post(r.send(2), r.write(2, 0, rk), r.write(5, 1, rk))
 	checkDC(t, "channel 5", r.cq.next(), q.wantReq(tOpRDMAWrite, idx[2], 0))
