@@ -144,6 +144,7 @@ func benchQP(tb testing.TB, c *Context, o QPOptions, qpn uint32) *QP {
 		tb.Fatal(err)
 	}
 	qp.initErrors()
+	qp.initFast()
 	qp.g.open()
 	for _, cq := range []*CQ{o.SendCQ, o.RecvCQ} {
 		if cq != nil {
@@ -385,7 +386,7 @@ func BenchmarkSideBySide(b *testing.B) {
 				}
 				u0 := threadCPU()
 				t0 := time.Now()
-				err := f.run(n, uint64(done))
+				err := f.timed(n, uint64(done))
 				t1 := time.Now()
 				u1 := threadCPU()
 				if err != nil {
@@ -405,6 +406,13 @@ func BenchmarkSideBySide(b *testing.B) {
 		})
 	}
 }
+
+// timed is the timed region: f.run. Not inlined, so that a profile can
+// count what it runs alone (valgrind --tool=callgrind
+// --toggle-collect='*sbsFixture*timed', docs/PERFORMANCE.md).
+//
+//go:noinline
+func (f *sbsFixture) timed(n int, seq uint64) error { return f.run(n, seq) }
 
 // threadCPU is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID,
 // as the oracle's cpu_ns).
