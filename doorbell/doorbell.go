@@ -240,7 +240,9 @@ func (q *SQ) RingBF(counter uint16, wqe, wrap []byte) error {
 	wcStart()
 	dst := unsafe.Add(q.reg, q.half)
 	copy64(dst, wqe)
-	copy64(unsafe.Add(dst, len(wqe)), wrap)
+	if len(wrap) > 0 { // a WQE that crosses the ring's end: rare
+		copy64(unsafe.Add(dst, len(wqe)), wrap)
+	}
 	wcFlush(&q.half, q.half^q.bfSize)
 	return nil
 }
