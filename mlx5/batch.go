@@ -31,7 +31,9 @@ type Batch struct {
 	ready bool
 	// limit is the producer counter up to which the batch may write:
 	// the counter at Begin plus the WQEBBs free then (the poller only
-	// frees more meanwhile).
+	// frees more meanwhile). In 16 bits, as the counters: a send queue
+	// of less than 65536 WQEBBs (the 16-bit counters tell a full one
+	// from an empty one up to 32768) never has 65536 free.
 	limit uint16
 	start uint16 // the producer counter at Begin
 	fm    bool   // the small fence at Begin
