@@ -24,9 +24,17 @@ import (
 // batch, reused, so batches do not allocate. One goroutine at a time posts
 // on a QP.
 type Batch struct {
-	qp    *QP
-	open  bool
-	err   error
+	qp   *QP
+	open bool
+	err  error
+	// ready: open and no error (what Add's fast lane looks at).
+	ready bool
+	// limit is the producer counter up to which the batch may write:
+	// the counter at Begin plus the WQEBBs free then (the poller only
+	// frees more meanwhile). In 16 bits, as the counters: a send queue
+	// of less than 65536 WQEBBs (the 16-bit counters tell a full one
+	// from an empty one up to 32768) never has 65536 free.
+	limit uint16
 	start uint16 // the producer counter at Begin
 	fm    bool   // the small fence at Begin
 	nwqe  int    // WQEs written
@@ -38,9 +46,6 @@ type Batch struct {
 	lastAt uint16
 	lastDS uint8
 	lastDB uint64
-	// free is the send queue's free WQEBBs at Begin: the poller only adds
-	// to it meanwhile, so the batch's room is free less what it wrote.
-	free int
 	// send is the builder's input, reused so that a work request does
 	// not build a new one.
 	send wqe.Send
@@ -75,6 +80,7 @@ func (qp *QP) Begin() *Batch {
 		return nilQPBatch()
 	}
 	b := &qp.batch
+	b.ready = false
 	if b.open {
 		// A batch that was not committed or aborted: a misuse, not a
 		// state to build on. Abort it and fail the new one.
@@ -89,8 +95,9 @@ func (qp *QP) Begin() *Batch {
 		b.err, b.refusedAt = qp.refused(postSend), true
 		return b
 	}
-	b.open = true
-	b.start, b.fm, b.free = qp.sq.pi, qp.fmCache, qp.sq.free()
+	b.open, b.ready = true, true
+	b.start, b.fm = qp.sq.pi, qp.fmCache
+	b.limit = b.start + uint16(qp.sq.free())
 	return b
 }
 
@@ -128,6 +135,7 @@ func (b *Batch) fail(op postOp, err error) {
 	if b.err == nil {
 		b.err = err
 	}
+	b.ready = false
 }
 
 // usable reports whether Add may build: the batch is open and healthy.
@@ -137,7 +145,7 @@ func (b *Batch) usable() bool { return b.open && b.err == nil }
 // at Begin less what the batch wrote, and no more than the largest work
 // request the QP was created for.
 func (b *Batch) room() int {
-	return min(b.free-int(b.qp.sq.pi-b.start), b.qp.maxWQE)
+	return min(int(b.limit-b.qp.sq.pi), b.qp.maxWQE)
 }
 
 // added records a work request the builder wrote: its WQEBBs, the ds
@@ -162,6 +170,14 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, ds uint8, d
 
 // Add builds one send work request into the batch.
 func (b *Batch) Add(wr *SendWR) *Batch {
+	if b.addFast(wr) {
+		return b
+	}
+	return b.add(wr)
+}
+
+// add is Add's general path.
+func (b *Batch) add(wr *SendWR) *Batch {
 	if b == nil || !b.usable() {
 		if b != nil {
 			b.refusedAs(postSend)
@@ -371,6 +387,7 @@ func (b *Batch) Commit() error {
 		return b.notOpen()
 	}
 	qp := b.qp
+	b.ready = false
 	if b.err != nil {
 		b.rollback()
 		b.open = false
@@ -420,7 +437,7 @@ func (b *Batch) Abort() {
 		return
 	}
 	b.rollback()
-	b.open = false
+	b.open, b.ready = false, false
 	b.qp.g.exit()
 }
 

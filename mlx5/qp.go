@@ -116,6 +116,11 @@ type QP struct {
 	dbSQ    *doorbell.SQ
 	dbRQ    *doorbell.RQ
 	fmCache bool // the last WQE asked the next one for a small fence
+	// fast are the opcodes the QP posts through the fast lane
+	// (fastpath.go), one bit each.
+	fast uint64
+	// ctrlQPN is the QP's number in a ctrl segment's first word.
+	ctrlQPN uint64
 	// maxWQE is the WQEBBs of the largest work request the QP was
 	// created for; mkeyConf whether that includes mkey configures.
 	maxWQE   int
@@ -375,6 +380,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	if err == nil {
 		qp.name = qpName(qp.qpn)
 		qp.initErrors()
+		qp.initFast()
 		qp.g.open()
 		// A QP closing on these CQs with the same number (the firmware
 		// reuses numbers at once) has cleaned its CQEs out of them before

@@ -283,6 +283,7 @@ func (qp *QP) modifyDCT(a *QPAttr, mask QPAttrMask) error {
 	}
 	qp.qpn, qp.name = resp.Dctn, qpName(resp.Dctn)
 	qp.initErrors()
+	qp.initFast() // its QP number in ctrl segments (a DCT posts none)
 	for _, cq := range qp.cqs() {
 		cq.attachLocked(qp)
 	}

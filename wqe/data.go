@@ -1,6 +1,10 @@
 package wqe
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+)
 
 // Constants of the data-path segments (mlx5dv.h).
 const (
@@ -87,6 +91,68 @@ const (
 	avOffRGID          = 32 // rgid
 )
 
+// The 16-byte segments of the data path as two 64-bit words, the first
+// the one at the lower address, each written big-endian (PutWords): a
+// WQE written in 8-byte stores is read back in 8-byte loads by a
+// BlueFlame copy without a store-forwarding stall, and a poster can
+// build a WQE from them without a bounds check per field. BuildSend
+// writes every segment through them; mlx5's post path writes the common
+// work request with them directly.
+
+// PutWords writes the segment of words w0 and w1 into b[:16], big-endian,
+// each in one 8-byte store. (binary.BigEndian.PutUint64 of a word made of
+// shifted fields compiles to narrower stores of the fields, which a
+// BlueFlame copy's 8-byte loads then wait for; the byte swap and a
+// little-endian store write the same bytes in one store.)
+func PutWords(b []byte, w0, w1 uint64) {
+	_ = b[15]
+	binary.LittleEndian.PutUint64(b[0:], bits.ReverseBytes64(w0))
+	binary.LittleEndian.PutUint64(b[8:], bits.ReverseBytes64(w1))
+}
+
+// CtrlWords are the words of a data path control segment (struct
+// mlx5_wqe_ctrl_seg with opmod, signature and stream id 0): w0 is
+// opmod_idx_opcode and qpn_ds (qpn's low 24 bits), the doorbell an 8-byte
+// ring writes; w1 is fm_ce_se and imm.
+func CtrlWords(opcode uint8, pi uint16, qpn uint32, ds, fm uint8, imm uint32) (w0, w1 uint64) {
+	return uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn&0xffffff)<<8 | uint64(ds&0x3f), uint64(fm)<<32 | uint64(imm)
+}
+
+// RaddrWords are the words of a remote address segment (struct
+// mlx5_wqe_raddr_seg: raddr, rkey, a zero reserved word).
+func RaddrWords(raddr uint64, rkey uint32) (w0, w1 uint64) { return raddr, uint64(rkey) << 32 }
+
+// DataWords are the words of the data segment of s (struct
+// mlx5_wqe_data_seg: byte_count, lkey, addr). s.Length is written as it
+// is: the builders refuse lengths past MaxSGELength.
+func DataWords(s SGE) (w0, w1 uint64) { return uint64(s.Length)<<32 | uint64(s.LKey), s.Addr }
+
+// ctrlFlags is fm_ce_se by SendFence, SendSignaled and SendSolicited
+// (the low three bits of the flags) and the small fence (bit 3).
+var ctrlFlags = func() (t [16]uint8) {
+	for i := range t {
+		f := SendFlags(i & 7)
+		t[i] = f.fence(i&8 != 0)
+		if f&SendSignaled != 0 {
+			t[i] |= CtrlCQUpdate
+		}
+	}
+	return t
+}()
+
+// CtrlFlags is the fm_ce_se byte of a WQE of a work request with flags f
+// (SendFence, SendSignaled, SendSolicited; the others are not looked at)
+// posted after a WQE that armed the small fence (small): CtrlFence with
+// SendFence, else CtrlSmallFence when small; CtrlCQUpdate when signaled;
+// CtrlSolicited when solicited.
+func CtrlFlags(f SendFlags, small bool) uint8 {
+	i := f & 7
+	if small {
+		i |= 8
+	}
+	return ctrlFlags[i&15]
+}
+
 // PutData writes the data segment of s into b[:16] (struct
 // mlx5_wqe_data_seg: byte_count, lkey, addr). It writes s.Length as it
 // is: the builders refuse lengths past MaxSGELength before they call it.
@@ -94,9 +160,8 @@ func PutData(b []byte, s SGE) error {
 	if len(b) < DataSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[dataOffByteCount:], s.Length)
-	be.PutUint32(b[dataOffLKey:], s.LKey)
-	be.PutUint64(b[dataOffAddr:], s.Addr)
+	w0, w1 := DataWords(s)
+	PutWords(b, w0, w1)
 	return nil
 }
 
@@ -106,9 +171,8 @@ func PutRaddr(b []byte, raddr uint64, rkey uint32) error {
 	if len(b) < RaddrSegSize {
 		return ErrShort
 	}
-	be.PutUint64(b[raddrOffRaddr:], raddr)
-	be.PutUint32(b[raddrOffRKey:], rkey)
-	be.PutUint32(b[raddrOffReserved:], 0)
+	w0, w1 := RaddrWords(raddr, rkey)
+	PutWords(b, w0, w1)
 	return nil
 }
 
@@ -513,15 +577,13 @@ func (s *Send) encodeWrapped(r Ring, at, size int, pi uint16, l *sendLayout) uin
 // encode writes the WQE of s, laid out as l, into w (its whole WQEBBs) and
 // returns the doorbell word.
 func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
-	fm := s.Flags.fence(s.SmallFence)
-	if s.Flags&SendSignaled != 0 {
-		fm |= CtrlCQUpdate
-	}
+	fm := CtrlFlags(s.Flags, s.SmallFence)
 	var imm uint32
 	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
 		imm = s.Imm
 	}
-	db := putCtrl(w, s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
+	db, w1 := CtrlWords(s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
+	PutWords(w, db, w1)
 	off := CtrlSegSize
 	if s.UD != nil {
 		_ = PutDatagram(w[off:], s.UD)
@@ -566,8 +628,7 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	}
 	// Zero the rest of the last WQEBB: at most three 16-byte units.
 	for ; off+16 <= len(w); off += 16 {
-		be.PutUint64(w[off:], 0)
-		be.PutUint64(w[off+8:], 0)
+		PutWords(w[off:], 0, 0)
 	}
 	return db
 }

@@ -101,16 +101,6 @@ func PutCtrl(b []byte, c *Ctrl) error {
 	return nil
 }
 
-// putCtrl is PutCtrl for the data path (opmod, signature and stream id
-// 0: BuildSend writes a DCI's stream id after it) in two 64-bit stores;
-// it returns the first 8 bytes, the doorbell word. b must hold 16 bytes.
-func putCtrl(b []byte, opcode uint8, pi uint16, qpn uint32, ds, fm uint8, imm uint32) uint64 {
-	db := uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn)<<8 | uint64(ds&0x3f)
-	be.PutUint64(b[ctrlOffOpmodIdxOpcode:], db)
-	be.PutUint64(b[ctrlOffSignature:], uint64(fm)<<32|uint64(imm))
-	return db
-}
-
 // UMR control segment flags (MLX5_WQE_UMR_CTRL_FLAG_*).
 const (
 	UMRFlagInline            uint8 = 1 << 7 // MLX5_WQE_UMR_CTRL_FLAG_INLINE

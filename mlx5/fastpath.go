@@ -1,0 +1,184 @@
+package mlx5
+
+import (
+	"unsafe"
+
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+// The post path's fast lane: the work request storage and RPC code posts
+// most, a SEND, SEND with immediate or invalidate, RDMA WRITE (with
+// immediate) or RDMA READ of a gather list on an RC or UC QP, written
+// with the segment words of package wqe in 8-byte stores, checked as
+// BuildSend checks it, without the general builder's layout of every
+// operation and QP type. A work request it does not take (inline data, a
+// UD, DC or atomic work request, LOCAL_INV, NOP, a WQE that crosses the
+// ring's end) or cannot post (invalid, or no room: the general path then
+// says why) goes the general way, which writes the same bytes
+// (TestFastPathSameWQEs, FuzzFastPath).
+
+// fastInfo is what the fast lane needs of an opcode.
+type fastInfo struct {
+	mlx5   uint8
+	remote uint8  // 1: a remote address segment
+	ctrl   uint64 // the opcode in the ctrl's first word (wqe.CtrlWords)
+	imm    uint8  // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
+	bits   uint8  // the slot's bits (slotImm)
+	wc     WCOpcode
+}
+
+const (
+	fastImm = 1
+	fastInv = 2
+)
+
+// fastOps is indexed by the opcode's low 4 bits (the opcodes of the fast
+// lane are below 16: the index needs no bounds check).
+var fastOps = [16]fastInfo{
+	OpSend:         {mlx5: wqe.OpcodeSend, wc: WCSend},
+	OpSendImm:      {mlx5: wqe.OpcodeSendImm, imm: fastImm, bits: slotImm, wc: WCSend},
+	OpSendInv:      {mlx5: wqe.OpcodeSendInval, imm: fastInv, wc: WCSend},
+	OpRDMAWrite:    {mlx5: wqe.OpcodeRDMAWrite, remote: 1, wc: WCRDMAWrite},
+	OpRDMAWriteImm: {mlx5: wqe.OpcodeRDMAWriteImm, remote: 1, imm: fastImm, bits: slotImm, wc: WCRDMAWrite},
+	OpRDMARead:     {mlx5: wqe.OpcodeRDMARead, remote: 1, wc: WCRDMARead},
+}
+
+func init() {
+	for i := range fastOps {
+		fastOps[i].ctrl, _ = wqe.CtrlWords(fastOps[i].mlx5, 0, 0, 0, 0, 0)
+	}
+}
+
+// initFast sets the opcodes the QP posts through the fast lane: on an RC
+// or UC QP with a send queue, those of fastOps its type allows. Called
+// once the QP's send queue, type and maximum message are set.
+func (qp *QP) initFast() {
+	qp.fast = 0
+	qp.ctrlQPN, _ = wqe.CtrlWords(0, 0, qp.qpn, 0, 0, 0)
+	if qp.typ != QPTypeRC && qp.typ != QPTypeUC || len(qp.sq.slots) == 0 || qp.sq.maxMsg == 0 ||
+		len(qp.sq.ring) != len(qp.sq.slots)*wqe.WQEBB {
+		return
+	}
+	for op := range numOpcodes {
+		if fastOps[op].mlx5 != 0 && opcodes[op].types.has(qp.typ) && fastOps[op].wc == opcodes[op].wc {
+			qp.fast |= 1 << op
+		}
+	}
+}
+
+// addFast is Add's fast lane: it writes wr's WQE and records it, if wr
+// takes the fast lane, is valid and fits; else it writes nothing and
+// returns false, for add (Add's general path). It calls nothing that is
+// not inlined: no stack check, no frame setup beyond its spills.
+func (b *Batch) addFast(wr *SendWR) bool {
+	if b == nil || !b.ready || wr == nil {
+		return false
+	}
+	qp := b.qp
+	// A shift of 64 or more is 0 (an opcode past the fast ones, not one
+	// of them modulo 64).
+	op := wr.Opcode
+	if qp.fast>>op&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
+		return false
+	}
+	info := &fastOps[op&15]
+	sgl := wr.SGL
+	n := 1 + int(info.remote) // the WQE's 16-byte units
+	var total uint64
+	var or uint32
+	if len(sgl) == 1 { // the common case, without a loop
+		or = sgl[0].Length
+		total = uint64(or)
+		if or != 0 {
+			n++
+		}
+	} else {
+		for i := range sgl {
+			l := sgl[i].Length
+			if l != 0 {
+				n++
+			}
+			total += uint64(l)
+			or |= l
+		}
+	}
+	// More SGEs than the QP takes, an SGE of 2^31 bytes or more, a
+	// message longer than the QP sends, a WQE larger than a control
+	// segment describes: add refuses them.
+	if len(sgl) > qp.sq.maxSGE || or&wqe.InlineSeg != 0 || total > uint64(qp.sq.maxMsg) || n > wqe.MaxDS {
+		return false
+	}
+	bbs := (n + 3) >> 2
+	pi := qp.sq.pi
+	slot := int(pi) & (len(qp.sq.slots) - 1)
+	// No room (add says so), or the WQE crosses the ring's end (add
+	// writes it in two pieces).
+	if bbs > int(b.limit-pi) || bbs > qp.maxWQE || (slot+bbs)*wqe.WQEBB > len(qp.sq.ring) {
+		return false
+	}
+	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
+	// above), in 8-byte stores.
+	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.ring)), slot*wqe.WQEBB)
+	imm := wr.Imm
+	switch info.imm {
+	case 0:
+		imm = 0
+	case fastInv:
+		imm = wr.InvalidateKey
+	}
+	// wqe.CtrlWords, with the opcode's and the QP's parts made ahead.
+	db := uint64(pi)<<40 | info.ctrl | qp.ctrlQPN | uint64(n)
+	_, w1 := wqe.CtrlWords(0, 0, 0, 0, wqe.CtrlFlags(wqe.SendFlags(wr.Flags), qp.fmCache), imm)
+	putSeg(w, 0, db, w1)
+	off := uintptr(wqe.CtrlSegSize)
+	if info.remote != 0 {
+		r0, r1 := wqe.RaddrWords(wr.RemoteAddr, wr.RKey)
+		putSeg(w, off, r0, r1)
+		off += wqe.RaddrSegSize
+	}
+	if len(sgl) == 1 {
+		if or != 0 {
+			d0, d1 := wqe.DataWords(wqe.SGE(sgl[0]))
+			putSeg(w, off, d0, d1)
+			off += wqe.DataSegSize
+		}
+	} else {
+		for i := range sgl {
+			if sgl[i].Length != 0 {
+				d0, d1 := wqe.DataWords(wqe.SGE(sgl[i]))
+				putSeg(w, off, d0, d1)
+				off += wqe.DataSegSize
+			}
+		}
+	}
+	// The rest of the last WQEBB: up to three segments of zeros.
+	switch uintptr(bbs*wqe.WQEBB) - off {
+	case 48:
+		putSeg(w, off+32, 0, 0)
+		fallthrough
+	case 32:
+		putSeg(w, off+16, 0, 0)
+		fallthrough
+	case 16:
+		putSeg(w, off, 0, 0)
+	}
+	qp.fmCache = false
+	next := pi + uint16(bbs)
+	// track's record, in every WQEBB of the WQE (which does not wrap).
+	sl := &qp.sq.slots[slot]
+	sl.wrID, sl.next, sl.last, sl.op, sl.bits = wr.WrID, next, pi, info.wc, info.bits
+	for j := 1; j < bbs; j++ {
+		qp.sq.slots[slot+j] = *sl
+	}
+	qp.sq.pi = next
+	b.lastAt, b.lastDS, b.lastDB = pi, uint8(n), db
+	b.nwqe++
+	b.n++
+	return true
+}
+
+// putSeg writes the 16-byte segment of words w0 and w1 (wqe.PutWords) at
+// w+off, which the caller has checked to be in the ring.
+func putSeg(w unsafe.Pointer, off uintptr, w0, w1 uint64) {
+	wqe.PutWords((*[16]byte)(unsafe.Add(w, off))[:], w0, w1)
+}
