@@ -23,7 +23,7 @@ type fastInfo struct {
 	remote uint8  // 1: a remote address segment
 	ctrl   uint64 // the opcode in the ctrl's first word (wqe.CtrlWords)
 	imm    uint8  // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
-	bits   uint8  // the slot's bits (slotImm)
+	bits   uint8  // the slot's bits (opcodes[op].slot)
 	wc     WCOpcode
 }
 
@@ -36,16 +36,19 @@ const (
 // lane are below 16: the index needs no bounds check).
 var fastOps = [16]fastInfo{
 	OpSend:         {mlx5: wqe.OpcodeSend, wc: WCSend},
-	OpSendImm:      {mlx5: wqe.OpcodeSendImm, imm: fastImm, bits: slotImm, wc: WCSend},
+	OpSendImm:      {mlx5: wqe.OpcodeSendImm, imm: fastImm, wc: WCSend},
 	OpSendInv:      {mlx5: wqe.OpcodeSendInval, imm: fastInv, wc: WCSend},
 	OpRDMAWrite:    {mlx5: wqe.OpcodeRDMAWrite, remote: 1, wc: WCRDMAWrite},
-	OpRDMAWriteImm: {mlx5: wqe.OpcodeRDMAWriteImm, remote: 1, imm: fastImm, bits: slotImm, wc: WCRDMAWrite},
+	OpRDMAWriteImm: {mlx5: wqe.OpcodeRDMAWriteImm, remote: 1, imm: fastImm, wc: WCRDMAWrite},
 	OpRDMARead:     {mlx5: wqe.OpcodeRDMARead, remote: 1, wc: WCRDMARead},
 }
 
 func init() {
 	for i := range fastOps {
 		fastOps[i].ctrl, _ = wqe.CtrlWords(fastOps[i].mlx5, 0, 0, 0, 0, 0)
+		if fastOps[i].mlx5 != 0 {
+			fastOps[i].bits = opcodes[i].slot // what its completion reports, as the general path records it
+		}
 	}
 }
 
