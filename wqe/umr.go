@@ -112,6 +112,12 @@ type MkeyConfigure struct {
 	// their error state. Without a domain in Block it fails with
 	// ErrNoSigBlock.
 	Block BlockPSVs
+	// SigChecked says the caller already validated Sig
+	// (sig.BlockAttr.Validate found it valid; mlx5 remembers the value
+	// it validated last) and that SigPSVs is PSVsOf(Sig): the builder
+	// neither validates Sig again nor computes its PSVs.
+	SigChecked bool
+	SigPSVs    BlockPSVs
 }
 
 // BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
@@ -361,6 +367,10 @@ func (c *MkeyConfigure) psvs() (BlockPSVs, error) {
 		}
 		if c.ResetSig {
 			return p, ErrResetWithSig
+		}
+		if c.SigChecked {
+			p = c.SigPSVs
+			break
 		}
 		if err := c.Sig.Validate(); err != nil {
 			return p, err
