@@ -329,7 +329,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV,
-		SigChecked: sigChecked, SigPSVs: m.sigMemo.psvs}
+		SigChecked: sigChecked, SigPSVs: m.sigMemo.psvs, SigBSF: &m.sigMemo.bsf}
 	fits := umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil)
 	if capsErr != nil || !fits {
 		// A block the device cannot do, or a configure larger than the
@@ -371,9 +371,13 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.shape.Store(uint32(shapeOf(wr.Sig)))
 		if !sigChecked {
 			// Valid (the builder validated it) and supported.
-			m.sigMemo.remember(wr.Sig, wqe.PSVsOf(wr.Sig))
+			m.sigMemo.remember(wr.Sig, mem, wire)
 		}
-		m.sigPSV = m.sigMemo.psvs
+		if m.sigMemo.ok {
+			m.sigPSV = m.sigMemo.psvs
+		} else {
+			m.sigPSV = wqe.PSVsOf(wr.Sig)
+		}
 	case wr.ResetSig:
 		m.bsf = wqe.BSFReset
 		m.shape.Store(0)

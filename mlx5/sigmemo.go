@@ -20,6 +20,8 @@ type sigMemo struct {
 	compMask            uint64
 	mem, wire           domainMemo
 	psvs                wqe.BlockPSVs
+	// bsf is the block's BSF with the mkey's PSV indexes (wqe.PutBSF).
+	bsf [wqe.BSFSegSize]byte
 }
 
 // domainMemo is one domain of a sigMemo: absent (!set), or the
@@ -48,12 +50,13 @@ func (m *domainMemo) matches(d *sig.Domain) bool {
 		(d.CRC != nil) == m.crc && (d.CRC == nil || *d.CRC == m.crcv)
 }
 
-// remember makes a, a block found good, with SET_PSV values psvs, the
-// one m remembers.
-func (m *sigMemo) remember(a *sig.BlockAttr, psvs wqe.BlockPSVs) {
-	*m = sigMemo{ok: true, flags: a.Flags, checkMask: a.CheckMask, copyMask: a.CopyMask, compMask: a.CompMask, psvs: psvs}
+// remember makes a, a block found good, the one m remembers, with its
+// SET_PSV values and its BSF for PSV indexes memPSV and wirePSV.
+func (m *sigMemo) remember(a *sig.BlockAttr, memPSV, wirePSV uint32) {
+	*m = sigMemo{flags: a.Flags, checkMask: a.CheckMask, copyMask: a.CopyMask, compMask: a.CompMask, psvs: wqe.PSVsOf(a)}
 	m.mem.remember(a.Mem)
 	m.wire.remember(a.Wire)
+	m.ok = wqe.PutBSF(m.bsf[:], a, memPSV, wirePSV) == nil
 }
 
 func (m *domainMemo) remember(d *sig.Domain) {

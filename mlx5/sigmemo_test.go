@@ -64,6 +64,26 @@ func TestSigMemoFollowsValues(t *testing.T) {
 	if want := wqe.PSVsOf(wr.Sig); m.sigPSV != want {
 		t.Fatalf("after a block changed in place: PSVs %+v, want %+v", m.sigPSV, want)
 	}
+	var bsf [wqe.BSFSegSize]byte
+	if err := wqe.PutBSF(bsf[:], wr.Sig, sbsMemPSV, sbsWirePSV); err != nil {
+		t.Fatal(err)
+	}
+	if m.sigMemo.bsf != bsf {
+		t.Fatalf("after a block changed in place: the remembered BSF\n%x, want\n%x", m.sigMemo.bsf, bsf)
+	}
+	// This configure's WQEs (from the memo) hold that BSF.
+	start := qp.sq.pi
+	if err := post(); err != nil {
+		t.Fatal(err)
+	}
+	ring, found := qp.sq.ring, false
+	for at := start; at != qp.sq.pi; at++ {
+		slot := ring[int(at)&(len(ring)/wqe.WQEBB-1)*wqe.WQEBB:][:wqe.BSFSegSize]
+		found = found || [wqe.BSFSegSize]byte(slot) == bsf
+	}
+	if !found || qp.sq.pi == start {
+		t.Fatalf("the configure from the memo (WQEBBs %d to %d) does not hold the BSF\n%x", start, qp.sq.pi, bsf)
+	}
 }
 
 // TestSigMemoCoversSig: sigMemo compares every field of the signature

@@ -118,6 +118,9 @@ type MkeyConfigure struct {
 	// neither validates Sig again nor computes its PSVs.
 	SigChecked bool
 	SigPSVs    BlockPSVs
+	// SigBSF, with SigChecked, is the BSF that PutBSF writes for Sig,
+	// MemPSV and WirePSV (nil: the builder writes it).
+	SigBSF *[BSFSegSize]byte
 }
 
 // BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
@@ -329,7 +332,11 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		if c.SigChecked && c.SigBSF != nil {
+			copy(r.slot(next), c.SigBSF[:])
+		} else {
+			putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		}
 		next++
 	}
 	res.Doorbell = be.Uint64(r.slot(pi))
