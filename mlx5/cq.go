@@ -580,7 +580,7 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if cq == nil || !cq.g.enter() {
+	if cq == nil || !cq.g.enterCall() {
 		return 0, cq.refused()
 	}
 	if m := cq.qps.Load(); m != cq.qpsSeen {

@@ -33,11 +33,16 @@ func (g *guard) open() { g.v.Or(guardOpen) }
 // common case, an open object, is small enough to inline into the hot
 // path; the rest is enterSlow's.
 func (g *guard) enter() bool {
-	if v := g.v.Add(1); v&(guardOpen|guardClosed|guardPaused) != guardOpen {
-		return g.enterSlow(v)
-	}
-	return true
+	v := g.v.Add(1)
+	return v&(guardOpen|guardClosed|guardPaused) == guardOpen || g.enterSlow(v)
 }
+
+// enterCall is enter, called rather than inlined: Poll's loop keeps
+// more in registers without the inlined enter before it (callgrind:
+// 3 instructions a CQE fewer).
+//
+//go:noinline
+func (g *guard) enterCall() bool { return g.enter() }
 
 // enterSlow is enter after its add found v: the object closed, paused
 // or not open. It takes the add back, and waits out a pause.
