@@ -318,8 +318,9 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	errs := m.sigErrs.Load()
 	// The caps check is not libmlx5's (docs/MLX5.md, "Signature caps"):
 	// a few bit tests when the block fits the device.
-	capsErr := error(nil)
-	if wr.Sig != nil && m.checkCaps {
+	// A block of the value checked last needs neither check (sigMemo).
+	capsErr, sigChecked := error(nil), wr.Sig != nil && m.sigMemo.matches(wr.Sig)
+	if wr.Sig != nil && m.checkCaps && !sigChecked {
 		capsErr = m.sigCaps.Supports(wr.Sig)
 	}
 	// libmlx5 rounds an mkey's max_entries up to a multiple of 4
@@ -327,7 +328,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
-		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV}
+		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV,
+		SigChecked: sigChecked, SigPSVs: m.sigMemo.psvs, SigBSF: &m.sigMemo.bsf}
 	fits := umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil)
 	if capsErr != nil || !fits {
 		// A block the device cannot do, or a configure larger than the
@@ -367,7 +369,15 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
 		m.shape.Store(uint32(shapeOf(wr.Sig)))
-		m.sigPSV = wqe.PSVsOf(wr.Sig)
+		if !sigChecked {
+			// Valid (the builder validated it) and supported.
+			m.sigMemo.remember(wr.Sig, mem, wire)
+		}
+		if m.sigMemo.ok {
+			m.sigPSV = m.sigMemo.psvs
+		} else {
+			m.sigPSV = wqe.PSVsOf(wr.Sig)
+		}
 	case wr.ResetSig:
 		m.bsf = wqe.BSFReset
 		m.shape.Store(0)

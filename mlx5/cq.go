@@ -60,6 +60,13 @@ type CQ struct {
 	// qps are the QPs whose completions arrive here, by qpn; replaced
 	// whole (copy on write) so Poll reads it without a lock.
 	qps atomic.Pointer[map[uint32]*QP]
+	// The poller's direct-mapped cache of qpsSeen (the map Poll last
+	// loaded), by the QP number's low bits: a CQE finds its QP without a
+	// map lookup. Filled only from qpsSeen and cleared when Poll finds
+	// cq.qps replaced, so it never names a QP the map it stands for does
+	// not. Poll's alone (the single poller).
+	qpCache [qpCacheSize]*QP
+	qpsSeen *map[uint32]*QP
 	// fault is the CQ error the device reported (an overrun), for Poll.
 	fault     atomic.Pointer[Error]
 	errClosed error
@@ -573,48 +580,74 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if cq == nil || !cq.g.enter() {
+	if cq == nil || !cq.g.enterCall() {
 		return 0, cq.refused()
 	}
-	qps := *cq.qps.Load()
-	mask := uint32(1)<<cq.logSize - 1
+	if m := cq.qps.Load(); m != cq.qpsSeen {
+		cq.seeQPs(m)
+	}
+	// The ring, the consumer index and the size in locals: the calls
+	// below could not change them (cleans wait for the poller), but the
+	// compiler cannot know it and would reload them.
+	ci, size := cq.ci, uint32(1)<<cq.logSize
+	if uint(len(cq.ring)) < uint(size)*cqeSize {
+		size = 0 // not a CQ CreateCQ made: nothing to read
+	}
+	ring := unsafe.Pointer(unsafe.SliceData(cq.ring))
 	n := 0
-	start := cq.ci
-	var q wqe.CQE
 	var err error
-	for n < len(wc) {
-		off := (cq.ci & mask) * cqeSize
-		b := cq.ring[off : off+cqeSize : off+cqeSize]
-		if !owned(b, cq.ci, cq.logSize) {
+	for n < len(wc) && size != 0 {
+		// In the ring: ci&(size-1) < size, and the ring holds size
+		// CQEs (checked above).
+		b := (*[cqeSize]byte)(unsafe.Add(ring, uintptr(ci&(size-1))*cqeSize))
+		op, ok := ownedOp(b, ci&size != 0)
+		if !ok {
 			break
 		}
-		cq.ci++
-		if q.Decode(b) != nil {
-			continue
-		}
-		if q.Opcode == wqe.CQESigErr {
-			if err = cq.sigErr(b); err != nil {
+		ci++
+		opcode := op >> 4
+		if opcode == wqe.CQESigErr {
+			if err = cq.sigErr(b[:]); err != nil {
 				break
 			}
 			continue
 		}
-		qp := qps[q.QPN]
-		if qp == nil {
-			// A QP attached since this call read the table: read it
-			// again. A QP is attached before it can post, and
-			// detached only with its CQEs cleaned out, so a CQE
-			// whose QP is not in the table read now is a stray.
-			qps = *cq.qps.Load()
-			if qp = qps[q.QPN]; qp == nil {
+		qpn := wqe.CQEQPN(b[:])
+		qp := cq.qpCache[qpn&(qpCacheSize-1)]
+		if qp == nil || qp.qpn != qpn {
+			if qp = cq.lookupQP(qpn); qp == nil {
 				continue
 			}
 		}
-		if qp.complete(&q, &wc[n]) {
+		if sq := &qp.sq; opcode == wqe.CQEReq && sq.streams == nil && len(sq.slots) != 0 {
+			// The common case, complete's for a successful send
+			// without streams, here: without a call, Poll keeps its
+			// state in registers.
+			sq.sync.observe()
+			ctr := wqe.CQEWQECounter(b[:])
+			// A copy: once the tail moves past it, the poster reuses the slot.
+			s := sq.slots[int(ctr)&(len(sq.slots)-1)]
+			if ctr == s.last { // the work request is done with its WQEBBs
+				sq.tail.Store(uint32(s.next)) // and so is the work before it
+			}
+			if s.next == sq.reported {
+				continue
+			}
+			sq.reported = s.next
+			wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
+			if s.bits != 0 {
+				wc[n].reqBits(s.bits, b[:])
+			}
+			n++
+			continue
+		}
+		if qp.complete(b[:], opcode, &wc[n]) {
 			n++
 		}
 	}
-	if cq.ci != start {
-		cq.db.SetCI(cq.ci)
+	if ci != cq.ci {
+		cq.ci = ci
+		cq.db.SetCI(ci)
 	}
 	cq.g.exit()
 	if err == nil {
@@ -623,6 +656,37 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// qpCacheSize is the number of entries of CQ.qpCache, a power of two.
+const qpCacheSize = 64
+
+// seeQPs makes m, the CQ's map of QPs just loaded, the one the poller's
+// cache stands for, and empties the cache.
+func (cq *CQ) seeQPs(m *map[uint32]*QP) {
+	cq.qpCache = [qpCacheSize]*QP{}
+	cq.qpsSeen = m
+}
+
+// lookupQP is Poll's way to the QP of a CQE that the cache did not
+// have: from the map Poll loaded, or, when it is not there, from the
+// map read again (a QP attached since: a QP is attached before it can
+// post, and detached only with its CQEs cleaned out, so a CQE whose QP is
+// not in the map read now is a stray, and lookupQP returns nil). It
+// caches what it finds.
+func (cq *CQ) lookupQP(qpn uint32) *QP {
+	qp := (*cq.qpsSeen)[qpn]
+	if qp == nil {
+		if m := cq.qps.Load(); m != cq.qpsSeen {
+			cq.seeQPs(m)
+			qp = (*m)[qpn]
+		}
+		if qp == nil {
+			return nil
+		}
+	}
+	cq.qpCache[qpn&(qpCacheSize-1)] = qp
+	return qp
 }
 
 // refused is Poll's error when the CQ is nil or its guard refuses: the
@@ -640,12 +704,21 @@ func (cq *CQ) refused() error {
 // read with an atomic load (load-acquire on arm64, libmlx5's
 // udma_from_device_barrier), and the CQE's other bytes are read after it.
 func owned(cqe []byte, ci uint32, logSize uint8) bool {
+	_, ok := ownedOp((*[cqeSize]byte)(cqe), ci>>logSize&1 != 0)
+	return ok
+}
+
+// ownedOp is owned for a CQE whose owner bit software owns when it is
+// odd (odd: bit logSize of the consumer index is set); it also returns
+// the CQE's op_own byte. The test is wqe.CQEOwned's (TestOwnedOp
+// compares them), written out here so that Poll neither builds a 64-byte
+// probe nor shifts by a variable count.
+func ownedOp(cqe *[cqeSize]byte, odd bool) (uint8, bool) {
 	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[cqeSize-4])))
 	var last [4]byte
 	binary.NativeEndian.PutUint32(last[:], w)
-	var probe [cqeSize]byte
-	probe[cqeSize-1] = last[3]
-	return wqe.CQEOwned(probe[:], ci, logSize)
+	op := last[3]
+	return op, op>>4 != wqe.CQEInvalid && op&1 != 0 == odd
 }
 
 // sigErr hands a SIG_ERR CQE's report to its mkey. A CQE that names no

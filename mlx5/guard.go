@@ -29,18 +29,33 @@ const (
 func (g *guard) open() { g.v.Or(guardOpen) }
 
 // enter returns false once the object is closed, or if it was never
-// opened. A pause makes it wait (yielding) until the pause ends.
+// opened. A pause makes it wait (yielding) until the pause ends. The
+// common case, an open object, is small enough to inline into the hot
+// path; the rest is enterSlow's.
 func (g *guard) enter() bool {
+	v := g.v.Add(1)
+	return v&(guardOpen|guardClosed|guardPaused) == guardOpen || g.enterSlow(v)
+}
+
+// enterCall is enter, called rather than inlined: Poll's loop keeps
+// more in registers without the inlined enter before it (callgrind:
+// 3 instructions a CQE fewer).
+//
+//go:noinline
+func (g *guard) enterCall() bool { return g.enter() }
+
+// enterSlow is enter after its add found v: the object closed, paused
+// or not open. It takes the add back, and waits out a pause.
+func (g *guard) enterSlow(v int32) bool {
 	for {
-		v := g.v.Add(1)
-		if v&(guardOpen|guardClosed|guardPaused) == guardOpen {
-			return true
-		}
 		g.v.Add(-1)
 		if v&(guardOpen|guardClosed) != guardOpen {
 			return false
 		}
 		runtime.Gosched()
+		if v = g.v.Add(1); v&(guardOpen|guardClosed|guardPaused) == guardOpen {
+			return true
+		}
 	}
 }
 

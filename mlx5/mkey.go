@@ -61,6 +61,8 @@ type Mkey struct {
 	// sigPSV are the transient signatures of the mkey's current signature
 	// block, which a counter update posts again.
 	sigPSV wqe.BlockPSVs
+	// sigMemo is the signature block a configure checked last.
+	sigMemo sigMemo
 	// shape is what Check needs of the last signature block configured
 	// (sigShape), published by the poster without a lock.
 	shape atomic.Uint32

@@ -765,69 +765,92 @@ func (sq *sendQueue) retireStream(at, next uint16) {
 	}
 }
 
-// complete turns a CQE of the QP into a completion; false for a CQE that
-// completes nothing more: one of a work request already reported (the
-// other WQEs of an mkey configure after its first failed, or were
-// flushed), or a receive CQE on a QP without a receive queue.
-func (qp *QP) complete(q *wqe.CQE, wc *Completion) bool {
-	switch q.Opcode {
+// complete turns b, a CQE of the QP whose opcode is opcode, into a
+// completion; false for a CQE that completes nothing more: one of a work
+// request already reported (the other WQEs of an mkey configure after
+// its first failed, or were flushed), or a receive CQE on a QP without a
+// receive queue. It reads from b only the fields the opcode's completion
+// reports (what wqe.CQE.Decode would decode of them).
+func (qp *QP) complete(b []byte, opcode uint8, wc *Completion) bool {
+	switch opcode {
 	case wqe.CQEReq, wqe.CQEReqErr:
 		if len(qp.sq.slots) == 0 {
 			return false // no send queue: nothing it could complete
 		}
 		qp.sq.sync.observe()
+		ctr := wqe.CQEWQECounter(b)
 		// A copy: once the tail moves past it, the poster reuses the slot.
-		s := qp.sq.slots[int(q.WQECounter)&(len(qp.sq.slots)-1)]
-		if q.WQECounter == s.last { // the work request is done with its WQEBBs
+		s := qp.sq.slots[int(ctr)&(len(qp.sq.slots)-1)]
+		if ctr == s.last { // the work request is done with its WQEBBs
 			if qp.sq.streams == nil {
 				qp.sq.tail.Store(uint32(s.next)) // and so is the work before it
 			} else {
-				qp.sq.retireStream(q.WQECounter, s.next)
+				qp.sq.retireStream(ctr, s.next)
 			}
 		}
 		if s.next == qp.sq.reported {
 			return false
 		}
 		qp.sq.reported = s.next
+		if opcode == wqe.CQEReqErr {
+			syn, vendor := wqe.CQEErr(b)
+			*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn, Status: statusOf(syn), VendorErr: vendor}
+			return true
+		}
 		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn}
 		if s.bits != 0 {
-			switch {
-			case s.bits&slotImm != 0:
-				wc.WithImm = true
-			case s.bits&slotByteCount != 0:
-				wc.ByteLen = q.ByteCount
-			case s.bits&slotAtomic != 0:
-				wc.ByteLen = 8 // the old value
-			}
+			wc.reqBits(s.bits, b)
 		}
+		return true
 	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
-		var id uint64
-		switch n := len(qp.rq.wrID); {
-		case qp.srq != nil:
-			id = qp.srq.complete(q.WQECounter)
-		case n == 0:
-			return false
-		default:
-			qp.rq.sync.observe()
-			id = qp.rq.wrID[int(q.WQECounter)&(n-1)]
-			qp.rq.tail.Add(1)
-		}
-		*wc = Completion{WrID: id, Opcode: WCRecv, QPN: qp.qpn, ByteLen: q.ByteCount,
-			SrcQP: q.SrcQP(), SLID: q.SLID, SL: q.SL(), DLIDPathBits: q.MLPath & 0x7f, GRH: q.GRH(),
-			PKeyIndex: uint16(q.Imm)}
-		switch q.Opcode {
-		case wqe.CQERespWRImm:
-			wc.Opcode, wc.Imm, wc.WithImm = WCRecvRDMAWithImm, q.Imm, true
-		case wqe.CQERespSendImm:
-			wc.Imm, wc.WithImm = q.Imm, true
-		case wqe.CQERespSendInv:
-			wc.InvalidatedRkey, wc.WithInv = q.Imm, true
-		}
-	default:
-		return false
+		return qp.completeRecv(b, opcode, wc)
 	}
-	if q.Opcode == wqe.CQEReqErr || q.Opcode == wqe.CQERespErr {
-		*wc = Completion{WrID: wc.WrID, Opcode: wc.Opcode, QPN: wc.QPN, Status: statusOf(q.Syndrome), VendorErr: q.VendorSyndrome}
+	return false
+}
+
+// reqBits adds to wc, the completion of a successful send, what its
+// slot's bits say it reports beyond WrID, Opcode and QPN, from its CQE b.
+func (wc *Completion) reqBits(bits uint8, b []byte) {
+	switch {
+	case bits&slotImm != 0:
+		wc.WithImm = true
+	case bits&slotByteCount != 0:
+		wc.ByteLen = wqe.CQEByteCount(b)
+	case bits&slotAtomic != 0:
+		wc.ByteLen = 8 // the old value
+	}
+}
+
+// completeRecv is complete for a responder CQE.
+func (qp *QP) completeRecv(b []byte, opcode uint8, wc *Completion) bool {
+	ctr := wqe.CQEWQECounter(b)
+	var id uint64
+	switch n := len(qp.rq.wrID); {
+	case qp.srq != nil:
+		id = qp.srq.complete(ctr)
+	case n == 0:
+		return false
+	default:
+		qp.rq.sync.observe()
+		id = qp.rq.wrID[int(ctr)&(n-1)]
+		qp.rq.tail.Add(1)
+	}
+	if opcode == wqe.CQERespErr {
+		syn, vendor := wqe.CQEErr(b)
+		*wc = Completion{WrID: id, Opcode: WCRecv, QPN: qp.qpn, Status: statusOf(syn), VendorErr: vendor}
+		return true
+	}
+	flags, imm := wqe.CQEFlagsRQPN(b), wqe.CQEImm(b)
+	*wc = Completion{WrID: id, Opcode: WCRecv, QPN: qp.qpn, ByteLen: wqe.CQEByteCount(b),
+		SrcQP: flags & 0xffffff, SLID: wqe.CQESLID(b), SL: uint8(flags>>24) & 0xf,
+		DLIDPathBits: wqe.CQEMLPath(b) & 0x7f, GRH: (flags>>28)&3 != 0, PKeyIndex: uint16(imm)}
+	switch opcode {
+	case wqe.CQERespWRImm:
+		wc.Opcode, wc.Imm, wc.WithImm = WCRecvRDMAWithImm, imm, true
+	case wqe.CQERespSendImm:
+		wc.Imm, wc.WithImm = imm, true
+	case wqe.CQERespSendInv:
+		wc.InvalidatedRkey, wc.WithInv = imm, true
 	}
 	return true
 }

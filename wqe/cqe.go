@@ -230,6 +230,36 @@ func (c *CQE) Decode(b []byte) error {
 	return nil
 }
 
+// The functions below read one field of the 64-byte CQE b, as Decode
+// does, for a poller that needs only a few (mlx5's Poll: the QP number
+// and counter of every CQE, the rest by opcode). b must hold CQESize
+// bytes; they do not check the opcode.
+
+// CQEQPN is the QP number: the low 24 bits of sop_drop_qpn (CQE.QPN).
+func CQEQPN(b []byte) uint32 { return be.Uint32(b[cqeOffSopDropQPN:cqeOffSopDropQPN+4]) & 0xffffff }
+
+// CQEWQECounter is wqe_counter (CQE.WQECounter).
+func CQEWQECounter(b []byte) uint16 { return be.Uint16(b[cqeOffWQECounter : cqeOffWQECounter+2]) }
+
+// CQEByteCount is byte_cnt (CQE.ByteCount).
+func CQEByteCount(b []byte) uint32 { return be.Uint32(b[cqeOffByteCnt : cqeOffByteCnt+4]) }
+
+// CQEImm is imm_inval_pkey (CQE.Imm).
+func CQEImm(b []byte) uint32 { return be.Uint32(b[cqeOffImm : cqeOffImm+4]) }
+
+// CQEFlagsRQPN is flags_rqpn (CQE.FlagsRQPN).
+func CQEFlagsRQPN(b []byte) uint32 { return be.Uint32(b[cqeOffFlagsRQPN : cqeOffFlagsRQPN+4]) }
+
+// CQESLID is slid (CQE.SLID).
+func CQESLID(b []byte) uint16 { return be.Uint16(b[cqeOffSLID : cqeOffSLID+2]) }
+
+// CQEMLPath is ml_path (CQE.MLPath).
+func CQEMLPath(b []byte) uint8 { return b[cqeOffMLPath] }
+
+// CQEErr is the syndrome and vendor syndrome of an error CQE
+// (CQE.Syndrome, CQE.VendorSyndrome).
+func CQEErr(b []byte) (Syndrome, uint8) { return Syndrome(b[errOffSyndrome]), b[errOffVendorSynd] }
+
 // SigErrCQE is a decoded signature error CQE (opcode CQESigErr; the
 // kernel's struct mlx5_sig_err_cqe, with the sig_type and domain bytes
 // libmlx5 reads).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/bits"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/internal/oracle/sigattr"
@@ -321,5 +322,40 @@ func BenchmarkDecodeCQE(b *testing.B) {
 	}
 	if c.WQECounter != 0x1234 {
 		b.Fatal(c)
+	}
+}
+
+// TestCQEFieldsAreDecodes: each one-field reader reads what Decode
+// decodes into that field, for random CQEs of every opcode.
+func TestCQEFieldsAreDecodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 2))
+	for i := 0; i < 4096; i++ {
+		var b [CQESize]byte
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		var c CQE
+		if err := c.Decode(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		if got := CQEQPN(b[:]); got != c.QPN {
+			t.Fatalf("%x: CQEQPN %#x, Decode %#x", b, got, c.QPN)
+		}
+		if c.Opcode == CQESigErr {
+			continue
+		}
+		if got := CQEWQECounter(b[:]); got != c.WQECounter {
+			t.Fatalf("%x: CQEWQECounter %#x, Decode %#x", b, got, c.WQECounter)
+		}
+		if c.IsError() {
+			if s, v := CQEErr(b[:]); s != c.Syndrome || v != c.VendorSyndrome {
+				t.Fatalf("%x: CQEErr %v %#x, Decode %v %#x", b, s, v, c.Syndrome, c.VendorSyndrome)
+			}
+			continue
+		}
+		if CQEByteCount(b[:]) != c.ByteCount || CQEImm(b[:]) != c.Imm || CQEFlagsRQPN(b[:]) != c.FlagsRQPN ||
+			CQESLID(b[:]) != c.SLID || CQEMLPath(b[:]) != c.MLPath {
+			t.Fatalf("%x: the field readers disagree with Decode: %+v", b, c)
+		}
 	}
 }

@@ -112,6 +112,15 @@ type MkeyConfigure struct {
 	// their error state. Without a domain in Block it fails with
 	// ErrNoSigBlock.
 	Block BlockPSVs
+	// SigChecked says the caller already validated Sig
+	// (sig.BlockAttr.Validate found it valid; mlx5 remembers the value
+	// it validated last) and that SigPSVs is PSVsOf(Sig): the builder
+	// neither validates Sig again nor computes its PSVs.
+	SigChecked bool
+	SigPSVs    BlockPSVs
+	// SigBSF, with SigChecked, is the BSF that PutBSF writes for Sig,
+	// MemPSV and WirePSV (nil: the builder writes it).
+	SigBSF *[BSFSegSize]byte
 }
 
 // BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
@@ -323,7 +332,11 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		if c.SigChecked && c.SigBSF != nil {
+			copy(r.slot(next), c.SigBSF[:])
+		} else {
+			putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
+		}
 		next++
 	}
 	res.Doorbell = be.Uint64(r.slot(pi))
@@ -361,6 +374,10 @@ func (c *MkeyConfigure) psvs() (BlockPSVs, error) {
 		}
 		if c.ResetSig {
 			return p, ErrResetWithSig
+		}
+		if c.SigChecked {
+			p = c.SigPSVs
+			break
 		}
 		if err := c.Sig.Validate(); err != nil {
 			return p, err
