@@ -490,6 +490,13 @@ func (p *pingpong) addPair(srq *ppPool) {
 	var sides [2]*ppSide
 	for i := range sides {
 		s := &ppSide{p: p, id: i, name: names[i], gen: true}
+		if old := p.sides[i]; old != nil {
+			// The next pair goes on from the serial numbers of the
+			// one it replaces: a wr_id is never used twice in a run,
+			// so a message of the new pair is not taken for one the
+			// old pair's failed send carried (failedWR, gotMsg).
+			s.serial = old.serial
+		}
 		if shared != nil {
 			s.scq, s.rcq = shared, shared
 		} else {
