@@ -212,39 +212,12 @@ func datapathCase(t *testing.T, r *dp.Record) int {
 			}
 		}
 		// The post's one write to the UAR.
-		reg := uar[half : half+qp.dbSQ.BlueFlameSize()]
-		switch w := want.BF.Writes; {
-		case len(w) == 0:
-			if !bytes.Equal(reg, make([]byte, len(reg))) {
-				fail("post %d: rang %x, libmlx5 did not ring", p, reg)
-			}
-		case len(w) == 1:
-			wb := dp.Unhex(t, w[0].Hex)
-			if !bytes.Equal(reg[:len(wb)], wb) || !bytes.Equal(reg[len(wb):], make([]byte, len(reg)-len(wb))) {
-				fail("post %d: UAR write\n got %x\nwant %x", p, reg, wb)
-			}
-		default:
-			fail("post %d: %d UAR writes recorded", p, len(w))
-		}
+		checkUARWrite(t, fail, p, uar[half:half+qp.dbSQ.BlueFlameSize()], &want.BF)
 	}
 	if kind != 0 {
 		return kind
 	}
-	// Every WQEBB libmlx5 wrote, at its ring index; nothing else.
-	for i, w := range r.SQ.WQEBBs {
-		at := uint16(r.SQPIBefore) + uint16(i)
-		if int(at)&(len(qp.sq.slots)-1) != w.Index {
-			fail("WQEBB %d at ring index %d, libmlx5 %d", i, int(at)&(len(qp.sq.slots)-1), w.Index)
-		}
-		if g := hex.EncodeToString(qp.sq.ring.Slot(at)); g != w.Hex {
-			fail("WQEBB %d\n got %s\nwant %s", i, g, w.Hex)
-		}
-	}
-	for i := range qp.sq.slots {
-		if !inCase(r, i) && bytes.Count(qp.sq.ring.Slot(uint16(i)), []byte{junk}) != wqe.WQEBB {
-			fail("ring index %d written outside the posted WQEs", i)
-		}
-	}
+	checkSQRing(qp, r, fail)
 	if r.RQ != nil {
 		for i, w := range r.RQ.WQEs {
 			at := (r.Input.RQStart + i) % r.QP.RQWQECnt
@@ -265,4 +238,43 @@ func inCase(r *dp.Record, i int) bool {
 		}
 	}
 	return false
+}
+
+// checkUARWrite compares reg, the BlueFlame half a post wrote to, with
+// the one UAR write libmlx5 recorded for the post (none: reg stays zero).
+func checkUARWrite(t *testing.T, fail func(string, ...any), p int, reg []byte, bf *dp.BF) {
+	t.Helper()
+	switch w := bf.Writes; {
+	case len(w) == 0:
+		if !bytes.Equal(reg, make([]byte, len(reg))) {
+			fail("post %d: rang %x, libmlx5 did not ring", p, reg)
+		}
+	case len(w) == 1:
+		wb := dp.Unhex(t, w[0].Hex)
+		if !bytes.Equal(reg[:len(wb)], wb) || !bytes.Equal(reg[len(wb):], make([]byte, len(reg)-len(wb))) {
+			fail("post %d: UAR write\n got %x\nwant %x", p, reg, wb)
+		}
+	default:
+		fail("post %d: %d UAR writes recorded", p, len(w))
+	}
+}
+
+// checkSQRing checks that the send queue holds every WQEBB libmlx5
+// wrote for record r, at its ring index, and nothing else: every other
+// WQEBB still holds the junk written before the case.
+func checkSQRing(qp *QP, r *dp.Record, fail func(string, ...any)) {
+	for i, w := range r.SQ.WQEBBs {
+		at := uint16(r.SQPIBefore) + uint16(i)
+		if int(at)&(len(qp.sq.slots)-1) != w.Index {
+			fail("WQEBB %d at ring index %d, libmlx5 %d", i, int(at)&(len(qp.sq.slots)-1), w.Index)
+		}
+		if g := hex.EncodeToString(qp.sq.ring.Slot(at)); g != w.Hex {
+			fail("WQEBB %d\n got %s\nwant %s", i, g, w.Hex)
+		}
+	}
+	for i := range qp.sq.slots {
+		if !inCase(r, i) && bytes.Count(qp.sq.ring.Slot(uint16(i)), []byte{junk}) != wqe.WQEBB {
+			fail("ring index %d written outside the posted WQEs", i)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package mlx5
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -194,38 +193,12 @@ func dcCase(t *testing.T, r *dp.Record, api string) int {
 		if got := int(qp.sq.pi); got != want.SQPIAfter || got != int(qp.dbSQ.Counter()) {
 			fail("post %d: SQ counter %d (record %d), libmlx5 %d", p, got, qp.dbSQ.Counter(), want.SQPIAfter)
 		}
-		reg := uar[half : half+qp.dbSQ.BlueFlameSize()]
-		switch w := want.BF.Writes; {
-		case len(w) == 0:
-			if !bytes.Equal(reg, make([]byte, len(reg))) {
-				fail("post %d: rang %x, libmlx5 did not ring", p, reg)
-			}
-		case len(w) == 1:
-			wb := dp.Unhex(t, w[0].Hex)
-			if !bytes.Equal(reg[:len(wb)], wb) || !bytes.Equal(reg[len(wb):], make([]byte, len(reg)-len(wb))) {
-				fail("post %d: UAR write\n got %x\nwant %x", p, reg, wb)
-			}
-		default:
-			fail("post %d: %d UAR writes recorded", p, len(w))
-		}
+		checkUARWrite(t, fail, p, uar[half:half+qp.dbSQ.BlueFlameSize()], &want.BF)
 	}
 	if kind != 0 {
 		return kind
 	}
-	for i, w := range r.SQ.WQEBBs {
-		at := uint16(r.SQPIBefore) + uint16(i)
-		if int(at)&(len(qp.sq.slots)-1) != w.Index {
-			fail("WQEBB %d at ring index %d, libmlx5 %d", i, int(at)&(len(qp.sq.slots)-1), w.Index)
-		}
-		if g := hex.EncodeToString(qp.sq.ring.Slot(at)); g != w.Hex {
-			fail("WQEBB %d\n got %s\nwant %s", i, g, w.Hex)
-		}
-	}
-	for i := range qp.sq.slots {
-		if !inCase(r, i) && bytes.Count(qp.sq.ring.Slot(uint16(i)), []byte{junk}) != wqe.WQEBB {
-			fail("ring index %d written outside the posted WQEs", i)
-		}
-	}
+	checkSQRing(qp, r, fail)
 	return 0
 }
 
