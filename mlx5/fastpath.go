@@ -17,12 +17,14 @@ import (
 // says why) goes the general way, which writes the same bytes
 // (TestFastPathSameWQEs, FuzzFastPath).
 
-// fastInfo is what the fast lane needs of an opcode.
+// fastInfo is what the fast lane needs of an opcode: the table below
+// says which opcodes it takes and how their WQE is laid out; init fills in
+// the rest from opcodes, so that the two paths share their facts.
 type fastInfo struct {
-	mlx5   uint8
+	fast   bool   // the fast lane takes the opcode
 	remote uint8  // 1: a remote address segment
-	ctrl   uint64 // the opcode in the ctrl's first word (wqe.CtrlWords)
 	imm    uint8  // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
+	ctrl   uint64 // the opcode in the ctrl's first word (wqe.CtrlWords of opcodes[op].mlx5)
 	bits   uint8  // the slot's bits (opcodes[op].slot)
 	wc     WCOpcode
 }
@@ -35,19 +37,20 @@ const (
 // fastOps is indexed by the opcode's low 4 bits (the opcodes of the fast
 // lane are below 16: the index needs no bounds check).
 var fastOps = [16]fastInfo{
-	OpSend:         {mlx5: wqe.OpcodeSend, wc: WCSend},
-	OpSendImm:      {mlx5: wqe.OpcodeSendImm, imm: fastImm, wc: WCSend},
-	OpSendInv:      {mlx5: wqe.OpcodeSendInval, imm: fastInv, wc: WCSend},
-	OpRDMAWrite:    {mlx5: wqe.OpcodeRDMAWrite, remote: 1, wc: WCRDMAWrite},
-	OpRDMAWriteImm: {mlx5: wqe.OpcodeRDMAWriteImm, remote: 1, imm: fastImm, wc: WCRDMAWrite},
-	OpRDMARead:     {mlx5: wqe.OpcodeRDMARead, remote: 1, wc: WCRDMARead},
+	OpSend:         {fast: true},
+	OpSendImm:      {fast: true, imm: fastImm},
+	OpSendInv:      {fast: true, imm: fastInv},
+	OpRDMAWrite:    {fast: true, remote: 1},
+	OpRDMAWriteImm: {fast: true, remote: 1, imm: fastImm},
+	OpRDMARead:     {fast: true, remote: 1},
 }
 
 func init() {
 	for i := range fastOps {
-		fastOps[i].ctrl, _ = wqe.CtrlWords(fastOps[i].mlx5, 0, 0, 0, 0, 0)
-		if fastOps[i].mlx5 != 0 {
-			fastOps[i].bits = opcodes[i].slot // what its completion reports, as the general path records it
+		if f := &fastOps[i]; f.fast {
+			o := &opcodes[i]
+			f.ctrl, _ = wqe.CtrlWords(o.mlx5, 0, 0, 0, 0, 0)
+			f.bits, f.wc = o.slot, o.wc // what its completion reports, as the general path records it
 		}
 	}
 }
@@ -63,7 +66,7 @@ func (qp *QP) initFast() {
 		return
 	}
 	for op := range numOpcodes {
-		if fastOps[op].mlx5 != 0 && opcodes[op].types.has(qp.typ) && fastOps[op].wc == opcodes[op].wc {
+		if fastOps[op].fast && opcodes[op].types.has(qp.typ) {
 			qp.fast |= 1 << op
 		}
 	}
