@@ -247,6 +247,30 @@ func (q *SQ) RingBF(counter uint16, wqe, wrap []byte) error {
 	return nil
 }
 
+// RingBF1 is RingBF of a WQE of one WQEBB, which cannot cross the
+// ring's end: it publishes the send producer counter and copies wqe to the
+// register. It returns ErrBFLength, and writes nothing, if the register
+// has no BlueFlame buffers (BlueFlameSize 0).
+func (q *SQ) RingBF1(counter uint16, wqe *[WQEBB]byte) error {
+	if q.bfSize == 0 {
+		return ErrBFLength
+	}
+	publish(q.rec, be32(uint32(counter)))
+	wcStart()
+	s := (*[WQEBB / 8]uint64)(unsafe.Pointer(wqe))
+	d := (*[WQEBB / 8]uint64)(unsafe.Add(q.reg, q.half))
+	d[0] = s[0]
+	d[1] = s[1]
+	d[2] = s[2]
+	d[3] = s[3]
+	d[4] = s[4]
+	d[5] = s[5]
+	d[6] = s[6]
+	d[7] = s[7]
+	wcFlush(&q.half, q.half^q.bfSize)
+	return nil
+}
+
 // copy64 copies src, a multiple of 8 bytes, to the register at dst in
 // ascending 64-bit stores, so that write-combining can merge each WQEBB
 // into one write.

@@ -88,10 +88,13 @@ func TestRingHalves(t *testing.T) {
 			t.Fatalf("ring %d: half %d, want %d", i, q.Half(), want)
 		}
 		clear(d.uar)
-		if i%2 == 0 {
+		switch i % 4 {
+		case 0, 2:
 			err = q.Ring(c, ctrl)
-		} else {
+		case 1:
 			err = q.RingBF(c, wqe, wrap)
+		case 3:
+			err = q.RingBF1(c, (*[WQEBB]byte)(wqe))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -100,10 +103,13 @@ func TestRingHalves(t *testing.T) {
 			t.Fatalf("ring %d: record %x, want send counter %#x", i, d.rec, c)
 		}
 		exp := make([]byte, UARSize)
-		if i%2 == 0 {
+		switch i % 4 {
+		case 0, 2:
 			copy(exp[BlueFlameOffset+want:], ctrl)
-		} else {
+		case 1:
 			copy(exp[BlueFlameOffset+want:], append(append([]byte{}, wqe...), wrap...))
+		case 3:
+			copy(exp[BlueFlameOffset+want:], wqe[:WQEBB])
 		}
 		if !bytes.Equal(d.uar, exp) {
 			t.Fatalf("ring %d: UAR page differs from one write at %#x", i, BlueFlameOffset+want)
@@ -142,6 +148,14 @@ func TestNoBlueFlame(t *testing.T) {
 		if string(reg) != string(ctrl) || q.Half() != 0 {
 			t.Errorf("ring %d: register % x, half %d", i, reg, q.Half())
 		}
+	}
+	// RingBF1 has no buffer to copy to: it refuses, and writes nothing.
+	before := string(rec) + string(reg)
+	if err := q.RingBF1(9, new([WQEBB]byte)); !errors.Is(err, ErrBFLength) {
+		t.Errorf("RingBF1 without a BlueFlame buffer: %v, want ErrBFLength", err)
+	}
+	if string(rec)+string(reg) != before {
+		t.Error("a refused RingBF1 wrote")
 	}
 }
 

@@ -145,7 +145,14 @@ func TestOracleDoorbells(t *testing.T) {
 				if wrap != nil {
 					kind = "bf-wrap"
 				}
-				if err := sq.RingBF(uint16(v.SQAfter), wqe, wrap); err != nil {
+				var err error
+				if len(wqe) == WQEBB && wrap == nil { // one WQEBB: RingBF1
+					kind = "bf1"
+					err = sq.RingBF1(uint16(v.SQAfter), (*[WQEBB]byte)(wqe))
+				} else {
+					err = sq.RingBF(uint16(v.SQAfter), wqe, wrap)
+				}
+				if err != nil {
 					t.Fatalf("%s: %v", v.name(), err)
 				}
 			} else {
@@ -175,7 +182,7 @@ func TestOracleDoorbells(t *testing.T) {
 	}
 	t.Logf("posts replayed by kind: %v", counts)
 	// Every kind of ring must have been exercised.
-	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/bf", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
+	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/bf", "datapath/bf1", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
 		if counts[k] == 0 {
 			t.Errorf("no %s posts", k)
 		}

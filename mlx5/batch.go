@@ -37,14 +37,12 @@ type Batch struct {
 	limit uint16
 	start uint16 // the producer counter at Begin
 	fm    bool   // the small fence at Begin
-	nwqe  int    // WQEs written
 	n     int    // work requests added
-	// lastAt, lastDS and lastDB are the last WQE written: where it starts,
-	// its ds and its doorbell word. (Kept as fields, not a wqe.Result: a
-	// whole-struct copy of the builder's result stalls on store
-	// forwarding, a cost per work request.)
-	lastAt uint16
-	lastDS uint8
+	extra int    // WQEs written beyond one a work request (SET_PSVs)
+	// lastDB is the doorbell word of the last WQE written: the first 8
+	// bytes of its control segment, which hold its counter and its ds.
+	// (A field, not a wqe.Result: a whole-struct copy of the builder's
+	// result stalls on store forwarding, a cost per work request.)
 	lastDB uint64
 	// send is the builder's input, reused so that a work request does
 	// not build a new one.
@@ -89,7 +87,7 @@ func (qp *QP) Begin() *Batch {
 		b.open = false
 		return b
 	}
-	b.qp, b.err, b.nwqe, b.n, b.refusedAt = qp, nil, 0, 0, false
+	b.qp, b.err, b.n, b.extra, b.refusedAt = qp, nil, 0, 0, false
 	b.undo = b.undo[:0]
 	if !qp.g.enter() {
 		b.err, b.refusedAt = qp.refused(postSend), true
@@ -148,10 +146,9 @@ func (b *Batch) room() int {
 	return min(int(b.limit-b.qp.sq.pi), b.qp.maxWQE)
 }
 
-// added records a work request the builder wrote: its WQEBBs, the ds
-// and doorbell word of its last WQE, the small fence it leaves, and its
-// WQEs.
-func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, ds uint8, db uint64, fence bool, wqes int) {
+// added records a work request the builder wrote: its WQEBBs, the
+// doorbell word of its last WQE, the small fence it leaves, and its WQEs.
+func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, db uint64, fence bool, wqes int) {
 	qp := b.qp
 	at := qp.sq.pi
 	last := at
@@ -163,15 +160,19 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, ds uint8, d
 		ds.stream[int(at)&(len(ds.stream)-1)] = b.stream
 	}
 	qp.track(wrID, wc, bbs, last, bits)
-	b.lastAt, b.lastDS, b.lastDB = last, ds, db
-	b.nwqe += wqes
+	b.lastDB = db
+	b.extra += wqes - 1
 	b.n++
 }
 
 // Add builds one send work request into the batch.
 func (b *Batch) Add(wr *SendWR) *Batch {
-	if b.addFast(wr) {
-		return b
+	if b != nil && b.ready {
+		if db := b.qp.fastWQE(wr, b.limit); db != 0 {
+			b.lastDB = db
+			b.n++
+			return b
+		}
 	}
 	return b.add(wr)
 }
@@ -207,7 +208,6 @@ func (b *Batch) add(wr *SendWR) *Batch {
 	// wqe.Result it returns in registers costs a store-forwarding stall.
 	var (
 		bbs   int
-		ds    uint8
 		db    uint64
 		fence bool
 		err   error
@@ -227,10 +227,10 @@ func (b *Batch) add(wr *SendWR) *Batch {
 	case OpLocalInv:
 		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wqe.SendFlags(wr.Flags), SmallFence: qp.fmCache}
 		r, e := wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
-		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
+		bbs, db, fence, err = r.WQEBBs, r.Doorbell, r.SmallFence, e
 	case OpNOP:
 		r, e := wqe.BuildNOP(qp.sq.ring, qp.sq.pi, b.room(), qp.qpn, wqe.SendFlags(wr.Flags))
-		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
+		bbs, db, fence, err = r.WQEBBs, r.Doorbell, r.SmallFence, e
 	default:
 		s := &b.send
 		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wqe.SendFlags(wr.Flags), wr.Imm
@@ -258,7 +258,7 @@ func (b *Batch) add(wr *SendWR) *Batch {
 			s.UD = &b.ud
 		}
 		r, e := wqe.BuildSend(qp.sq.ring, qp.sq.pi, b.room(), s)
-		bbs, ds, db, fence, err = r.WQEBBs, r.DS, r.Doorbell, r.SmallFence, e
+		bbs, db, fence, err = r.WQEBBs, r.Doorbell, r.SmallFence, e
 		s.SGL, s.Inline, s.UD = nil, nil, nil // keep nothing of the caller's alive
 	}
 	if err != nil {
@@ -266,7 +266,7 @@ func (b *Batch) add(wr *SendWR) *Batch {
 		return b
 	}
 	b.stream = wr.StreamID // 0 but on a DCI with streams
-	b.added(wr.WrID, info.wc, info.slot, bbs, ds, db, fence, 1)
+	b.added(wr.WrID, info.wc, info.slot, bbs, db, fence, 1)
 	return b
 }
 
@@ -385,7 +385,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	m.sentErrs = errs
 	b.stream = 0
-	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
+	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.Doorbell, res.SmallFence, 1+res.PSVs)
 	return b
 }
 
@@ -405,9 +405,9 @@ func (b *Batch) Commit() error {
 		return b.err
 	}
 	var err error
-	if b.nwqe > 0 {
+	if b.n > 0 {
 		qp.sq.sync.publish()
-		err = qp.ring(b.lastAt, b.lastDS, b.lastDB, b.nwqe)
+		err = qp.ring(b.lastDB, b.n+b.extra)
 	}
 	b.open = false
 	qp.g.exit()

@@ -61,8 +61,11 @@ func init() {
 func (qp *QP) initFast() {
 	qp.fast = 0
 	qp.ctrlQPN, _ = wqe.CtrlWords(0, 0, qp.qpn, 0, 0, 0)
+	// A WQE of at most wqe.MaxDS segments, and no larger than the
+	// largest the QP was created for (the general path's check).
+	qp.fastMaxDS = min(wqe.MaxDS, qp.maxWQE*(wqe.WQEBB/16))
 	if qp.typ != QPTypeRC && qp.typ != QPTypeUC || len(qp.sq.slots) == 0 || qp.sq.maxMsg == 0 ||
-		len(qp.sq.ring) != len(qp.sq.slots)*wqe.WQEBB {
+		len(qp.sq.ring) != len(qp.sq.slots)*wqe.WQEBB || len(qp.sq.slots)&(len(qp.sq.slots)-1) != 0 {
 		return
 	}
 	for op := range numOpcodes {
@@ -72,20 +75,22 @@ func (qp *QP) initFast() {
 	}
 }
 
-// addFast is Add's fast lane: it writes wr's WQE and records it, if wr
-// takes the fast lane, is valid and fits; else it writes nothing and
-// returns false, for add (Add's general path). It calls nothing that is
-// not inlined: no stack check, no frame setup beyond its spills.
-func (b *Batch) addFast(wr *SendWR) bool {
-	if b == nil || !b.ready || wr == nil {
-		return false
+// fastWQE is the fast lane: if wr takes it, is valid and its WQE fits
+// below the producer counter limit, it writes wr's WQE at the producer
+// counter, records it and advances the counter, and returns the WQE's
+// doorbell word (its control segment's first word, which is never 0: its
+// ds is at least 1); else it writes nothing and returns 0, for the
+// general path (which then says why). It calls nothing that is not
+// inlined: no stack check, no frame setup beyond its spills.
+func (qp *QP) fastWQE(wr *SendWR, limit uint16) uint64 {
+	if wr == nil {
+		return 0
 	}
-	qp := b.qp
 	// A shift of 64 or more is 0 (an opcode past the fast ones, not one
 	// of them modulo 64).
 	op := wr.Opcode
 	if qp.fast>>op&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
-		return false
+		return 0
 	}
 	info := &fastOps[op&15]
 	sgl := wr.SGL
@@ -110,20 +115,23 @@ func (b *Batch) addFast(wr *SendWR) bool {
 	}
 	// More SGEs than the QP takes, an SGE of 2^31 bytes or more, a
 	// message longer than the QP sends, a WQE larger than a control
-	// segment describes: add refuses them.
-	if len(sgl) > qp.sq.maxSGE || or&wqe.InlineSeg != 0 || total > uint64(qp.sq.maxMsg) || n > wqe.MaxDS {
-		return false
+	// segment describes or than the largest the QP was made for
+	// (fastMaxDS): the general path refuses them.
+	if len(sgl) > qp.sq.maxSGE || or&wqe.InlineSeg != 0 || total > uint64(qp.sq.maxMsg) || n > qp.fastMaxDS {
+		return 0
 	}
 	bbs := (n + 3) >> 2
 	pi := qp.sq.pi
-	slot := int(pi) & (len(qp.sq.slots) - 1)
-	// No room (add says so), or the WQE crosses the ring's end (add
-	// writes it in two pieces).
-	if bbs > int(b.limit-pi) || bbs > qp.maxWQE || (slot+bbs)*wqe.WQEBB > len(qp.sq.ring) {
-		return false
+	nslots := len(qp.sq.slots)
+	slot := int(pi) & (nslots - 1)
+	// No room (the general path says so), or the WQE crosses the ring's
+	// end (the general path writes it in two pieces).
+	if bbs > int(limit-pi) || slot+bbs > nslots {
+		return 0
 	}
 	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
-	// above), in 8-byte stores.
+	// above: initFast made sure the ring holds a WQEBB per slot), in
+	// 8-byte stores.
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.ring)), slot*wqe.WQEBB)
 	imm := wr.Imm
 	switch info.imm {
@@ -160,31 +168,35 @@ func (b *Batch) addFast(wr *SendWR) bool {
 	// The rest of the last WQEBB: up to three segments of zeros.
 	switch uintptr(bbs*wqe.WQEBB) - off {
 	case 48:
-		putSeg(w, off+32, 0, 0)
+		zeroSeg(w, off+32)
 		fallthrough
 	case 32:
-		putSeg(w, off+16, 0, 0)
+		zeroSeg(w, off+16)
 		fallthrough
 	case 16:
-		putSeg(w, off, 0, 0)
+		zeroSeg(w, off)
 	}
 	qp.fmCache = false
 	next := pi + uint16(bbs)
-	// track's record, in every WQEBB of the WQE (which does not wrap).
-	sl := &qp.sq.slots[slot]
+	// track's record, in every WQEBB of the WQE (which does not wrap:
+	// slot+bbs <= nslots, checked above).
+	sl := (*sqSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.slots)), uintptr(slot)*unsafe.Sizeof(sqSlot{})))
 	sl.wrID, sl.next, sl.last, sl.op, sl.bits = wr.WrID, next, pi, info.wc, info.bits
 	for j := 1; j < bbs; j++ {
 		qp.sq.slots[slot+j] = *sl
 	}
 	qp.sq.pi = next
-	b.lastAt, b.lastDS, b.lastDB = pi, uint8(n), db
-	b.nwqe++
-	b.n++
-	return true
+	return db
 }
 
 // putSeg writes the 16-byte segment of words w0 and w1 (wqe.PutWords) at
 // w+off, which the caller has checked to be in the ring.
 func putSeg(w unsafe.Pointer, off uintptr, w0, w1 uint64) {
 	wqe.PutWords((*[16]byte)(unsafe.Add(w, off))[:], w0, w1)
+}
+
+// zeroSeg writes a 16-byte segment of zeros at w+off, which the caller
+// has checked to be in the ring.
+func zeroSeg(w unsafe.Pointer, off uintptr) {
+	*(*[2]uint64)(unsafe.Add(w, off)) = [2]uint64{}
 }

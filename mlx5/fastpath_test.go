@@ -71,7 +71,8 @@ func randomSendWR(r *rand.Rand, wrID uint64) SendWR {
 func errText(err error) string { return fmt.Sprint(err) }
 
 // TestFastPathSameWQEs posts the same random batches on two QPs, one
-// through Add's fast lane and one through the general path only, and
+// through Add's fast lane (and PostSend's) and one through the general
+// path only, and
 // requires the same outcome of each: the same errors, the same ring,
 // bookkeeping, producer counter and small fence, the same doorbell
 // record and register bytes. The rings are small (64 WQEBBs) so that
@@ -131,8 +132,17 @@ func (p fastPair) run(t *testing.T, r *rand.Rand, batches int) (posted int) {
 		// Each QP posts its own copy: the outcome must not depend on
 		// what the other wrote.
 		commit := r.IntN(8) > 0
+		// A single work request goes half the time through PostSend on
+		// the fast QP (its lane without a batch), and always as a batch
+		// of one on the general path's.
+		postSend := commit && len(wrs) == 1 && r.IntN(2) == 0
 		var errs [2]string
 		for i, qp := range []*QP{p.fast, p.slow} {
+			if postSend && i == 0 {
+				wr := wrs[0]
+				errs[i] = errText(qp.PostSend(&wr))
+				continue
+			}
 			b := qp.Begin()
 			for k := range wrs {
 				wr := wrs[k]

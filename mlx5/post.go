@@ -143,6 +143,20 @@ func (sq *sendQueue) free() int {
 // of one. It does not allocate or make a system call; one goroutine at a
 // time may post on a QP.
 func (qp *QP) PostSend(wr *SendWR) error {
+	// The fast lane's work requests go without a batch: Begin, Add and
+	// Commit's bookkeeping is for rolling back several.
+	if qp != nil && !qp.batch.open && qp.g.enter() {
+		if db := qp.fastWQE(wr, qp.sq.pi+uint16(qp.sq.free())); db != 0 {
+			qp.sq.sync.publish()
+			err := qp.ring(db, 1)
+			qp.g.exit()
+			if err != nil {
+				return qp.ringErr(err)
+			}
+			return nil
+		}
+		qp.g.exit()
+	}
 	return qp.Begin().Add(wr).Commit()
 }
 
@@ -176,8 +190,17 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint
 // whose last starts at last: a BlueFlame copy of a single WQE of more than
 // one segment that fits, as libmlx5 does, else the first 8 bytes of the
 // last WQE's control segment (the 8-byte doorbell).
-func (qp *QP) ring(last uint16, lastDS uint8, doorbell uint64, nreq int) error {
+func (qp *QP) ring(doorbell uint64, nreq int) error {
+	// The doorbell word is the last WQE's control segment's first 8
+	// bytes: its counter in bits 40 to 55, its ds in the low 6 bits.
+	last, lastDS := uint16(doorbell>>40), uint8(doorbell&0x3f)
 	ring := qp.sq.ring
+	// The common case: a single WQE of one WQEBB, 2 to 4 segments, and a
+	// register with BlueFlame buffers (of at least one WQEBB).
+	if nreq == 1 && lastDS-2 <= 2 && qp.dbSQ.BlueFlameSize() != 0 {
+		i := int(last) & (len(ring)/wqe.WQEBB - 1)
+		return qp.dbSQ.RingBF1(qp.sq.pi, (*[wqe.WQEBB]byte)(ring[i*wqe.WQEBB:]))
+	}
 	bbs := len(ring) / wqe.WQEBB
 	ds := int(lastDS)
 	if qp.dbSQ.UseBlueFlame(nreq, ds) {

@@ -121,6 +121,9 @@ type QP struct {
 	fast uint64
 	// ctrlQPN is the QP's number in a ctrl segment's first word.
 	ctrlQPN uint64
+	// fastMaxDS is the largest WQE, in 16-byte segments, the fast lane
+	// writes: what a control segment describes, and no more than maxWQE.
+	fastMaxDS int
 	// maxWQE is the WQEBBs of the largest work request the QP was
 	// created for; mkeyConf whether that includes mkey configures.
 	maxWQE   int
