@@ -167,12 +167,8 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, db uint64, 
 
 // Add builds one send work request into the batch.
 func (b *Batch) Add(wr *SendWR) *Batch {
-	if b != nil && b.ready {
-		if db := b.qp.fastWQE(wr, b.limit); db != 0 {
-			b.lastDB = db
-			b.n++
-			return b
-		}
+	if b.fast(wr) {
+		return b
 	}
 	return b.add(wr)
 }

@@ -21,12 +21,15 @@ import (
 // says which opcodes it takes and how their WQE is laid out; init fills in
 // the rest from opcodes, so that the two paths share their facts.
 type fastInfo struct {
-	fast   bool   // the fast lane takes the opcode
-	remote uint8  // 1: a remote address segment
-	imm    uint8  // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
-	ctrl   uint64 // the opcode in the ctrl's first word (wqe.CtrlWords of opcodes[op].mlx5)
-	bits   uint8  // the slot's bits (opcodes[op].slot)
-	wc     WCOpcode
+	fast   bool  // the fast lane takes the opcode
+	remote uint8 // 1: a remote address segment
+	imm    uint8 // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
+	// immMask and invMask pick the ctrl's imm: SendWR.Imm&immMask |
+	// SendWR.InvalidateKey&invMask.
+	immMask, invMask uint32
+	ctrl             uint64 // the opcode in the ctrl's first word (wqe.CtrlWords of opcodes[op].mlx5)
+	bits             uint8  // the slot's bits (opcodes[op].slot)
+	wc               WCOpcode
 }
 
 const (
@@ -51,21 +54,33 @@ func init() {
 			o := &opcodes[i]
 			f.ctrl, _ = wqe.CtrlWords(o.mlx5, 0, 0, 0, 0, 0)
 			f.bits, f.wc = o.slot, o.wc // what its completion reports, as the general path records it
+			switch f.imm {
+			case fastImm:
+				f.immMask = ^uint32(0)
+			case fastInv:
+				f.invMask = ^uint32(0)
+			}
 		}
 	}
 }
 
 // initFast sets the opcodes the QP posts through the fast lane: on an RC
-// or UC QP with a send queue, those of fastOps its type allows. Called
-// once the QP's send queue, type and maximum message are set.
+// or UC QP with a send queue that takes an SGE, those of fastOps its type
+// allows. Called once the QP's send queue, type and maximum message are
+// set.
 func (qp *QP) initFast() {
 	qp.fast = 0
 	qp.ctrlQPN, _ = wqe.CtrlWords(0, 0, qp.qpn, 0, 0, 0)
 	// A WQE of at most wqe.MaxDS segments, and no larger than the
 	// largest the QP was created for (the general path's check).
 	qp.fastMaxDS = min(wqe.MaxDS, qp.maxWQE*(wqe.WQEBB/16))
+	// The longest single SGE: it fits a data segment and the message.
+	qp.fastMaxLen = min(qp.sq.maxMsg, wqe.MaxSGELength)
+	// The lane's single-SGE case takes for granted that one SGE is
+	// allowed and that its WQE (at most 3 segments) is one the QP takes.
 	if qp.typ != QPTypeRC && qp.typ != QPTypeUC || len(qp.sq.slots) == 0 || qp.sq.maxMsg == 0 ||
-		len(qp.sq.ring) != len(qp.sq.slots)*wqe.WQEBB || len(qp.sq.slots)&(len(qp.sq.slots)-1) != 0 {
+		len(qp.sq.ring) != len(qp.sq.slots)*wqe.WQEBB || len(qp.sq.slots)&(len(qp.sq.slots)-1) != 0 ||
+		qp.sq.maxSGE < 1 || qp.fastMaxDS < 3 {
 		return
 	}
 	for op := range numOpcodes {
@@ -75,71 +90,62 @@ func (qp *QP) initFast() {
 	}
 }
 
-// fastWQE is the fast lane: if wr takes it, is valid and its WQE fits
-// below the producer counter limit, it writes wr's WQE at the producer
-// counter, records it and advances the counter, and returns the WQE's
-// doorbell word (its control segment's first word, which is never 0: its
-// ds is at least 1); else it writes nothing and returns 0, for the
-// general path (which then says why). It calls nothing that is not
-// inlined: no stack check, no frame setup beyond its spills.
-func (qp *QP) fastWQE(wr *SendWR, limit uint16) uint64 {
-	if wr == nil {
-		return 0
+// fast is Add's fast lane (and PostSend's): if the batch is ready and wr
+// takes the lane, is valid and its WQE fits below the batch's limit, it
+// writes wr's WQE at the producer counter, records it, advances the
+// counter, notes its doorbell word in the batch and returns true; else
+// it writes nothing and returns false, for the general path (which then
+// says why). It calls nothing that is not inlined: no stack check, no
+// frame setup beyond its spills.
+func (b *Batch) fast(wr *SendWR) bool {
+	if b == nil || !b.ready || wr == nil {
+		return false
 	}
+	qp := b.qp
 	// A shift of 64 or more is 0 (an opcode past the fast ones, not one
 	// of them modulo 64).
 	op := wr.Opcode
 	if qp.fast>>op&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
-		return 0
+		return false
 	}
 	info := &fastOps[op&15]
 	sgl := wr.SGL
-	n := 1 + int(info.remote) // the WQE's 16-byte units
-	var total uint64
-	var or uint32
-	if len(sgl) == 1 { // the common case, without a loop
-		or = sgl[0].Length
-		total = uint64(or)
-		if or != 0 {
+	pi := qp.sq.pi
+	slot := int(pi) & (len(qp.sq.slots) - 1)
+	var n, bbs int // the WQE's 16-byte segments and WQEBBs
+	var l0 uint32  // the single SGE's length
+	if len(sgl) == 1 {
+		// The common case. One SGE is allowed (initFast), its WQE is at
+		// most 3 segments, one WQEBB, which does not cross the ring's
+		// end; fastMaxLen covers both the data segment's 31 bits and
+		// the message's limit.
+		l0 = sgl[0].Length
+		if l0 > qp.fastMaxLen || b.limit == pi {
+			return false
+		}
+		n = 1 + int(info.remote)
+		if l0 != 0 {
 			n++
 		}
+		bbs = 1
 	} else {
-		for i := range sgl {
-			l := sgl[i].Length
-			if l != 0 {
-				n++
-			}
-			total += uint64(l)
-			or |= l
+		var ok bool
+		if n, ok = qp.fastGather(sgl); !ok {
+			return false
 		}
-	}
-	// More SGEs than the QP takes, an SGE of 2^31 bytes or more, a
-	// message longer than the QP sends, a WQE larger than a control
-	// segment describes or than the largest the QP was made for
-	// (fastMaxDS): the general path refuses them.
-	if len(sgl) > qp.sq.maxSGE || or&wqe.InlineSeg != 0 || total > uint64(qp.sq.maxMsg) || n > qp.fastMaxDS {
-		return 0
-	}
-	bbs := (n + 3) >> 2
-	pi := qp.sq.pi
-	nslots := len(qp.sq.slots)
-	slot := int(pi) & (nslots - 1)
-	// No room (the general path says so), or the WQE crosses the ring's
-	// end (the general path writes it in two pieces).
-	if bbs > int(limit-pi) || slot+bbs > nslots {
-		return 0
+		n += 1 + int(info.remote)
+		bbs = (n + 3) >> 2
+		// Too large for the QP, no room, or across the ring's end (the
+		// general path writes that in two pieces).
+		if n > qp.fastMaxDS || bbs > int(b.limit-pi) || slot+bbs > len(qp.sq.slots) {
+			return false
+		}
 	}
 	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
 	// above: initFast made sure the ring holds a WQEBB per slot), in
 	// 8-byte stores.
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.ring)), slot*wqe.WQEBB)
-	imm := wr.Imm
-	switch info.imm {
-	case 0:
-		imm = 0
-	case fastInv:
-		imm = wr.InvalidateKey
-	}
+	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	// wqe.CtrlWords, with the opcode's and the QP's parts made ahead.
 	db := uint64(pi)<<40 | info.ctrl | qp.ctrlQPN | uint64(n)
 	_, w1 := wqe.CtrlWords(0, 0, 0, 0, wqe.CtrlFlags(wqe.SendFlags(wr.Flags), qp.fmCache), imm)
@@ -150,8 +156,8 @@ func (qp *QP) fastWQE(wr *SendWR, limit uint16) uint64 {
 		putSeg(w, off, r0, r1)
 		off += wqe.RaddrSegSize
 	}
-	if len(sgl) == 1 {
-		if or != 0 {
+	if bbs == 1 && len(sgl) == 1 {
+		if l0 != 0 {
 			d0, d1 := wqe.DataWords(wqe.SGE(sgl[0]))
 			putSeg(w, off, d0, d1)
 			off += wqe.DataSegSize
@@ -179,14 +185,34 @@ func (qp *QP) fastWQE(wr *SendWR, limit uint16) uint64 {
 	qp.fmCache = false
 	next := pi + uint16(bbs)
 	// track's record, in every WQEBB of the WQE (which does not wrap:
-	// slot+bbs <= nslots, checked above).
+	// slot+bbs <= len(slots), checked above).
 	sl := (*sqSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.slots)), uintptr(slot)*unsafe.Sizeof(sqSlot{})))
 	sl.wrID, sl.next, sl.last, sl.op, sl.bits = wr.WrID, next, pi, info.wc, info.bits
 	for j := 1; j < bbs; j++ {
 		qp.sq.slots[slot+j] = *sl
 	}
 	qp.sq.pi = next
-	return db
+	b.lastDB = db
+	b.n++
+	return true
+}
+
+// fastGather is the fast lane's check of a gather list of other than one
+// SGE: the data segments it takes (an SGE of length 0 takes none), and
+// false for more SGEs than the QP takes, an SGE of 2^31 bytes or more or
+// a message longer than the QP sends (the general path refuses them).
+func (qp *QP) fastGather(sgl []SGE) (n int, ok bool) {
+	var total uint64
+	var or uint32
+	for i := range sgl {
+		l := sgl[i].Length
+		if l != 0 {
+			n++
+		}
+		total += uint64(l)
+		or |= l
+	}
+	return n, len(sgl) <= qp.sq.maxSGE && or&wqe.InlineSeg == 0 && total <= uint64(qp.sq.maxMsg)
 }
 
 // putSeg writes the 16-byte segment of words w0 and w1 (wqe.PutWords) at

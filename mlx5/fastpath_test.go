@@ -25,6 +25,7 @@ func newFastPair(tb testing.TB, typ QPType, maxMsg uint32) fastPair {
 			MaxRecvWR: 1, MaxRecvSGE: 1}
 		*q = benchQP(tb, c, o, 0x1a2)
 		(*q).sq.maxMsg = maxMsg
+		(*q).initFast()
 	}
 	p.slow.fast = 0
 	if p.fast.fast == 0 {

@@ -145,10 +145,15 @@ func (sq *sendQueue) free() int {
 func (qp *QP) PostSend(wr *SendWR) error {
 	// The fast lane's work requests go without a batch: Begin, Add and
 	// Commit's bookkeeping is for rolling back several.
-	if qp != nil && !qp.batch.open && qp.g.enter() {
-		if db := qp.fastWQE(wr, qp.sq.pi+uint16(qp.sq.free())); db != 0 {
+	// The QP's batch, not open, is the lane's scratch: its limit and
+	// the doorbell word it notes.
+	if b := &qp.batch; qp != nil && !b.open && qp.g.enter() {
+		b.qp, b.limit, b.ready = qp, qp.sq.pi+uint16(qp.sq.free()), true
+		ok := b.fast(wr)
+		b.ready = false
+		if ok {
 			qp.sq.sync.publish()
-			err := qp.ring(db, 1)
+			err := qp.ring(b.lastDB, 1)
 			qp.g.exit()
 			if err != nil {
 				return qp.ringErr(err)

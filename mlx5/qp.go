@@ -124,6 +124,9 @@ type QP struct {
 	// fastMaxDS is the largest WQE, in 16-byte segments, the fast lane
 	// writes: what a control segment describes, and no more than maxWQE.
 	fastMaxDS int
+	// fastMaxLen is the longest single SGE the fast lane takes: the
+	// shorter of the longest message and a data segment's limit.
+	fastMaxLen uint32
 	// maxWQE is the WQEBBs of the largest work request the QP was
 	// created for; mkeyConf whether that includes mkey configures.
 	maxWQE   int
@@ -170,7 +173,8 @@ type sendQueue struct {
 	maxSGE    int
 	maxInline int
 	// maxMsg is the longest message a work request may send or read
-	// (Context.maxMessage; on UD the port's active MTU too).
+	// (Context.maxMessage; on UD the port's active MTU too). initFast
+	// derives the fast lane's limits from it: call it after a change.
 	maxMsg uint32
 	sync   handoff
 

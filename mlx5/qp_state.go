@@ -179,6 +179,7 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	if udMax != 0 {
 		qp.sq.maxMsg = udMax
+		qp.initFast()
 	}
 	if mask&QPAttrState == 0 {
 		return nil
