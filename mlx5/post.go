@@ -147,7 +147,8 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	// Commit's bookkeeping is for rolling back several.
 	// The QP's batch, not open, is the lane's scratch: its limit and
 	// the doorbell word it notes.
-	if b := &qp.batch; qp != nil && !b.open && qp.g.enter() {
+	if qp != nil && !qp.batch.open && qp.g.enter() {
+		b := &qp.batch
 		b.qp, b.limit, b.ready = qp, qp.sq.pi+uint16(qp.sq.free()), true
 		ok := b.fast(wr)
 		b.ready = false
