@@ -225,6 +225,18 @@ func (q *SQ) Ring(counter uint16, ctrl []byte) error {
 	return nil
 }
 
+// RingWord is Ring with the control segment's first 8 bytes given as the
+// big-endian word they hold (wqe.CtrlWords's w0, a WQE builder's
+// doorbell word).
+func (q *SQ) RingWord(counter uint16, ctrl uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], ctrl)
+	publish(q.rec, be32(uint32(counter)))
+	wcStart()
+	store64(unsafe.Add(q.reg, q.half), b[:])
+	wcFlush(&q.half, q.half^q.bfSize)
+}
+
 // RingBF publishes the send producer counter and copies the posted WQE to
 // the register (BlueFlame), so the device need not read it from the ring.
 // The WQE is wqe followed by wrap: wrap holds the WQEBBs that continue at

@@ -89,8 +89,10 @@ func TestRingHalves(t *testing.T) {
 		}
 		clear(d.uar)
 		switch i % 4 {
-		case 0, 2:
+		case 0:
 			err = q.Ring(c, ctrl)
+		case 2:
+			q.RingWord(c, binary.BigEndian.Uint64(ctrl))
 		case 1:
 			err = q.RingBF(c, wqe, wrap)
 		case 3:

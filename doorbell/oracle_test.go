@@ -2,6 +2,7 @@ package doorbell
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -157,7 +158,11 @@ func TestOracleDoorbells(t *testing.T) {
 				}
 			} else {
 				kind = "db"
-				if err := sq.Ring(uint16(v.SQAfter), unhex(t, last.WQEBBs[0])[:8]); err != nil {
+				ctrl := unhex(t, last.WQEBBs[0])[:8]
+				if v.SQAfter%2 == 0 { // half the posts ring with the word
+					kind = "db-word"
+					sq.RingWord(uint16(v.SQAfter), binary.BigEndian.Uint64(ctrl))
+				} else if err := sq.Ring(uint16(v.SQAfter), ctrl); err != nil {
 					t.Fatalf("%s: %v", v.name(), err)
 				}
 			}
@@ -182,7 +187,7 @@ func TestOracleDoorbells(t *testing.T) {
 	}
 	t.Logf("posts replayed by kind: %v", counts)
 	// Every kind of ring must have been exercised.
-	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/bf", "datapath/bf1", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
+	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/db-word", "datapath/bf", "datapath/bf1", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
 		if counts[k] == 0 {
 			t.Errorf("no %s posts", k)
 		}

@@ -25,10 +25,14 @@ import (
 // on a QP.
 type Batch struct {
 	qp   *QP
-	open bool
 	err  error
+	open bool
 	// ready: open and no error (what Add's fast lane looks at).
 	ready bool
+	// refusedAt: Begin found the QP closed (or nil, or not made by
+	// CreateQP), and err says so for a post send, until the first work
+	// request added names its operation.
+	refusedAt bool
 	// limit is the producer counter up to which the batch may write:
 	// the counter at Begin plus the WQEBBs free then (the poller only
 	// frees more meanwhile). In 16 bits, as the counters: a send queue
@@ -53,10 +57,6 @@ type Batch struct {
 	stream uint16
 	// undo is what mkey configures changed in their mkeys, oldest first.
 	undo []mkeyUndo
-	// refusedAt: Begin found the QP closed (or nil, or not made by
-	// CreateQP), and err says so for a post send, until the first work
-	// request added names its operation.
-	refusedAt bool
 }
 
 // mkeyUndo is an mkey's configure state before a work request of the
@@ -78,6 +78,23 @@ func (qp *QP) Begin() *Batch {
 		return nilQPBatch()
 	}
 	b := &qp.batch
+	if b.open || !qp.g.enter() {
+		return qp.beginRefused()
+	}
+	b.qp, b.err, b.n, b.extra = qp, nil, 0, 0
+	b.undo = b.undo[:0]
+	b.open, b.ready, b.refusedAt = true, true, false
+	b.start, b.fm = qp.sq.pi, qp.fmCache
+	b.limit = b.start + uint16(qp.sq.free())
+	return b
+}
+
+// beginRefused is Begin's batch when a batch is open or the QP's guard
+// refused entry. Not inlined: Begin stays small.
+//
+//go:noinline
+func (qp *QP) beginRefused() *Batch {
+	b := &qp.batch
 	b.ready = false
 	if b.open {
 		// A batch that was not committed or aborted: a misuse, not a
@@ -87,15 +104,8 @@ func (qp *QP) Begin() *Batch {
 		b.open = false
 		return b
 	}
-	b.qp, b.err, b.n, b.extra, b.refusedAt = qp, nil, 0, 0, false
+	b.qp, b.err, b.n, b.extra, b.refusedAt = qp, qp.refused(postSend), 0, 0, true
 	b.undo = b.undo[:0]
-	if !qp.g.enter() {
-		b.err, b.refusedAt = qp.refused(postSend), true
-		return b
-	}
-	b.open, b.ready = true, true
-	b.start, b.fm = qp.sq.pi, qp.fmCache
-	b.limit = b.start + uint16(qp.sq.free())
 	return b
 }
 
@@ -389,28 +399,36 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 // batch; or, if a work request failed, undoes the batch and returns that
 // failure. A batch of nothing rings nothing.
 func (b *Batch) Commit() error {
-	if b == nil || !b.open {
-		return b.notOpen()
+	if b == nil || !b.open || b.err != nil {
+		return b.commitFailed()
 	}
 	qp := b.qp
-	b.ready = false
-	if b.err != nil {
-		b.rollback()
-		b.open = false
-		qp.g.exit()
-		return b.err
-	}
+	b.open, b.ready = false, false
 	var err error
 	if b.n > 0 {
 		qp.sq.sync.publish()
 		err = qp.ring(b.lastDB, b.n+b.extra)
 	}
-	b.open = false
 	qp.g.exit()
 	if err != nil {
 		return qp.ringErr(err)
 	}
 	return nil
+}
+
+// commitFailed is Commit of a batch that is not open, or failed: it
+// rolls a failed batch back and returns its error.
+//
+//go:noinline
+func (b *Batch) commitFailed() error {
+	if b == nil || !b.open {
+		return b.notOpen()
+	}
+	b.ready = false
+	b.rollback()
+	b.open = false
+	b.qp.g.exit()
+	return b.err
 }
 
 // notOpen is Commit's error for a batch that is not open: the error it

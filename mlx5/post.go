@@ -1,6 +1,8 @@
 package mlx5
 
 import (
+	"unsafe"
+
 	"encoding/binary"
 	"fmt"
 
@@ -192,21 +194,37 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint
 	qp.sq.pi = next
 }
 
-// ring rings the send doorbell for what was posted since start, nreq WQEs
-// whose last starts at last: a BlueFlame copy of a single WQE of more than
-// one segment that fits, as libmlx5 does, else the first 8 bytes of the
-// last WQE's control segment (the 8-byte doorbell).
+// ring rings the send doorbell for what was posted, nreq WQEs, the last
+// of which has the doorbell word doorbell (the first 8 bytes of its
+// control segment): a BlueFlame copy of a single WQE of more than one
+// segment that fits, as libmlx5 does, else the 8-byte doorbell.
 func (qp *QP) ring(doorbell uint64, nreq int) error {
+	// The common case: a single WQE of one WQEBB, 2 to 4 segments, and a
+	// register with BlueFlame buffers (of at least one WQEBB). The ring
+	// is a power of two of WQEBBs (CreateQP), so the WQEBB at the
+	// counter's slot is in it (checked all the same). Nothing is live
+	// after the call: the compiler spills nothing around it.
+	ring := qp.sq.ring
+	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
+	ds := uint8(doorbell & 0x3f)
+	if nreq == 1 && ds-2 <= 2 && at+wqe.WQEBB <= uint(len(ring)) && qp.dbSQ.BlueFlameSize() != 0 {
+		return qp.dbSQ.RingBF1(qp.sq.pi, (*[wqe.WQEBB]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(ring)), at)))
+	}
+	// Several WQEs, or one of one segment: the 8-byte doorbell
+	// (doorbell.SQ.UseBlueFlame).
+	if nreq != 1 || ds <= 1 {
+		qp.dbSQ.RingWord(qp.sq.pi, doorbell)
+		return nil
+	}
+	return qp.ringAny(doorbell, nreq)
+}
+
+// ringAny is ring for any post.
+func (qp *QP) ringAny(doorbell uint64, nreq int) error {
 	// The doorbell word is the last WQE's control segment's first 8
 	// bytes: its counter in bits 40 to 55, its ds in the low 6 bits.
 	last, lastDS := uint16(doorbell>>40), uint8(doorbell&0x3f)
 	ring := qp.sq.ring
-	// The common case: a single WQE of one WQEBB, 2 to 4 segments, and a
-	// register with BlueFlame buffers (of at least one WQEBB).
-	if nreq == 1 && lastDS-2 <= 2 && qp.dbSQ.BlueFlameSize() != 0 {
-		i := int(last) & (len(ring)/wqe.WQEBB - 1)
-		return qp.dbSQ.RingBF1(qp.sq.pi, (*[wqe.WQEBB]byte)(ring[i*wqe.WQEBB:]))
-	}
 	bbs := len(ring) / wqe.WQEBB
 	ds := int(lastDS)
 	if qp.dbSQ.UseBlueFlame(nreq, ds) {
