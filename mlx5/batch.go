@@ -175,15 +175,8 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, db uint64, 
 	b.n++
 }
 
-// Add builds one send work request into the batch.
-func (b *Batch) Add(wr *SendWR) *Batch {
-	if b.fast(wr) {
-		return b
-	}
-	return b.add(wr)
-}
-
-// add is Add's general path.
+// add is Add's general path. In a batch that is not open it does
+// nothing (PostSend relies on it).
 func (b *Batch) add(wr *SendWR) *Batch {
 	if b == nil || !b.usable() {
 		if b != nil {

@@ -6,16 +6,17 @@ import (
 	"github.com/mlx5go/mlx5go/wqe"
 )
 
-// The post path's fast lane: the work request storage and RPC code posts
-// most, a SEND, SEND with immediate or invalidate, RDMA WRITE (with
-// immediate) or RDMA READ of a gather list on an RC or UC QP, written
-// with the segment words of package wqe in 8-byte stores, checked as
-// BuildSend checks it, without the general builder's layout of every
-// operation and QP type. A work request it does not take (inline data, a
-// UD, DC or atomic work request, LOCAL_INV, NOP, a WQE that crosses the
-// ring's end) or cannot post (invalid, or no room: the general path then
-// says why) goes the general way, which writes the same bytes
-// (TestFastPathSameWQEs, FuzzFastPath).
+// The post path's fast lane (Batch.Add's body): the work request
+// storage and RPC code posts most, a SEND, SEND with immediate or
+// invalidate, RDMA WRITE (with immediate) or RDMA READ of a gather list
+// on an RC or UC QP, written with the segment words of package wqe in
+// 8-byte stores, checked as BuildSend checks it, without the general
+// builder's layout of every operation and QP type. A work request it
+// does not take (inline data, a UD, DC or atomic work request,
+// LOCAL_INV, NOP, a WQE that crosses the ring's end) or cannot post
+// (invalid, or no room: the general path then says why) goes the
+// general way, which writes the same bytes (TestFastPathSameWQEs,
+// FuzzFastPath).
 
 // fastInfo is what the fast lane needs of an opcode: the table below
 // says which opcodes it takes and how their WQE is laid out; init fills in
@@ -90,23 +91,25 @@ func (qp *QP) initFast() {
 	}
 }
 
-// fast is Add's fast lane (and PostSend's): if the batch is ready and wr
+// Add builds one send work request into the batch.
+//
+// Its body is the fast lane (PostSend's too): if the batch is ready and wr
 // takes the lane, is valid and its WQE fits below the batch's limit, it
 // writes wr's WQE at the producer counter, records it, advances the
-// counter, notes its doorbell word in the batch and returns true; else
-// it writes nothing and returns false, for the general path (which then
-// says why). It calls nothing that is not inlined: no stack check, no
-// frame setup beyond its spills.
-func (b *Batch) fast(wr *SendWR) bool {
+// counter and notes its doorbell word in the batch; else it writes
+// nothing and hands wr to the general path, add (which then says why).
+// It calls nothing else: no stack check, no frame setup beyond its
+// spills.
+func (b *Batch) Add(wr *SendWR) *Batch {
 	if b == nil || !b.ready || wr == nil {
-		return false
+		return b.add(wr)
 	}
 	qp := b.qp
 	// A shift of 64 or more is 0 (an opcode past the fast ones, not one
 	// of them modulo 64).
 	op := wr.Opcode
 	if qp.fast>>op&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
-		return false
+		return b.add(wr)
 	}
 	info := &fastOps[op&15]
 	sgl := wr.SGL
@@ -121,7 +124,7 @@ func (b *Batch) fast(wr *SendWR) bool {
 		// the message's limit.
 		l0 = sgl[0].Length
 		if l0 > qp.fastMaxLen || b.limit == pi {
-			return false
+			return b.add(wr)
 		}
 		n = 1 + int(info.remote)
 		if l0 != 0 {
@@ -131,14 +134,14 @@ func (b *Batch) fast(wr *SendWR) bool {
 	} else {
 		var ok bool
 		if n, ok = qp.fastGather(sgl); !ok {
-			return false
+			return b.add(wr)
 		}
 		n += 1 + int(info.remote)
 		bbs = (n + 3) >> 2
 		// Too large for the QP, no room, or across the ring's end (the
 		// general path writes that in two pieces).
 		if n > qp.fastMaxDS || bbs > int(b.limit-pi) || slot+bbs > len(qp.sq.slots) {
-			return false
+			return b.add(wr)
 		}
 	}
 	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
@@ -194,7 +197,7 @@ func (b *Batch) fast(wr *SendWR) bool {
 	qp.sq.pi = next
 	b.lastDB = db
 	b.n++
-	return true
+	return b
 }
 
 // fastGather is the fast lane's check of a gather list of other than one

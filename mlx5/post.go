@@ -147,14 +147,16 @@ func (sq *sendQueue) free() int {
 func (qp *QP) PostSend(wr *SendWR) error {
 	// The fast lane's work requests go without a batch: Begin, Add and
 	// Commit's bookkeeping is for rolling back several.
-	// The QP's batch, not open, is the lane's scratch: its limit and
-	// the doorbell word it notes.
+	// The QP's batch, not open, is the lane's scratch: its limit, the
+	// doorbell word it notes and its count. Add takes wr by the fast lane
+	// or not at all (its general path does nothing in a batch that is
+	// not open); then the batch of one below says why.
 	if qp != nil && !qp.batch.open && qp.g.enter() {
 		b := &qp.batch
-		b.qp, b.limit, b.ready = qp, qp.sq.pi+uint16(qp.sq.free()), true
-		ok := b.fast(wr)
+		b.qp, b.limit, b.ready, b.n = qp, qp.sq.pi+uint16(qp.sq.free()), true, 0
+		b.Add(wr)
 		b.ready = false
-		if ok {
+		if b.n == 1 {
 			qp.sq.sync.publish()
 			err := qp.ring(b.lastDB, 1)
 			qp.g.exit()
