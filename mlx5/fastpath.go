@@ -105,10 +105,9 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		return b.add(wr)
 	}
 	qp := b.qp
-	// A shift of 64 or more is 0 (an opcode past the fast ones, not one
-	// of them modulo 64).
+	// The lane's opcodes are below 16.
 	op := wr.Opcode
-	if qp.fast>>op&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
+	if op >= 16 || qp.fast>>(op&15)&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
 		return b.add(wr)
 	}
 	info := &fastOps[op&15]
@@ -204,6 +203,9 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // SGE: the data segments it takes (an SGE of length 0 takes none), and
 // false for more SGEs than the QP takes, an SGE of 2^31 bytes or more or
 // a message longer than the QP sends (the general path refuses them).
+// Not inlined: the single SGE's lane keeps its registers.
+//
+//go:noinline
 func (qp *QP) fastGather(sgl []SGE) (n int, ok bool) {
 	var total uint64
 	var or uint32
