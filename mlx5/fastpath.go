@@ -98,8 +98,7 @@ func (qp *QP) initFast() {
 // writes wr's WQE at the producer counter, records it, advances the
 // counter and notes its doorbell word in the batch; else it writes
 // nothing and hands wr to the general path, add (which then says why).
-// It calls nothing else: no stack check, no frame setup beyond its
-// spills.
+// A gather list of other than one SGE goes to addGather.
 func (b *Batch) Add(wr *SendWR) *Batch {
 	if b == nil || !b.ready || wr == nil {
 		return b.add(wr)
@@ -112,40 +111,26 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	info := &fastOps[op&15]
 	sgl := wr.SGL
-	pi := qp.sq.pi
-	slot := int(pi) & (len(qp.sq.slots) - 1)
-	var n, bbs int // the WQE's 16-byte segments and WQEBBs
-	var l0 uint32  // the single SGE's length
-	if len(sgl) == 1 {
-		// The common case. One SGE is allowed (initFast), its WQE is at
-		// most 3 segments, one WQEBB, which does not cross the ring's
-		// end; fastMaxLen covers both the data segment's 31 bits and
-		// the message's limit.
-		l0 = sgl[0].Length
-		if l0 > qp.fastMaxLen || b.limit == pi {
-			return b.add(wr)
-		}
-		n = 1 + int(info.remote)
-		if l0 != 0 {
-			n++
-		}
-		bbs = 1
-	} else {
-		var ok bool
-		if n, ok = qp.fastGather(sgl); !ok {
-			return b.add(wr)
-		}
-		n += 1 + int(info.remote)
-		bbs = (n + 3) >> 2
-		// Too large for the QP, no room, or across the ring's end (the
-		// general path writes that in two pieces).
-		if n > qp.fastMaxDS || bbs > int(b.limit-pi) || slot+bbs > len(qp.sq.slots) {
-			return b.add(wr)
-		}
+	if len(sgl) != 1 {
+		return b.addGather(wr, info)
 	}
-	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
-	// above: initFast made sure the ring holds a WQEBB per slot), in
-	// 8-byte stores.
+	// The common case, one SGE. It is allowed (initFast); its WQE is at
+	// most 3 segments, one WQEBB, which does not cross the ring's end;
+	// fastMaxLen covers both the data segment's 31 bits and the
+	// message's limit.
+	pi := qp.sq.pi
+	l0 := sgl[0].Length
+	if l0 > qp.fastMaxLen || b.limit == pi {
+		return b.add(wr)
+	}
+	n := 1 + int(info.remote) // the WQE's 16-byte segments
+	if l0 != 0 {
+		n++
+	}
+	// The WQEBB at the counter's slot (initFast made sure the ring
+	// holds a WQEBB per slot), in 8-byte stores. (addGather writes the
+	// same head: a call here would cost more than the lines.)
+	slot := int(pi) & (len(qp.sq.slots) - 1)
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.ring)), slot*wqe.WQEBB)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	// wqe.CtrlWords, with the opcode's and the QP's parts made ahead.
@@ -158,40 +143,82 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		putSeg(w, off, r0, r1)
 		off += wqe.RaddrSegSize
 	}
-	if bbs == 1 && len(sgl) == 1 {
-		if l0 != 0 {
-			d0, d1 := wqe.DataWords(wqe.SGE(sgl[0]))
+	if l0 != 0 {
+		d0, d1 := wqe.DataWords(wqe.SGE(sgl[0]))
+		putSeg(w, off, d0, d1)
+		off += wqe.DataSegSize
+	}
+	// The rest of the WQEBB: one to three segments of zeros.
+	switch off {
+	case 16:
+		zeroSeg(w, 16)
+		fallthrough
+	case 32:
+		zeroSeg(w, 32)
+	}
+	zeroSeg(w, 48)
+	qp.fmCache = false
+	next := pi + 1
+	// track's record.
+	sl := (*sqSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.slots)), uintptr(slot)*unsafe.Sizeof(sqSlot{})))
+	sl.wrID, sl.next, sl.last, sl.op, sl.bits = wr.WrID, next, pi, info.wc, info.bits
+	qp.sq.pi = next
+	b.lastDB = db
+	b.n++
+	return b
+}
+
+// addGather is the fast lane for a gather list of other than one SGE: of
+// any length up to the QP's, with zero-length SGEs left out, a WQE of
+// several WQEBBs that does not cross the ring's end. Not inlined in Add:
+// the single SGE's lane keeps its registers.
+//
+//go:noinline
+func (b *Batch) addGather(wr *SendWR, info *fastInfo) *Batch {
+	qp := b.qp
+	sgl := wr.SGL
+	n, ok := qp.fastGather(sgl)
+	if !ok {
+		return b.add(wr)
+	}
+	n += 1 + int(info.remote)
+	bbs := (n + 3) >> 2
+	pi := qp.sq.pi
+	slot := int(pi) & (len(qp.sq.slots) - 1)
+	// Too large for the QP, no room, or across the ring's end (the
+	// general path writes that in two pieces).
+	if n > qp.fastMaxDS || bbs > int(b.limit-pi) || slot+bbs > len(qp.sq.slots) {
+		return b.add(wr)
+	}
+	// The WQE's bytes, slot*64 to (slot+bbs)*64 of the ring (checked
+	// above), with Add's head.
+	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.ring)), slot*wqe.WQEBB)
+	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
+	db := uint64(pi)<<40 | info.ctrl | qp.ctrlQPN | uint64(n)
+	_, w1 := wqe.CtrlWords(0, 0, 0, 0, wqe.CtrlFlags(wqe.SendFlags(wr.Flags), qp.fmCache), imm)
+	putSeg(w, 0, db, w1)
+	off := uintptr(wqe.CtrlSegSize)
+	if info.remote != 0 {
+		r0, r1 := wqe.RaddrWords(wr.RemoteAddr, wr.RKey)
+		putSeg(w, off, r0, r1)
+		off += wqe.RaddrSegSize
+	}
+	for i := range sgl {
+		if sgl[i].Length != 0 {
+			d0, d1 := wqe.DataWords(wqe.SGE(sgl[i]))
 			putSeg(w, off, d0, d1)
 			off += wqe.DataSegSize
 		}
-	} else {
-		for i := range sgl {
-			if sgl[i].Length != 0 {
-				d0, d1 := wqe.DataWords(wqe.SGE(sgl[i]))
-				putSeg(w, off, d0, d1)
-				off += wqe.DataSegSize
-			}
-		}
 	}
 	// The rest of the last WQEBB: up to three segments of zeros.
-	switch uintptr(bbs*wqe.WQEBB) - off {
-	case 48:
-		zeroSeg(w, off+32)
-		fallthrough
-	case 32:
-		zeroSeg(w, off+16)
-		fallthrough
-	case 16:
+	for ; off < uintptr(bbs*wqe.WQEBB); off += 16 {
 		zeroSeg(w, off)
 	}
 	qp.fmCache = false
 	next := pi + uint16(bbs)
-	// track's record, in every WQEBB of the WQE (which does not wrap:
-	// slot+bbs <= len(slots), checked above).
-	sl := (*sqSlot)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(qp.sq.slots)), uintptr(slot)*unsafe.Sizeof(sqSlot{})))
-	sl.wrID, sl.next, sl.last, sl.op, sl.bits = wr.WrID, next, pi, info.wc, info.bits
-	for j := 1; j < bbs; j++ {
-		qp.sq.slots[slot+j] = *sl
+	// track's record, in every WQEBB of the WQE.
+	for j := range bbs {
+		qp.sq.slots[slot+j] = sqSlot{wrID: wr.WrID, next: next, last: pi, op: info.wc, bits: info.bits}
 	}
 	qp.sq.pi = next
 	b.lastDB = db
@@ -203,9 +230,6 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // SGE: the data segments it takes (an SGE of length 0 takes none), and
 // false for more SGEs than the QP takes, an SGE of 2^31 bytes or more or
 // a message longer than the QP sends (the general path refuses them).
-// Not inlined: the single SGE's lane keeps its registers.
-//
-//go:noinline
 func (qp *QP) fastGather(sgl []SGE) (n int, ok bool) {
 	var total uint64
 	var or uint32
