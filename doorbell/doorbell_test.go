@@ -267,3 +267,18 @@ func TestRecordMonotonic(t *testing.T) {
 	}
 	t.Logf("%d polls during %d rings", polls, rings)
 }
+
+// be32 and fromBE32 are encoding/binary's big-endian order, in a native
+// word, whichever form the build uses (endian_le.go, endian_other.go).
+func TestBE32(t *testing.T) {
+	for _, v := range []uint32{0, 1, 0x1234, 0xffff, 0x12345678, 0x80000001, 0xffffffff} {
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], be32(v))
+		if got := binary.BigEndian.Uint32(b[:]); got != v {
+			t.Errorf("be32(%#x) holds %#x big-endian", v, got)
+		}
+		if fromBE32(be32(v)) != v {
+			t.Errorf("fromBE32(be32(%#x)) = %#x", v, fromBE32(be32(v)))
+		}
+	}
+}

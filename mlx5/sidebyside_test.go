@@ -226,6 +226,17 @@ func newSideBySide(tb testing.TB, goName string) *sbsFixture {
 			}
 			return nil
 		}
+	case goName == "Batch1": // op_wr_write: one work request, without an inner loop
+		wr := &wrs[0]
+		f.run = func(n int, seq uint64) error {
+			for i := range n {
+				wr.WrID = seq + uint64(i)
+				if err := qp.Begin().Add(wr).Commit(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	case strings.HasPrefix(goName, "Batch"): // ibv_wr_start, N x (ibv_wr_rdma_write, ibv_wr_set_sge), ibv_wr_complete
 		f.run = func(n int, seq uint64) error {
 			for i := range n {
