@@ -49,7 +49,23 @@ var fastOps = [16]fastInfo{
 	OpRDMARead:     {fast: true, remote: 1},
 }
 
+// fastFlags is the fast lane's fm_ce_se part of a ctrl segment's second
+// word (wqe.CtrlWords's w1 with imm 0), by the flags' low three bits and
+// the small fence (fmIndex).
+var fastFlags [16]uint64
+
+// fmIndex is the small fence's part of a fastFlags index.
+func fmIndex(small bool) wqe.SendFlags {
+	if small {
+		return 8
+	}
+	return 0
+}
+
 func init() {
+	for i := range fastFlags {
+		_, fastFlags[i] = wqe.CtrlWords(0, 0, 0, 0, wqe.CtrlFlags(wqe.SendFlags(i&7), i&8 != 0), 0)
+	}
 	for i := range fastOps {
 		if f := &fastOps[i]; f.fast {
 			o := &opcodes[i]
@@ -135,7 +151,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	// wqe.CtrlWords, with the opcode's and the QP's parts made ahead.
 	db := uint64(pi)<<40 | info.ctrl | qp.ctrlQPN | uint64(n)
-	_, w1 := wqe.CtrlWords(0, 0, 0, 0, wqe.CtrlFlags(wqe.SendFlags(wr.Flags), qp.fmCache), imm)
+	w1 := fastFlags[wqe.SendFlags(wr.Flags)&7|fmIndex(qp.fmCache)] | uint64(imm)
 	putSeg(w, 0, db, w1)
 	off := uintptr(wqe.CtrlSegSize)
 	if info.remote != 0 {
