@@ -85,7 +85,7 @@ func (qp *QP) Begin() *Batch {
 	b.undo = b.undo[:0]
 	b.open, b.ready, b.refusedAt = true, true, false
 	b.start, b.fm = qp.sq.pi, qp.fmCache
-	b.limit = b.start + uint16(qp.sq.free())
+	b.limit = qp.sq.limit()
 	return b
 }
 

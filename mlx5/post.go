@@ -141,6 +141,13 @@ func (sq *sendQueue) free() int {
 	return len(sq.slots) - int(sq.pi-uint16(sq.tail.Load()))
 }
 
+// limit is the producer counter up to which a post may write: pi plus
+// free, which is the consumer counter plus the ring's WQEBBs (a send
+// queue has fewer than 65536).
+func (sq *sendQueue) limit() uint16 {
+	return uint16(sq.tail.Load()) + uint16(len(sq.slots))
+}
+
 // PostSend posts one send work request and rings the doorbell: a batch
 // of one. It does not allocate or make a system call; one goroutine at a
 // time may post on a QP.
@@ -153,7 +160,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	// not open); then the batch of one below says why.
 	if qp != nil && !qp.batch.open && qp.g.enter() {
 		b := &qp.batch
-		b.qp, b.limit, b.ready, b.n = qp, qp.sq.pi+uint16(qp.sq.free()), true, 0
+		b.qp, b.limit, b.ready, b.n = qp, qp.sq.limit(), true, 0
 		b.Add(wr)
 		b.ready = false
 		if b.n == 1 {
