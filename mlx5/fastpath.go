@@ -108,14 +108,14 @@ func (qp *QP) initFast() {
 }
 
 // Add builds one send work request into the batch.
-//
-// Its body is the fast lane (PostSend's too): if the batch is ready and wr
-// takes the lane, is valid and its WQE fits below the batch's limit, it
-// writes wr's WQE at the producer counter, records it, advances the
-// counter and notes its doorbell word in the batch; else it writes
-// nothing and hands wr to the general path, add (which then says why).
-// A gather list of other than one SGE goes to addGather.
 func (b *Batch) Add(wr *SendWR) *Batch {
+	// Add's body is the fast lane (PostSend's too): if the batch is
+	// ready and wr takes the lane, is valid and its WQE fits below the
+	// batch's limit, it writes wr's WQE at the producer counter, records
+	// it, advances the counter and notes its doorbell word in the batch;
+	// else it writes nothing and hands wr to the general path, add (which
+	// then says why). A gather list of other than one SGE goes to
+	// addGather.
 	if b == nil || !b.ready || wr == nil {
 		return b.add(wr)
 	}
