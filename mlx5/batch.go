@@ -320,6 +320,16 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// a few bit tests when the block fits the device.
 	// A block of the value checked last needs neither check (sigMemo).
 	capsErr, sigChecked := error(nil), wr.Sig != nil && m.sigMemo.matches(wr.Sig)
+	// The WQEs of the mkey's last configure, when this one has its inputs
+	// (mkeyTmpl): its signature block the memo's, no interleaved layout,
+	// no signature error counter update, the same key.
+	if t := &m.tmpl; t.ok && sigChecked == (wr.Sig != nil) && wr.Interleaved == nil && (!m.sigMkey || errs == m.sentErrs) &&
+		t.key == tmplKey(qp, m, wr) {
+		if res, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
+			b.mkeyAdded(wr, m, res, errs, true)
+			return b
+		}
+	}
 	if wr.Sig != nil && m.checkCaps && !sigChecked {
 		capsErr = m.sigCaps.Supports(wr.Sig)
 	}
@@ -364,16 +374,32 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
 		return b
 	}
+	if wr.Sig != nil && !sigChecked {
+		// Valid (the builder validated it) and supported.
+		m.sigMemo.remember(wr.Sig, mem, wire)
+	}
+	// The WQEs are the next configure's of the same inputs, when they can
+	// be copied and their signature block, if any, is the memo's: the
+	// memo changes only here, so a template with a signature block is
+	// always of the block the memo holds.
+	key := tmplKey(qp, m, wr)
+	m.tmpl.ok = (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+	m.tmpl.key = key
+	b.mkeyAdded(wr, m, res, errs, m.sigMemo.ok)
+	return b
+}
+
+// mkeyAdded records an mkey configure written into the batch with result
+// res: the mkey's configure state (undone with the batch), its completion.
+// errs is the signature error count the configure carried; memo says the
+// mkey's sigMemo holds wr.Sig.
+func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.MkeyConfigureResult, errs uint32, memo bool) {
 	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
 		m.shape.Store(uint32(shapeOf(wr.Sig)))
-		if !sigChecked {
-			// Valid (the builder validated it) and supported.
-			m.sigMemo.remember(wr.Sig, mem, wire)
-		}
-		if m.sigMemo.ok {
+		if memo {
 			m.sigPSV = m.sigMemo.psvs
 		} else {
 			m.sigPSV = wqe.PSVsOf(wr.Sig)
@@ -386,7 +412,6 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	m.sentErrs = errs
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
-	return b
 }
 
 // Commit rings one doorbell for the batch's work requests and ends the

@@ -1,0 +1,38 @@
+package mlx5
+
+import "github.com/mlx5go/mlx5go/wqe"
+
+// mkeyTmpl is the WQEs of an mkey's last configure that can be copied
+// (wqe.MkeyTemplate), with the inputs they were built from: a configure
+// of the same inputs, but for its list's entries, is written by copying
+// them and rewriting the counters, the KLMs and the length. A cache, not
+// state: the WQEs are a function of the key (and of the signature block
+// the mkey's sigMemo holds: the memo changes only where a configure is
+// recorded again), so a batch's rollback leaves it alone. The poster's,
+// as the rest of an mkey's configure state.
+type mkeyTmpl struct {
+	ok  bool
+	key mkeyTmplKey
+	wqe.MkeyTemplate
+}
+
+// mkeyTmplKey is what the WQEs of a configure depend on, but for its
+// list's entries, its signature block's value (sigMemo) and what the mkey
+// fixes at its creation (PSV indexes, max_entries, signature support).
+type mkeyTmplKey struct {
+	qp     *QP // its QPN, its ring, its inline room
+	lkey   uint32
+	flags  SendFlags
+	access AccessFlags
+	n      int // list entries
+	bsf    wqe.BSFState
+	// setAccess; the small fence the QP's last WQE asked for; a list
+	// layout; a signature block; RESET_SIG_ATTR.
+	setAccess, fm, list, sig, resetSig bool
+}
+
+// tmplKey returns the template key of wr, posted on qp to m.
+func tmplKey(qp *QP, m *Mkey, wr *MkeyConfigureWR) mkeyTmplKey {
+	return mkeyTmplKey{qp: qp, lkey: m.LKey, flags: wr.Flags, access: wr.Access, n: len(wr.List), bsf: m.bsf,
+		setAccess: wr.SetAccess, fm: qp.fmCache, list: wr.List != nil, sig: wr.Sig != nil, resetSig: wr.ResetSig}
+}
