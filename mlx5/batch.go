@@ -325,8 +325,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// no signature error counter update, the same key.
 	if t := &m.tmpl; t.ok && sigChecked == (wr.Sig != nil) && wr.Interleaved == nil && (!m.sigMkey || errs == m.sentErrs) &&
 		t.key == tmplKey(qp, m, wr) {
-		if res, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
-			b.mkeyAdded(wr, m, res, errs, true)
+		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
+			b.mkeyAdded(wr, m, res, wqes, errs, t.shape, true)
 			return b
 		}
 	}
@@ -382,23 +382,24 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// be copied and their signature block, if any, is the memo's: the
 	// memo changes only here, so a template with a signature block is
 	// always of the block the memo holds.
-	key := tmplKey(qp, m, wr)
+	shape := shapeOf(wr.Sig)
 	m.tmpl.ok = (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
-	m.tmpl.key = key
-	b.mkeyAdded(wr, m, res, errs, m.sigMemo.ok)
+	m.tmpl.key, m.tmpl.shape = tmplKey(qp, m, wr), shape
+	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, errs, shape, m.sigMemo.ok)
 	return b
 }
 
-// mkeyAdded records an mkey configure written into the batch with result
-// res: the mkey's configure state (undone with the batch), its completion.
-// errs is the signature error count the configure carried; memo says the
-// mkey's sigMemo holds wr.Sig.
-func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.MkeyConfigureResult, errs uint32, memo bool) {
+// mkeyAdded records an mkey configure written into the batch, wqes WQEs
+// with result res: the mkey's configure state (undone with the batch),
+// its completion. errs is the signature error count the configure
+// carried, shape shapeOf(wr.Sig); memo says the mkey's sigMemo holds
+// wr.Sig.
+func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int, errs uint32, shape sigShape, memo bool) {
 	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
-		m.shape.Store(uint32(shapeOf(wr.Sig)))
+		m.shape.Store(uint32(shape))
 		if memo {
 			m.sigPSV = m.sigMemo.psvs
 		} else {
@@ -411,7 +412,7 @@ func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.MkeyConfigureRes
 	}
 	m.sentErrs = errs
 	b.stream = 0
-	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
+	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, wqes)
 }
 
 // Commit rings one doorbell for the batch's work requests and ends the

@@ -1,18 +1,12 @@
 package wqe
 
-import (
-	"encoding/binary"
-	"math/bits"
-
-	"github.com/mlx5go/mlx5go/prm"
-)
-
 // MkeyTemplateWQEBBs is the most WQEBBs an MkeyTemplate holds: a UMR of
 // up to four WQEBBs of KLMs with its BSF and two SET_PSVs.
 const MkeyTemplateWQEBBs = 8
 
-// mkcLenOff is the offset of len in the mkey context.
-var mkcLenOff = int(prm.Mkc.Len.Off / 8)
+// mkcLenOff is the offset of len in the mkey context (prm.Mkc.Len; a
+// test checks it).
+const mkcLenOff = 0x18
 
 // MkeyTemplate is a copy of the WQEs BuildMkeyConfigure wrote for an
 // mkey configure with a list layout, or none, so that a configure with
@@ -25,8 +19,9 @@ var mkcLenOff = int(prm.Mkc.Len.Off / 8)
 // but List's entries, and UpdateSigErr false: with a counter update the
 // WQEs depend on SigErrs).
 type MkeyTemplate struct {
-	bbs  [MkeyTemplateWQEBBs][WQEBB]byte
-	res  MkeyConfigureResult
+	wqes [MkeyTemplateWQEBBs * WQEBB]byte
+	res  Result
+	psvs int // SET_PSV WQEs after the UMR
 	klms int // the list's entries, 0 without a layout
 	list bool
 }
@@ -41,60 +36,56 @@ func (t *MkeyTemplate) Record(r Ring, pi uint16, c *MkeyConfigure, res MkeyConfi
 		return false
 	}
 	for i := range n {
-		t.bbs[i] = [WQEBB]byte(r.slot(pi + uint16(i)))
+		copy(t.wqes[i*WQEBB:], r.slot(pi+uint16(i)))
 	}
-	t.res, t.klms, t.list = res, len(c.List), c.List != nil
+	t.res, t.psvs, t.klms, t.list = res.Result, res.PSVs, len(c.List), c.List != nil
 	return true
 }
 
 // Put writes the template's WQEs into r at producer counter pi with the
 // list layout list, of as many entries as the recorded one (none, and nil,
-// when it had no layout), and returns their result, as BuildMkeyConfigure
-// would for the recorded inputs with this list. It reports false, and
-// writes nothing, when it cannot: the WQEs need more than free WQEBBs or
-// more than r holds, the list's length differs, or an entry maps more than
+// when it had no layout). It returns what BuildMkeyConfigure would for the
+// recorded inputs with this list: the Result, and the number of WQEs (the
+// UMR and its SET_PSVs). It reports false, and writes nothing into r,
+// when it cannot: the WQEs need more than free WQEBBs or more than r
+// holds, the list's length differs, or an entry maps more than
 // MaxKLMLength bytes. The caller then builds the work request with
 // BuildMkeyConfigure, which says why it fails.
-func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (MkeyConfigureResult, bool) {
+func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (res Result, wqes int, ok bool) {
 	n := t.res.WQEBBs
 	if len(list) != t.klms || (list != nil) != t.list || n > free || n < 2 || n > MkeyTemplateWQEBBs || !r.valid() || n > r.wqebbs() {
-		return MkeyConfigureResult{}, false
+		return Result{}, 0, false
 	}
+	// The template's variable fields first (each Put writes them all),
+	// then one copy: the UMR's counter, the KLMs, the mkey's length, the
+	// SET_PSVs' counters.
+	w := &t.wqes
+	be.PutUint16(w[1:], pi)
 	var length uint64
-	for _, k := range list {
-		if k.ByteCount > MaxKLMLength {
-			return MkeyConfigureResult{}, false
+	for i, k := range list {
+		if k.ByteCount > MaxKLMLength || i >= (MkeyTemplateWQEBBs-2)*WQEBB/KLMSegSize {
+			return Result{}, 0, false
 		}
 		length += uint64(k.ByteCount)
+		PutWords(w[2*WQEBB+i*KLMSegSize:], uint64(k.ByteCount)<<32|uint64(k.Mkey), k.Addr)
+	}
+	if t.list {
+		be.PutUint64(w[WQEBB+mkcLenOff:], length)
+	}
+	last := 0
+	for i := n - t.psvs; i < n; i++ {
+		be.PutUint16(w[i*WQEBB+1:], pi+uint16(i))
+		last = i
 	}
 	mask := r.wqebbs() - 1
-	for i := range n {
-		j := (int(pi) + i) & mask
-		*(*[WQEBB]byte)(r[j*WQEBB:]) = t.bbs[i]
-	}
-	// The UMR's counter, the mkey's length and the KLMs.
 	j := int(pi) & mask
-	be.PutUint16(r[j*WQEBB+1:], pi)
-	if t.list {
-		j = (int(pi) + 1) & mask
-		be.PutUint64(r[j*WQEBB+mkcLenOff:], length)
+	if k := mask + 1 - j; k < n {
+		copy(r[j*WQEBB:], w[:k*WQEBB])
+		copy(r, w[k*WQEBB:n*WQEBB])
+	} else {
+		copy(r[j*WQEBB:], w[:n*WQEBB])
 	}
-	for i, k := range list {
-		j = (int(pi) + 2 + i/4) & mask
-		b := r[j*WQEBB+(i%4)*KLMSegSize:]
-		_ = b[15]
-		binary.LittleEndian.PutUint64(b[0:], bits.ReverseBytes64(uint64(k.ByteCount)<<32|uint64(k.Mkey)))
-		binary.LittleEndian.PutUint64(b[8:], bits.ReverseBytes64(k.Addr))
-	}
-	// The SET_PSVs' counters: one WQEBB each, at the end.
-	res := t.res
-	last := pi
-	for i := n - res.PSVs; i < n; i++ {
-		last = pi + uint16(i)
-		j = int(last) & mask
-		be.PutUint16(r[j*WQEBB+1:], last)
-	}
-	j = int(last) & mask
-	res.Doorbell = be.Uint64(r[j*WQEBB:])
-	return res, true
+	res = t.res
+	res.Doorbell = be.Uint64(w[last*WQEBB:])
+	return res, 1 + t.psvs, true
 }
