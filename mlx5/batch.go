@@ -321,10 +321,9 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// A block of the value checked last needs neither check (sigMemo).
 	capsErr, sigChecked := error(nil), wr.Sig != nil && m.sigMemo.matches(wr.Sig)
 	// The WQEs of the mkey's last configure, when this one has its inputs
-	// (mkeyTmpl): its signature block the memo's, no interleaved layout,
-	// no signature error counter update, the same key.
-	if t := &m.tmpl; t.ok && sigChecked == (wr.Sig != nil) && wr.Interleaved == nil && (!m.sigMkey || errs == m.sentErrs) &&
-		t.key == tmplKey(qp, m, wr) {
+	// (mkeyTmpl): the same key, its signature block the memo's.
+	sigErr := m.sigMkey && errs != m.sentErrs
+	if t := &m.tmpl; t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
 		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
 			b.mkeyAdded(wr, m, res, wqes, errs, t.shape, true)
 			return b
@@ -338,7 +337,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
-		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV,
+		ResetSig: wr.ResetSig, UpdateSigErr: sigErr, SigErrs: errs, Block: m.sigPSV,
 		SigChecked: sigChecked, SigPSVs: m.sigMemo.psvs, SigBSF: &m.sigMemo.bsf}
 	fits := umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil)
 	if capsErr != nil || !fits {
@@ -383,8 +382,10 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// memo changes only here, so a template with a signature block is
 	// always of the block the memo holds.
 	shape := shapeOf(wr.Sig)
-	m.tmpl.ok = (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
-	m.tmpl.key, m.tmpl.shape = tmplKey(qp, m, wr), shape
+	m.tmpl.key = mkeyTmplKey{}
+	if (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res) {
+		m.tmpl.key, m.tmpl.shape = tmplKey(qp, m, wr), shape
+	}
 	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, errs, shape, m.sigMemo.ok)
 	return b
 }

@@ -11,7 +11,7 @@ import "github.com/mlx5go/mlx5go/wqe"
 // recorded again), so a batch's rollback leaves it alone. The poster's,
 // as the rest of an mkey's configure state.
 type mkeyTmpl struct {
-	ok    bool
+	// key is the inputs of the WQEs; its qp is nil when there are none.
 	key   mkeyTmplKey
 	shape sigShape // shapeOf the signature block
 	wqe.MkeyTemplate
@@ -19,42 +19,32 @@ type mkeyTmpl struct {
 
 // mkeyTmplKey is what the WQEs of a configure depend on, but for its
 // list's entries, its signature block's value (sigMemo) and what the mkey
-// fixes at its creation (PSV indexes, max_entries, signature support):
-// the QP (its QPN, its ring, its inline room), the list's length, and in
-// two words the mkey's key, the flags, the access rights, the mkey's BSF
-// state and five bits (tmplKey).
+// fixes at its creation (PSV indexes, max_entries, signature support). A
+// template is never of a configure with an interleaved layout or a
+// signature error counter update (wqe.MkeyTemplate.Record).
 type mkeyTmplKey struct {
-	qp     *QP
-	n      int
-	w0, w1 uint64
+	qp     *QP // its QPN, its ring, its inline room
+	lkey   uint32
+	flags  SendFlags
+	access AccessFlags
+	n      int // list entries
+	bsf    wqe.BSFState
+	// SetAccess; the small fence the QP's last WQE asked for; a list
+	// layout; a signature block; RESET_SIG_ATTR.
+	setAccess, fm, list, sig, resetSig bool
 }
-
-// Bits of mkeyTmplKey.w1.
-const (
-	tmplSetAccess = 1 << iota // SetAccess
-	tmplFence                 // the QP's last WQE asked for the small fence
-	tmplList                  // a list layout
-	tmplSig                   // a signature block
-	tmplResetSig              // RESET_SIG_ATTR
-)
 
 // tmplKey returns the template key of wr, posted on qp to m.
 func tmplKey(qp *QP, m *Mkey, wr *MkeyConfigureWR) mkeyTmplKey {
-	w1 := uint64(wr.Access)<<32 | uint64(m.bsf)<<8
-	if wr.SetAccess {
-		w1 |= tmplSetAccess
-	}
-	if qp.fmCache {
-		w1 |= tmplFence
-	}
-	if wr.List != nil {
-		w1 |= tmplList
-	}
-	if wr.Sig != nil {
-		w1 |= tmplSig
-	}
-	if wr.ResetSig {
-		w1 |= tmplResetSig
-	}
-	return mkeyTmplKey{qp: qp, n: len(wr.List), w0: uint64(m.LKey)<<32 | uint64(wr.Flags), w1: w1}
+	return mkeyTmplKey{qp: qp, lkey: m.LKey, flags: wr.Flags, access: wr.Access, n: len(wr.List), bsf: m.bsf,
+		setAccess: wr.SetAccess, fm: qp.fmCache, list: wr.List != nil, sig: wr.Sig != nil, resetSig: wr.ResetSig}
+}
+
+// matches reports whether wr, posted on qp to m, has the template's key
+// (tmplKey) and can be written by copying it: no interleaved layout, and
+// sigErr false (no signature error counter update).
+func (k *mkeyTmplKey) matches(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) bool {
+	return k.qp == qp && k.lkey == m.LKey && k.flags == wr.Flags && k.n == len(wr.List) && k.access == wr.Access &&
+		k.bsf == m.bsf && k.setAccess == wr.SetAccess && k.fm == qp.fmCache && k.list == (wr.List != nil) &&
+		k.sig == (wr.Sig != nil) && k.resetSig == wr.ResetSig && wr.Interleaved == nil && !sigErr
 }

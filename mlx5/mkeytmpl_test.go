@@ -200,11 +200,10 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 				wr := &wrs[k][i]
 				if m := wr.Mkey; m != nil {
 					if i == 1 {
-						m.tmpl.ok = false
-					} else if m.tmpl.ok {
-						errs := m.sigErrs.Load()
-						if m.tmpl.key == tmplKey(qp, m, wr) && (wr.Sig == nil || m.sigMemo.matches(wr.Sig)) &&
-							wr.Interleaved == nil && (!m.sigMkey || errs == m.sentErrs) {
+						m.tmpl.key = mkeyTmplKey{}
+					} else if m.tmpl.key.qp != nil {
+						sigErr := m.sigMkey && m.sigErrs.Load() != m.sentErrs
+						if m.tmpl.key.matches(qp, m, wr, sigErr) && (wr.Sig == nil || m.sigMemo.matches(wr.Sig)) {
 							p.hits++
 						} else {
 							p.changes++

@@ -32,7 +32,7 @@ type MkeyTemplate struct {
 // update, more than MkeyTemplateWQEBBs WQEBBs, or r not a valid ring.
 func (t *MkeyTemplate) Record(r Ring, pi uint16, c *MkeyConfigure, res MkeyConfigureResult) bool {
 	n := res.WQEBBs
-	if c == nil || c.Interleaved != nil || c.UpdateSigErr || n > MkeyTemplateWQEBBs || n < 2 || !r.valid() || n > r.wqebbs() {
+	if c == nil || c.Interleaved != nil || c.UpdateSigErr || n > MkeyTemplateWQEBBs || n < 2 || res.PSVs > 2 || !r.valid() || n > r.wqebbs() {
 		return false
 	}
 	for i := range n {
@@ -72,10 +72,14 @@ func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (res Result,
 	if t.list {
 		be.PutUint64(w[WQEBB+mkcLenOff:], length)
 	}
+	// One WQEBB each, at the end; the doorbell is the last WQE's.
 	last := 0
-	for i := n - t.psvs; i < n; i++ {
-		be.PutUint16(w[i*WQEBB+1:], pi+uint16(i))
-		last = i
+	if t.psvs > 0 {
+		last = n - 1
+		be.PutUint16(w[last*WQEBB+1:], pi+uint16(last))
+		if t.psvs > 1 {
+			be.PutUint16(w[(last-1)*WQEBB+1:], pi+uint16(last-1))
+		}
 	}
 	mask := r.wqebbs() - 1
 	j := int(pi) & mask
