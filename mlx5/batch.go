@@ -325,7 +325,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	sigErr := m.sigMkey && errs != m.sentErrs
 	if t := &m.tmpl; t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
 		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
-			b.mkeyAdded(wr, m, res, wqes, errs, t.shape, true)
+			b.mkeyAdded(wr, m, res, wqes, t.shape)
+			m.sentErrs = errs
 			return b
 		}
 	}
@@ -386,22 +387,31 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	if (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res) {
 		m.tmpl.key, m.tmpl.shape = tmplKey(qp, m, wr), shape
 	}
-	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, errs, shape, m.sigMemo.ok)
+	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, shape)
+	m.sentErrs = errs
 	return b
 }
 
 // mkeyAdded records an mkey configure written into the batch, wqes WQEs
-// with result res: the mkey's configure state (undone with the batch),
-// its completion. errs is the signature error count the configure
-// carried, shape shapeOf(wr.Sig); memo says the mkey's sigMemo holds
-// wr.Sig.
-func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int, errs uint32, shape sigShape, memo bool) {
-	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
+// with result res: the mkey's configure state (undone with the batch; the
+// caller then sets its sentErrs), its completion. shape is
+// shapeOf(wr.Sig).
+func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int, shape sigShape) {
+	// The undo record, written in place (an append of a composite
+	// literal builds it on the stack first).
+	n := len(b.undo)
+	if n < cap(b.undo) {
+		b.undo = b.undo[:n+1]
+	} else {
+		b.undo = append(b.undo, mkeyUndo{})
+	}
+	u := &b.undo[n]
+	u.m, u.bsf, u.shape, u.sentErrs, u.sigPSV = m, m.bsf, m.shape.Load(), m.sentErrs, m.sigPSV
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
 		m.shape.Store(uint32(shape))
-		if memo {
+		if m.sigMemo.ok { // it holds wr.Sig: the configure matched or remembered it
 			m.sigPSV = m.sigMemo.psvs
 		} else {
 			m.sigPSV = wqe.PSVsOf(wr.Sig)
@@ -411,7 +421,6 @@ func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int
 		m.shape.Store(0)
 		m.sigPSV = wqe.BlockPSVs{}
 	}
-	m.sentErrs = errs
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, wqes)
 }
