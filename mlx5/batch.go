@@ -323,7 +323,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// The WQEs of the mkey's last configure, when this one has its inputs
 	// (mkeyTmpl): the same key, its signature block the memo's.
 	sigErr := m.sigMkey && errs != m.sentErrs
-	if t := &m.tmpl; t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
+	if t := &m.tmpl; t.ok && t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
 		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
 			b.mkeyAdded(wr, m, res, wqes, t.shape)
 			m.sentErrs = errs
@@ -378,15 +378,17 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		// Valid (the builder validated it) and supported.
 		m.sigMemo.remember(wr.Sig, mem, wire)
 	}
-	// The WQEs are the next configure's of the same inputs, when they can
-	// be copied and their signature block, if any, is the memo's: the
-	// memo changes only here, so a template with a signature block is
-	// always of the block the memo holds.
+	// The WQEs become the template when the configure has the inputs of
+	// the last one built, its signature block the value of the last one
+	// (the memo's): a configure that repeats itself, not one whose inputs
+	// change every time (a reference tag per I/O), which would copy its
+	// WQEs for nothing. The memo changes only here, so a template with a
+	// signature block is always of the block the memo holds.
 	shape := shapeOf(wr.Sig)
-	m.tmpl.key = mkeyTmplKey{}
-	if (wr.Sig == nil || m.sigMemo.ok) && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res) {
-		m.tmpl.key, m.tmpl.shape = tmplKey(qp, m, wr), shape
-	}
+	key := tmplKey(qp, m, wr)
+	again := m.tmpl.key == key && (wr.Sig == nil || sigChecked) // sigChecked: the memo held the block, and holds it
+	m.tmpl.ok = again && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+	m.tmpl.key, m.tmpl.shape = key, shape
 	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, shape)
 	m.sentErrs = errs
 	return b

@@ -11,8 +11,10 @@ import "github.com/mlx5go/mlx5go/wqe"
 // recorded again), so a batch's rollback leaves it alone. The poster's,
 // as the rest of an mkey's configure state.
 type mkeyTmpl struct {
-	// key is the inputs of the WQEs; its qp is nil when there are none.
+	// key is the inputs of the last configure built; ok says that the
+	// template holds its WQEs.
 	key   mkeyTmplKey
+	ok    bool
 	shape sigShape // shapeOf the signature block
 	wqe.MkeyTemplate
 }

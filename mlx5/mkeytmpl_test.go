@@ -133,9 +133,9 @@ func TestMkeyTemplateSameWQEs(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := newTmplPair(t)
-			p.run(t, rand.New(rand.NewPCG(seed, 17)), 3000)
+			p.run(t, rand.New(rand.NewPCG(seed, 17)), 6000)
 			t.Logf("%d work requests found their template, %d another", p.hits, p.changes)
-			if p.hits < 1000 || p.changes < 300 {
+			if p.hits < 1000 || p.changes < 1000 {
 				t.Fatalf("%d work requests found their template, %d another: the comparison means little", p.hits, p.changes)
 			}
 		})
@@ -200,8 +200,8 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 				wr := &wrs[k][i]
 				if m := wr.Mkey; m != nil {
 					if i == 1 {
-						m.tmpl.key = mkeyTmplKey{}
-					} else if m.tmpl.key.qp != nil {
+						m.tmpl.ok = false
+					} else if m.tmpl.ok {
 						sigErr := m.sigMkey && m.sigErrs.Load() != m.sentErrs
 						if m.tmpl.key.matches(qp, m, wr, sigErr) && (wr.Sig == nil || m.sigMemo.matches(wr.Sig)) {
 							p.hits++
@@ -235,5 +235,80 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 				qp.sq.tail.Store(uint32(qp.sq.pi))
 			}
 		}
+	}
+}
+
+// TestMkeyTemplateFollowsChanges posts a storage target's configure until
+// its mkey copies its template, then changes one input at a time (the
+// block's reference tag in place, the flags, the access rights, the
+// list's length, no block, RESET_SIG_ATTR, a signature error) and
+// requires the WQEs, bookkeeping and mkey state of the general builder
+// after each change and after it repeats.
+func TestMkeyTemplateFollowsChanges(t *testing.T) {
+	p := newTmplPair(t)
+	sigs := [2][]*sig.BlockAttr{tmplSigs(), tmplSigs()}
+	wrs := [2]MkeyConfigureWR{}
+	for i := range wrs {
+		wrs[i] = MkeyConfigureWR{Mkey: p.mkeys[i][0], Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
+			List: []KLM{{Addr: 0x1000, ByteCount: 4096, Mkey: 0x77}}, Sig: sigs[i][0]}
+	}
+	step := 0
+	post := func(what string, change func(wr *MkeyConfigureWR, i int)) {
+		t.Helper()
+		for i := range wrs {
+			change(&wrs[i], i)
+		}
+		for range 3 {
+			step++
+			var errs [2]string
+			for i, qp := range []*QP{p.tmpl, p.general} {
+				wr := &wrs[i]
+				wr.WrID = uint64(step)
+				wr.List[0].Addr += 512 // the per-I/O buffer
+				if i == 1 {
+					wr.Mkey.tmpl.ok = false
+				}
+				errs[i] = errText(qp.PostMkeyConfigure(wr))
+				qp.sq.tail.Store(uint32(qp.sq.pi))
+			}
+			if errs[0] != errs[1] || errs[0] != "<nil>" {
+				t.Fatalf("%s: with templates %s, without %s", what, errs[0], errs[1])
+			}
+			fastPair{p.tmpl, p.general}.compare(t, step)
+			a, b := p.mkeys[0][0], p.mkeys[1][0]
+			if a.bsf != b.bsf || a.sentErrs != b.sentErrs || a.sigPSV != b.sigPSV || a.shape.Load() != b.shape.Load() {
+				t.Fatalf("%s: mkey state with templates %v %d %+v %#x, without %v %d %+v %#x", what,
+					a.bsf, a.sentErrs, a.sigPSV, a.shape.Load(), b.bsf, b.sentErrs, b.sigPSV, b.shape.Load())
+			}
+		}
+		if m := p.mkeys[0][0]; !m.tmpl.ok || !m.tmpl.key.matches(p.tmpl, m, &wrs[0], false) {
+			t.Fatalf("%s: after three configures alike the mkey has no template of them", what)
+		}
+	}
+	post("the first configures", func(*MkeyConfigureWR, int) {})
+	post("a reference tag changed in place", func(wr *MkeyConfigureWR, _ int) { wr.Sig.Wire.T10DIF.RefTag++ })
+	post("another block", func(wr *MkeyConfigureWR, i int) { wr.Sig = sigs[i][3] })
+	post("other flags", func(wr *MkeyConfigureWR, _ int) { wr.Flags = SendSolicited | SendFence })
+	post("other access", func(wr *MkeyConfigureWR, _ int) { wr.Access = AccessLocalWrite | AccessRemoteWrite })
+	post("a longer list", func(wr *MkeyConfigureWR, _ int) {
+		wr.List = append(wr.List, KLM{Addr: 0x9000, ByteCount: 8, Mkey: 0x78})
+	})
+	post("no block", func(wr *MkeyConfigureWR, _ int) { wr.Sig = nil })
+	post("RESET_SIG_ATTR", func(wr *MkeyConfigureWR, _ int) { wr.ResetSig = true })
+	post("a block again", func(wr *MkeyConfigureWR, i int) { wr.ResetSig, wr.Sig = false, sigs[i][0] })
+	post("a signature error", func(wr *MkeyConfigureWR, i int) { p.mkeys[i][0].sigErrs.Add(1) })
+
+	// A block that changes every time (a reference tag per I/O) is built
+	// every time, and not copied into a template it would not use.
+	m := p.mkeys[0][0]
+	for range 3 {
+		wrs[0].Sig.Wire.T10DIF.RefTag++
+		if err := p.tmpl.PostMkeyConfigure(&wrs[0]); err != nil {
+			t.Fatal(err)
+		}
+		p.tmpl.sq.tail.Store(uint32(p.tmpl.sq.pi))
+	}
+	if m.tmpl.ok {
+		t.Fatal("configures of a new reference tag each left a template")
 	}
 }
