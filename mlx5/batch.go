@@ -325,8 +325,21 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	sigErr := m.sigMkey && errs != m.sentErrs
 	if t := &m.tmpl; t.ok && t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
 		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
-			b.mkeyAdded(wr, m, res, wqes, t.shape)
+			// The bookkeeping of the general path below, for a block
+			// the memo holds.
+			b.pushUndo(m)
+			if wr.Sig != nil {
+				m.bsf = wqe.BSFSet
+				m.shape.Store(uint32(t.shape))
+				m.sigPSV = m.sigMemo.psvs
+			} else if wr.ResetSig {
+				m.bsf = wqe.BSFReset
+				m.shape.Store(0)
+				m.sigPSV = wqe.BlockPSVs{}
+			}
 			m.sentErrs = errs
+			b.stream = 0
+			b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, wqes)
 			return b
 		}
 	}
@@ -374,46 +387,16 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
 		return b
 	}
-	if wr.Sig != nil && !sigChecked {
-		// Valid (the builder validated it) and supported.
-		m.sigMemo.remember(wr.Sig, mem, wire)
-	}
-	// The WQEs become the template when the configure has the inputs of
-	// the last one built, its signature block the value of the last one
-	// (the memo's): a configure that repeats itself, not one whose inputs
-	// change every time (a reference tag per I/O), which would copy its
-	// WQEs for nothing. The memo changes only here, so a template with a
-	// signature block is always of the block the memo holds.
-	shape := shapeOf(wr.Sig)
-	key := tmplKey(qp, m, wr)
-	again := m.tmpl.key == key && (wr.Sig == nil || sigChecked) // sigChecked: the memo held the block, and holds it
-	m.tmpl.ok = again && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
-	m.tmpl.key, m.tmpl.shape = key, shape
-	b.mkeyAdded(wr, m, res.Result, 1+res.PSVs, shape)
-	m.sentErrs = errs
-	return b
-}
-
-// mkeyAdded records an mkey configure written into the batch, wqes WQEs
-// with result res: the mkey's configure state (undone with the batch; the
-// caller then sets its sentErrs), its completion. shape is
-// shapeOf(wr.Sig).
-func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int, shape sigShape) {
-	// The undo record, written in place (an append of a composite
-	// literal builds it on the stack first).
-	n := len(b.undo)
-	if n < cap(b.undo) {
-		b.undo = b.undo[:n+1]
-	} else {
-		b.undo = append(b.undo, mkeyUndo{})
-	}
-	u := &b.undo[n]
-	u.m, u.bsf, u.shape, u.sentErrs, u.sigPSV = m, m.bsf, m.shape.Load(), m.sentErrs, m.sigPSV
+	b.pushUndo(m)
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
-		m.shape.Store(uint32(shape))
-		if m.sigMemo.ok { // it holds wr.Sig: the configure matched or remembered it
+		m.shape.Store(uint32(shapeOf(wr.Sig)))
+		if !sigChecked {
+			// Valid (the builder validated it) and supported.
+			m.sigMemo.remember(wr.Sig, mem, wire)
+		}
+		if m.sigMemo.ok {
 			m.sigPSV = m.sigMemo.psvs
 		} else {
 			m.sigPSV = wqe.PSVsOf(wr.Sig)
@@ -423,8 +406,43 @@ func (b *Batch) mkeyAdded(wr *MkeyConfigureWR, m *Mkey, res wqe.Result, wqes int
 		m.shape.Store(0)
 		m.sigPSV = wqe.BlockPSVs{}
 	}
+	// The WQEs become the template when the configure has the inputs of
+	// the last one built, its signature block the value of the last one
+	// (the memo's): a configure that repeats itself, not one whose inputs
+	// change every time (a reference tag per I/O), which would copy its
+	// WQEs for nothing. The memo changes only here, so a template with a
+	// signature block is always of the block the memo holds. The key is
+	// of the mkey's state before the configure (its undo record's).
+	key := tmplKey(qp, m, wr)
+	key.bsf = b.undo[len(b.undo)-1].bsf
+	again := (wr.Sig == nil || sigChecked) && m.tmpl.key == key // sigChecked: the memo held the block, and holds it
+	m.tmpl.ok = again && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+	m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
+	m.sentErrs = errs
 	b.stream = 0
-	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, wqes)
+	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)
+	return b
+}
+
+// pushUndo records m's configure state, to undo with the batch (written
+// in place: an append of a composite literal builds it on the stack
+// first).
+func (b *Batch) pushUndo(m *Mkey) {
+	n := len(b.undo)
+	if n == cap(b.undo) {
+		b.growUndo()
+	}
+	b.undo = b.undo[:n+1]
+	u := &b.undo[n]
+	u.m, u.bsf, u.shape, u.sentErrs, u.sigPSV = m, m.bsf, m.shape.Load(), m.sentErrs, m.sigPSV
+}
+
+// growUndo makes room for one more undo record (once a batch of more
+// configures than any before).
+//
+//go:noinline
+func (b *Batch) growUndo() {
+	b.undo = append(b.undo, mkeyUndo{})[:len(b.undo)]
 }
 
 // Commit rings one doorbell for the batch's work requests and ends the
