@@ -324,7 +324,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// (mkeyTmpl): the same key, its signature block the memo's.
 	sigErr := m.sigMkey && errs != m.sentErrs
 	if t := &m.tmpl; t.ok && t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
-		if res, wqes, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
+		if db, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
 			// The bookkeeping of the general path below, for a block
 			// the memo holds.
 			b.pushUndo(m)
@@ -339,7 +339,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 			}
 			m.sentErrs = errs
 			b.stream = 0
-			b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, wqes)
+			b.added(wr.WrID, WCUMR, 0, t.bbs, t.ds, db, true, t.wqes)
 			return b
 		}
 	}
@@ -416,8 +416,12 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	key := tmplKey(qp, m, wr)
 	key.bsf = b.undo[len(b.undo)-1].bsf
 	again := (wr.Sig == nil || sigChecked) && m.tmpl.key == key // sigChecked: the memo held the block, and holds it
-	m.tmpl.ok = again && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+	m.tmpl.ok = again && res.SmallFence && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
 	m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
+	if m.tmpl.ok {
+		r, wqes := m.tmpl.Result()
+		m.tmpl.bbs, m.tmpl.ds, m.tmpl.wqes = r.WQEBBs, r.DS, wqes
+	}
 	m.sentErrs = errs
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.DS, res.Doorbell, res.SmallFence, 1+res.PSVs)

@@ -16,6 +16,11 @@ type mkeyTmpl struct {
 	key   mkeyTmplKey
 	ok    bool
 	shape sigShape // shapeOf the signature block
+	// What the WQEs are (wqe.MkeyTemplate.Result): their WQEBBs, the
+	// last one's ds, the WQEs.
+	bbs  int
+	ds   uint8
+	wqes int
 	wqe.MkeyTemplate
 }
 

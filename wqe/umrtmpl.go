@@ -44,17 +44,17 @@ func (t *MkeyTemplate) Record(r Ring, pi uint16, c *MkeyConfigure, res MkeyConfi
 
 // Put writes the template's WQEs into r at producer counter pi with the
 // list layout list, of as many entries as the recorded one (none, and nil,
-// when it had no layout). It returns what BuildMkeyConfigure would for the
-// recorded inputs with this list: the Result, and the number of WQEs (the
-// UMR and its SET_PSVs). It reports false, and writes nothing into r,
-// when it cannot: the WQEs need more than free WQEBBs or more than r
-// holds, the list's length differs, or an entry maps more than
-// MaxKLMLength bytes. The caller then builds the work request with
-// BuildMkeyConfigure, which says why it fails.
-func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (res Result, wqes int, ok bool) {
+// when it had no layout), and returns their doorbell word: what
+// BuildMkeyConfigure would write and return for the recorded inputs with
+// this list; the rest of its result is the recorded one's (Result). It
+// reports false, and writes nothing into r, when it cannot: the WQEs need
+// more than free WQEBBs or more than r holds, the list's length differs,
+// or an entry maps more than MaxKLMLength bytes. The caller then builds
+// the work request with BuildMkeyConfigure, which says why it fails.
+func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (doorbell uint64, ok bool) {
 	n := t.res.WQEBBs
 	if len(list) != t.klms || (list != nil) != t.list || n > free || n < 2 || n > MkeyTemplateWQEBBs || !r.valid() || n > r.wqebbs() {
-		return Result{}, 0, false
+		return 0, false
 	}
 	// The template's variable fields first (each Put writes them all),
 	// then one copy: the UMR's counter, the KLMs, the mkey's length, the
@@ -64,7 +64,7 @@ func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (res Result,
 	var length uint64
 	for i, k := range list {
 		if k.ByteCount > MaxKLMLength || i >= (MkeyTemplateWQEBBs-2)*WQEBB/KLMSegSize {
-			return Result{}, 0, false
+			return 0, false
 		}
 		length += uint64(k.ByteCount)
 		PutWords(w[2*WQEBB+i*KLMSegSize:], uint64(k.ByteCount)<<32|uint64(k.Mkey), k.Addr)
@@ -89,7 +89,14 @@ func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (res Result,
 	} else {
 		copy(r[j*WQEBB:], w[:n*WQEBB])
 	}
+	return be.Uint64(w[last*WQEBB:]), true
+}
+
+// Result is the result of the recorded WQEs, as BuildMkeyConfigure
+// returned it but for the doorbell word (Put's), and the number of WQEs
+// (the UMR and its SET_PSVs).
+func (t *MkeyTemplate) Result() (res Result, wqes int) {
 	res = t.res
-	res.Doorbell = be.Uint64(w[last*WQEBB:])
-	return res, 1 + t.psvs, true
+	res.Doorbell = 0
+	return res, 1 + t.psvs
 }
