@@ -387,7 +387,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
 		return b
 	}
-	b.pushUndo(m)
+	bsf := m.bsf
+	b.undo = append(b.undo, mkeyUndo{m: m, bsf: bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
@@ -407,20 +408,22 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.sigPSV = wqe.BlockPSVs{}
 	}
 	// The WQEs become the template when the configure has the inputs of
-	// the last one built, its signature block the value of the last one
-	// (the memo's): a configure that repeats itself, not one whose inputs
-	// change every time (a reference tag per I/O), which would copy its
+	// the last one built and the block the memo held before it
+	// (sigChecked): a configure that repeats itself, not one whose block
+	// changes every time (a reference tag per I/O), which would copy its
 	// WQEs for nothing. The memo changes only here, so a template with a
 	// signature block is always of the block the memo holds. The key is
-	// of the mkey's state before the configure (its undo record's).
-	key := tmplKey(qp, m, wr)
-	key.bsf = b.undo[len(b.undo)-1].bsf
-	again := (wr.Sig == nil || sigChecked) && m.tmpl.key == key // sigChecked: the memo held the block, and holds it
-	m.tmpl.ok = again && res.SmallFence && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
-	m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
-	if m.tmpl.ok {
-		r, wqes := m.tmpl.Result()
-		m.tmpl.bbs, m.tmpl.ds, m.tmpl.wqes = r.WQEBBs, r.DS, wqes
+	// of the mkey's state before the configure.
+	m.tmpl.ok = false
+	if wr.Sig == nil || sigChecked {
+		key := tmplKey(qp, m, wr)
+		key.bsf = bsf
+		m.tmpl.ok = m.tmpl.key == key && res.SmallFence && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+		m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
+		if m.tmpl.ok {
+			r, wqes := m.tmpl.Result()
+			m.tmpl.bbs, m.tmpl.ds, m.tmpl.wqes = r.WQEBBs, r.DS, wqes
+		}
 	}
 	m.sentErrs = errs
 	b.stream = 0
