@@ -326,18 +326,25 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	if t := &m.tmpl; t.ok && t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
 		if db, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
 			// The bookkeeping of the general path below, for a block
-			// the memo holds.
-			b.pushUndo(m)
-			if wr.Sig != nil {
-				m.bsf = wqe.BSFSet
-				m.shape.Store(uint32(t.shape))
-				m.sigPSV = m.sigMemo.psvs
-			} else if wr.ResetSig {
-				m.bsf = wqe.BSFReset
+			// the memo holds. A configure that leaves the mkey's state
+			// as it was (one like the last) has nothing to undo: a
+			// rollback restores each record in reverse, and this one
+			// would restore what is there.
+			switch {
+			case wr.Sig != nil:
+				if m.bsf != wqe.BSFSet || m.sentErrs != errs || m.shape.Load() != uint32(t.shape) || m.sigPSV != m.sigMemo.psvs {
+					b.pushUndo(m)
+					m.bsf, m.sentErrs, m.sigPSV = wqe.BSFSet, errs, m.sigMemo.psvs
+					m.shape.Store(uint32(t.shape))
+				}
+			case wr.ResetSig:
+				b.pushUndo(m)
+				m.bsf, m.sentErrs, m.sigPSV = wqe.BSFReset, errs, wqe.BlockPSVs{}
 				m.shape.Store(0)
-				m.sigPSV = wqe.BlockPSVs{}
+			default:
+				b.pushUndo(m)
+				m.sentErrs = errs
 			}
-			m.sentErrs = errs
 			b.stream = 0
 			b.added(wr.WrID, WCUMR, 0, t.bbs, t.ds, db, true, t.wqes)
 			return b
