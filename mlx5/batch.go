@@ -319,6 +319,36 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	// a few bit tests when the block fits the device.
 	// A block of the value checked last needs neither check (sigMemo).
 	capsErr, sigChecked := error(nil), wr.Sig != nil && m.sigMemo.matches(wr.Sig)
+	// The WQEs of the mkey's last configure, when this one has its inputs
+	// (mkeyTmpl): the same key, its signature block the memo's.
+	sigErr := m.sigMkey && errs != m.sentErrs
+	if t := &m.tmpl; t.ok && t.key.matches(qp, m, wr, sigErr) && sigChecked == (wr.Sig != nil) {
+		if db, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
+			// The bookkeeping of the general path below, for a block
+			// the memo holds. A configure that leaves the mkey's state
+			// as it was (one like the last) has nothing to undo: a
+			// rollback restores each record in reverse, and this one
+			// would restore what is there.
+			switch {
+			case wr.Sig != nil:
+				if m.bsf != wqe.BSFSet || m.sentErrs != errs || m.shape.Load() != uint32(t.shape) || m.sigPSV != m.sigMemo.psvs {
+					b.pushUndo(m)
+					m.bsf, m.sentErrs, m.sigPSV = wqe.BSFSet, errs, m.sigMemo.psvs
+					m.shape.Store(uint32(t.shape))
+				}
+			case wr.ResetSig:
+				b.pushUndo(m)
+				m.bsf, m.sentErrs, m.sigPSV = wqe.BSFReset, errs, wqe.BlockPSVs{}
+				m.shape.Store(0)
+			default:
+				b.pushUndo(m)
+				m.sentErrs = errs
+			}
+			b.stream = 0
+			b.added(wr.WrID, WCUMR, 0, t.bbs, t.ds, db, true, t.wqes)
+			return b
+		}
+	}
 	if wr.Sig != nil && m.checkCaps && !sigChecked {
 		capsErr = m.sigCaps.Supports(wr.Sig)
 	}
@@ -327,7 +357,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
-		ResetSig: wr.ResetSig, UpdateSigErr: m.sigMkey && errs != m.sentErrs, SigErrs: errs, Block: m.sigPSV,
+		ResetSig: wr.ResetSig, UpdateSigErr: sigErr, SigErrs: errs, Block: m.sigPSV,
 		SigChecked: sigChecked, SigPSVs: m.sigMemo.psvs, SigBSF: &m.sigMemo.bsf}
 	fits := umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil)
 	if capsErr != nil || !fits {
@@ -363,7 +393,8 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		b.fail(op, qp.wrErr(op, b.n, wr.WrID, res.WQEBBs, err))
 		return b
 	}
-	b.undo = append(b.undo, mkeyUndo{m: m, bsf: m.bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
+	bsf := m.bsf
+	b.undo = append(b.undo, mkeyUndo{m: m, bsf: bsf, shape: m.shape.Load(), sentErrs: m.sentErrs, sigPSV: m.sigPSV})
 	switch {
 	case wr.Sig != nil:
 		m.bsf = wqe.BSFSet
@@ -382,10 +413,49 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.shape.Store(0)
 		m.sigPSV = wqe.BlockPSVs{}
 	}
+	// The WQEs become the template when the configure has the inputs of
+	// the last one built and the block the memo held before it
+	// (sigChecked): a configure that repeats itself, not one whose block
+	// changes every time (a reference tag per I/O), which would copy its
+	// WQEs for nothing. The memo changes only here, so a template with a
+	// signature block is always of the block the memo holds. The key is
+	// of the mkey's state before the configure.
+	m.tmpl.ok = false
+	if wr.Sig == nil || sigChecked {
+		key := tmplKey(qp, m, wr)
+		key.bsf = bsf
+		m.tmpl.ok = m.tmpl.key == key && res.SmallFence && m.tmpl.Record(qp.sq.ring, qp.sq.pi, &c, res)
+		m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
+		if m.tmpl.ok {
+			r, wqes := m.tmpl.Result()
+			m.tmpl.bbs, m.tmpl.ds, m.tmpl.wqes = r.WQEBBs, r.DS, wqes
+		}
+	}
 	m.sentErrs = errs
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, res.WQEBBs, res.Doorbell, res.SmallFence, 1+res.PSVs)
 	return b
+}
+
+// pushUndo records m's configure state, to undo with the batch (written
+// in place: an append of a composite literal builds it on the stack
+// first).
+func (b *Batch) pushUndo(m *Mkey) {
+	n := len(b.undo)
+	if n == cap(b.undo) {
+		b.growUndo()
+	}
+	b.undo = b.undo[:n+1]
+	u := &b.undo[n]
+	u.m, u.bsf, u.shape, u.sentErrs, u.sigPSV = m, m.bsf, m.shape.Load(), m.sentErrs, m.sigPSV
+}
+
+// growUndo makes room for one more undo record (once a batch of more
+// configures than any before).
+//
+//go:noinline
+func (b *Batch) growUndo() {
+	b.undo = append(b.undo, mkeyUndo{})[:len(b.undo)]
 }
 
 // Commit rings one doorbell for the batch's work requests and ends the

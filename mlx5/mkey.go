@@ -63,6 +63,8 @@ type Mkey struct {
 	sigPSV wqe.BlockPSVs
 	// sigMemo is the signature block a configure checked last.
 	sigMemo sigMemo
+	// tmpl is the WQEs of its last configure, to copy (mkeyTmpl).
+	tmpl mkeyTmpl
 	// shape is what Check needs of the last signature block configured
 	// (sigShape), published by the poster without a lock.
 	shape atomic.Uint32

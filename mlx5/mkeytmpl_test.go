@@ -1,0 +1,314 @@
+package mlx5
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/mlx5go/mlx5go/sig"
+)
+
+// tmplPair is fastPair for mkey configures: two QPs alike in memory, each
+// with its own mkeys alike; tmpl posts with the mkeys' WQE templates
+// (mkeyTmpl), general with them forgotten before every work request.
+type tmplPair struct {
+	tmpl, general *QP
+	mkeys         [2][3]*Mkey // [tmpl, general][mkey]
+	// hits and changes count the work requests that found their mkey's
+	// template with their key (so could copy it), and those that found a
+	// template of another key or signature block.
+	hits, changes int
+}
+
+func newTmplPair(tb testing.TB) *tmplPair {
+	tb.Helper()
+	c := sbsContext()
+	p := &tmplPair{}
+	for i, q := range []**QP{&p.tmpl, &p.general} {
+		cq := benchCQ(tb, c, 255, 0x411+uint32(i))
+		// 64 WQEBBs: configures cross the ring's end and run out of room;
+		// 128 bytes of inline data: lists of more than 4 entries with a
+		// signature block do not fit.
+		o := QPOptions{PD: &PD{}, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxSendSGE: 1, MaxRecvWR: 1, MaxRecvSGE: 1,
+			MaxInlineData: 128, SendOps: Opcodes(OpRDMAWrite), MkeyConfigure: true}
+		*q = benchQP(tb, c, o, 0x1b2)
+		// A signature mkey checking every cap, one with narrower caps,
+		// one without signature support.
+		p.mkeys[i] = [3]*Mkey{
+			{c: c, LKey: 0x300300, RKey: 0x300300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x501, 0x502}, sentErrs: ^uint32(0),
+				name: mkeyName(0x300300), sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true},
+			{c: c, LKey: 0x300401, RKey: 0x300401, maxEntries: 8, sigMkey: true, psvIndex: [2]uint32{0x601, 0x602}, sentErrs: ^uint32(0),
+				name: mkeyName(0x300401), sigCaps: sig.Caps{BlockSize: 0x3, BlockProt: 1, T10DIFBG: 1, CRCType: 1}, checkCaps: true},
+			{c: c, LKey: 0x300502, RKey: 0x300502, maxEntries: 2, sentErrs: ^uint32(0), name: mkeyName(0x300502)},
+		}
+	}
+	return p
+}
+
+// tmplSigs are the signature blocks of the random configures: valid ones
+// of both domains or one, CRC and T10-DIF, one the narrower caps refuse,
+// one invalid. The test changes their values in place between batches.
+func tmplSigs() []*sig.BlockAttr {
+	return []*sig.BlockAttr{
+		{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512, T10DIF: &sig.T10DIF{AppTag: 0x1234, RefTag: 0x5678}},
+			Wire:      &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize520, T10DIF: &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}},
+			CheckMask: 0xff},
+		{Wire: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512, T10DIF: &sig.T10DIF{AppTag: 1, RefTag: 2}}, CheckMask: 0xc0},
+		{Mem: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize4096, CRC: &sig.CRC{Type: sig.CRCTypeCRC32C, Seed: 0xffffffff}}},
+		{Mem: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize4096, CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10, Seed: ^uint64(0)}},
+			Wire: &sig.Domain{Type: sig.SigTypeCRC, BlockSize: sig.BlockSize4096, CRC: &sig.CRC{Type: sig.CRCTypeCRC64XP10, Seed: ^uint64(0)}}},
+		{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: 99, T10DIF: &sig.T10DIF{}}},
+	}
+}
+
+// randomConfigureWR is a configure of every shape AddMkeyConfigure meets,
+// mostly the few a storage target repeats (so that templates are found),
+// now and then anything: flags, access rights valid or not, list layouts
+// of 0 to 5 entries (or none) with lengths around the KLM limit,
+// interleaved layouts, the signature blocks of sigs, RESET_SIG_ATTR.
+func randomConfigureWR(r *rand.Rand, wrID uint64, sigs []*sig.BlockAttr, mk int, mkeys *[3]*Mkey) MkeyConfigureWR {
+	wr := MkeyConfigureWR{WrID: wrID, Mkey: mkeys[mk], Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
+		List: []KLM{{Addr: r.Uint64(), ByteCount: uint32(r.IntN(1 << 16)), Mkey: r.Uint32()}}, Sig: sigs[0]}
+	if mk == 2 {
+		wr.Sig = nil
+	}
+	if r.IntN(8) == 0 {
+		wr.Flags = SendFlags(r.IntN(16))
+	}
+	if r.IntN(8) == 0 {
+		wr.SetAccess = r.IntN(2) == 0
+		wr.Access = AccessFlags(r.IntN(16))
+	}
+	if r.IntN(6) == 0 {
+		lengths := []uint32{0, 4096, 1<<31 - 1, 1 << 31, 1<<31 + 1, 1<<32 - 1}
+		n := r.IntN(6)
+		wr.List = nil
+		if r.IntN(6) > 0 {
+			wr.List = []KLM{}
+		}
+		for range n {
+			l := uint32(r.IntN(1 << 20))
+			if r.IntN(4) == 0 {
+				l = lengths[r.IntN(len(lengths))]
+			}
+			wr.List = append(wr.List, KLM{Addr: r.Uint64(), ByteCount: l, Mkey: r.Uint32()})
+		}
+	}
+	if r.IntN(12) == 0 {
+		if r.IntN(3) > 0 {
+			wr.List = nil
+		}
+		for range r.IntN(3) {
+			wr.Interleaved = append(wr.Interleaved, RepeatEntry{Addr: r.Uint64(), ByteCount: uint32(r.IntN(512)), Skip: uint32(r.IntN(64)), Mkey: r.Uint32()})
+		}
+		wr.RepeatCount = uint32(r.IntN(4))
+	}
+	if r.IntN(6) == 0 {
+		wr.Sig = sigs[r.IntN(len(sigs))]
+		if r.IntN(4) == 0 {
+			wr.Sig = nil
+		}
+	}
+	if r.IntN(20) == 0 {
+		wr.ResetSig = true
+		if r.IntN(3) > 0 {
+			wr.Sig = nil
+		}
+	}
+	return wr
+}
+
+// TestMkeyTemplateSameWQEs posts the same random batches of mkey
+// configures on two QPs, one whose mkeys copy their template when a
+// configure has its inputs, one whose mkeys never do (the general
+// builder), and requires the same outcome: the same errors, the same
+// ring, bookkeeping, producer counter, small fence and doorbells, the
+// same mkey state (BSF, signature error counter, PSVs, shape); the
+// comparison is fastPair's, whose "fast lane" is the QP with templates. Between
+// batches the signature blocks change in place, signature errors arrive
+// and batches roll back, so that templates go stale; the test counts the
+// work requests that found a template of their inputs and those that
+// found one of others, and requires many of both.
+func TestMkeyTemplateSameWQEs(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := newTmplPair(t)
+			p.run(t, rand.New(rand.NewPCG(seed, 17)), 6000)
+			t.Logf("%d work requests found their template, %d another", p.hits, p.changes)
+			if p.hits < 1000 || p.changes < 1000 {
+				t.Fatalf("%d work requests found their template, %d another: the comparison means little", p.hits, p.changes)
+			}
+		})
+	}
+}
+
+// FuzzMkeyTemplate is TestMkeyTemplateSameWQEs's comparison for batches
+// drawn from the fuzzer's seeds.
+func FuzzMkeyTemplate(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Add(uint64(17), uint64(4))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
+		newTmplPair(t).run(t, rand.New(rand.NewPCG(s1, s2)), 200)
+	})
+}
+
+// run posts batches of random configures on both QPs and compares them
+// after each.
+func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
+	t.Helper()
+	sigs := [2][]*sig.BlockAttr{tmplSigs(), tmplSigs()}
+	var wrID uint64
+	for batch := range batches {
+		// Change a block in place, in both copies alike.
+		if r.IntN(10) == 0 {
+			k, tag := r.IntN(2), uint16(r.IntN(3))
+			for i := range sigs {
+				if d := sigs[i][k].Wire; d != nil && d.T10DIF != nil {
+					d.T10DIF.AppTag = tag
+				}
+			}
+		}
+		// A signature error on an mkey: its next configure updates the
+		// counter and sets the PSVs again.
+		if r.IntN(15) == 0 {
+			k := r.IntN(3)
+			for i := range p.mkeys {
+				p.mkeys[i][k].sigErrs.Add(1)
+			}
+		}
+		n := 1 + r.IntN(3)
+		wrs := make([][2]MkeyConfigureWR, n)
+		for k := range wrs {
+			wrID++
+			mk := r.IntN(3)
+			if r.IntN(4) > 0 {
+				mk = 0
+			}
+			s := r.Uint64()
+			for i := range wrs[k] {
+				wrs[k][i] = randomConfigureWR(rand.New(rand.NewPCG(s, 0)), wrID, sigs[i], mk, &p.mkeys[i])
+			}
+			if r.IntN(40) == 0 { // a bad work request: the batch rolls back
+				wrs[k][0].Mkey, wrs[k][1].Mkey = nil, nil
+			}
+		}
+		commit := r.IntN(8) > 0
+		var errs [2]string
+		for i, qp := range []*QP{p.tmpl, p.general} {
+			b := qp.Begin()
+			for k := range wrs {
+				wr := &wrs[k][i]
+				if m := wr.Mkey; m != nil {
+					if i == 1 {
+						m.tmpl.ok = false
+					} else if m.tmpl.ok {
+						sigErr := m.sigMkey && m.sigErrs.Load() != m.sentErrs
+						if m.tmpl.key.matches(qp, m, wr, sigErr) && (wr.Sig == nil || m.sigMemo.matches(wr.Sig)) {
+							p.hits++
+						} else {
+							p.changes++
+						}
+					}
+				}
+				b.AddMkeyConfigure(wr)
+			}
+			if commit {
+				errs[i] = errText(b.Commit())
+			} else {
+				b.Abort()
+			}
+		}
+		if errs[0] != errs[1] {
+			t.Fatalf("batch %d: with templates Commit says %s, without %s", batch, errs[0], errs[1])
+		}
+		fastPair{p.tmpl, p.general}.compare(t, batch)
+		for k := range p.mkeys[0] {
+			a, b := p.mkeys[0][k], p.mkeys[1][k]
+			if a.bsf != b.bsf || a.sentErrs != b.sentErrs || a.sigPSV != b.sigPSV || a.shape.Load() != b.shape.Load() {
+				t.Fatalf("batch %d: mkey %d with templates: BSF %v, errors sent %d, PSVs %+v, shape %#x; without: %v, %d, %+v, %#x",
+					batch, k, a.bsf, a.sentErrs, a.sigPSV, a.shape.Load(), b.bsf, b.sentErrs, b.sigPSV, b.shape.Load())
+			}
+		}
+		// Complete everything now and then, so that the room changes.
+		if r.IntN(3) == 0 {
+			for _, qp := range []*QP{p.tmpl, p.general} {
+				qp.sq.tail.Store(uint32(qp.sq.pi))
+			}
+		}
+	}
+}
+
+// TestMkeyTemplateFollowsChanges posts a storage target's configure until
+// its mkey copies its template, then changes one input at a time (the
+// block's reference tag in place, the flags, the access rights, the
+// list's length, no block, RESET_SIG_ATTR, a signature error) and
+// requires the WQEs, bookkeeping and mkey state of the general builder
+// after each change and after it repeats.
+func TestMkeyTemplateFollowsChanges(t *testing.T) {
+	p := newTmplPair(t)
+	sigs := [2][]*sig.BlockAttr{tmplSigs(), tmplSigs()}
+	wrs := [2]MkeyConfigureWR{}
+	for i := range wrs {
+		wrs[i] = MkeyConfigureWR{Mkey: p.mkeys[i][0], Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
+			List: []KLM{{Addr: 0x1000, ByteCount: 4096, Mkey: 0x77}}, Sig: sigs[i][0]}
+	}
+	step := 0
+	post := func(what string, change func(wr *MkeyConfigureWR, i int)) {
+		t.Helper()
+		for i := range wrs {
+			change(&wrs[i], i)
+		}
+		for range 3 {
+			step++
+			var errs [2]string
+			for i, qp := range []*QP{p.tmpl, p.general} {
+				wr := &wrs[i]
+				wr.WrID = uint64(step)
+				wr.List[0].Addr += 512 // the per-I/O buffer
+				if i == 1 {
+					wr.Mkey.tmpl.ok = false
+				}
+				errs[i] = errText(qp.PostMkeyConfigure(wr))
+				qp.sq.tail.Store(uint32(qp.sq.pi))
+			}
+			if errs[0] != errs[1] || errs[0] != "<nil>" {
+				t.Fatalf("%s: with templates %s, without %s", what, errs[0], errs[1])
+			}
+			fastPair{p.tmpl, p.general}.compare(t, step)
+			a, b := p.mkeys[0][0], p.mkeys[1][0]
+			if a.bsf != b.bsf || a.sentErrs != b.sentErrs || a.sigPSV != b.sigPSV || a.shape.Load() != b.shape.Load() {
+				t.Fatalf("%s: mkey state with templates %v %d %+v %#x, without %v %d %+v %#x", what,
+					a.bsf, a.sentErrs, a.sigPSV, a.shape.Load(), b.bsf, b.sentErrs, b.sigPSV, b.shape.Load())
+			}
+		}
+		if m := p.mkeys[0][0]; !m.tmpl.ok || !m.tmpl.key.matches(p.tmpl, m, &wrs[0], false) {
+			t.Fatalf("%s: after three configures alike the mkey has no template of them", what)
+		}
+	}
+	post("the first configures", func(*MkeyConfigureWR, int) {})
+	post("a reference tag changed in place", func(wr *MkeyConfigureWR, _ int) { wr.Sig.Wire.T10DIF.RefTag++ })
+	post("another block", func(wr *MkeyConfigureWR, i int) { wr.Sig = sigs[i][3] })
+	post("other flags", func(wr *MkeyConfigureWR, _ int) { wr.Flags = SendSolicited | SendFence })
+	post("other access", func(wr *MkeyConfigureWR, _ int) { wr.Access = AccessLocalWrite | AccessRemoteWrite })
+	post("a longer list", func(wr *MkeyConfigureWR, _ int) {
+		wr.List = append(wr.List, KLM{Addr: 0x9000, ByteCount: 8, Mkey: 0x78})
+	})
+	post("no block", func(wr *MkeyConfigureWR, _ int) { wr.Sig = nil })
+	post("RESET_SIG_ATTR", func(wr *MkeyConfigureWR, _ int) { wr.ResetSig = true })
+	post("a block again", func(wr *MkeyConfigureWR, i int) { wr.ResetSig, wr.Sig = false, sigs[i][0] })
+	post("a signature error", func(wr *MkeyConfigureWR, i int) { p.mkeys[i][0].sigErrs.Add(1) })
+
+	// A block that changes every time (a reference tag per I/O) is built
+	// every time, and not copied into a template it would not use.
+	m := p.mkeys[0][0]
+	for range 3 {
+		wrs[0].Sig.Wire.T10DIF.RefTag++
+		if err := p.tmpl.PostMkeyConfigure(&wrs[0]); err != nil {
+			t.Fatal(err)
+		}
+		p.tmpl.sq.tail.Store(uint32(p.tmpl.sq.pi))
+	}
+	if m.tmpl.ok {
+		t.Fatal("configures of a new reference tag each left a template")
+	}
+}
