@@ -345,7 +345,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 				m.sentErrs = errs
 			}
 			b.stream = 0
-			b.added(wr.WrID, WCUMR, 0, t.bbs, t.ds, db, true, t.wqes)
+			b.added(wr.WrID, WCUMR, 0, t.bbs, db, true, t.wqes)
 			return b
 		}
 	}
@@ -428,7 +428,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		m.tmpl.key, m.tmpl.shape = key, sigShape(m.shape.Load())
 		if m.tmpl.ok {
 			r, wqes := m.tmpl.Result()
-			m.tmpl.bbs, m.tmpl.ds, m.tmpl.wqes = r.WQEBBs, r.DS, wqes
+			m.tmpl.bbs, m.tmpl.wqes = r.WQEBBs, wqes
 		}
 	}
 	m.sentErrs = errs

@@ -16,10 +16,9 @@ type mkeyTmpl struct {
 	key   mkeyTmplKey
 	ok    bool
 	shape sigShape // shapeOf the signature block
-	// What the WQEs are (wqe.MkeyTemplate.Result): their WQEBBs, the
-	// last one's ds, the WQEs.
+	// What the WQEs are (wqe.MkeyTemplate.Result): their WQEBBs and
+	// the WQEs (the last one's ds is in the doorbell word Put returns).
 	bbs  int
-	ds   uint8
 	wqes int
 	wqe.MkeyTemplate
 }
