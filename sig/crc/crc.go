@@ -108,10 +108,8 @@ func (c *CRC64) Params() Params64 { return c.p }
 
 // Checksum returns the CRC-64 of p.
 func (c *CRC64) Checksum(p []byte) uint64 {
-	if archLevel != levelGeneric && foldsWhole(len(p)) {
-		return c.finish(fold(&c.k.keys, archLevel, c.init, p))
-	}
-	return c.finish(c.k.updateAny(archLevel, c.init, p))
+	// One call, which the compiler inlines (see checksum64).
+	return checksum64(c, archLevel, p)
 }
 
 // Checksum0 is the checksum of no data: the value to start Update from.
@@ -194,6 +192,13 @@ func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
 		return fold(&k.keys, lvl, reg, p)
 	}
 	return k.updateAny(lvl, reg, p)
+}
+
+// checksum64Slow is checksum64 (c.Checksum with the implementation lvl)
+// in Go: amd64's checksum64 goes on with it when its assembly does not
+// take the work, and the other architectures' is it.
+func checksum64Slow(c *CRC64, lvl int, p []byte) uint64 {
+	return c.finish(c.k.update(lvl, c.init, p))
 }
 
 // updateAny is update for any length.

@@ -90,12 +90,76 @@
 	VPTERNLOGQ $0x96, b, t, a
 
 // func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
-TEXT ·fold(SB), NOSPLIT, $0-56
+TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ k+0(FP), AX
 	MOVQ lvl+8(FP), DX
 	MOVQ reg+16(FP), BX
 	MOVQ p_base+24(FP), SI
 	MOVQ p_len+32(FP), CX
+	XORQ R10, R10
+	LEAQ ret+48(FP), R11
+	JMP  foldBody<>(SB)
+
+// CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
+// to levelAVX512) and the length in CX whole (foldsWhole); R9 is scratch.
+#define CHECK_FOLD(lo, slow) \
+	LEAQ  -lo(DX), R9; \
+	CMPQ  R9, $(const_levelAVX512-lo); \
+	JA    slow; \
+	LEAQ  -const_foldMin(CX), R9; \
+	CMPQ  R9, $(const_foldChunk-const_foldMin); \
+	JA    slow; \
+	TESTQ $15, CX; \
+	JNZ   slow
+
+// func checksum64(c *CRC64, lvl int, p []byte) uint64
+//
+// checksum64 is c.Checksum(p) with the implementation lvl: the fold when
+// it takes p whole and the output is not the register reversed, else (a
+// tail call) checksum64Slow.
+TEXT ·checksum64(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ lvl+8(FP), DX
+	MOVQ p_len+24(FP), CX
+	CHECK_FOLD(const_levelCLMUL, slow64)
+	MOVQ c+0(FP), DI
+	CMPB CRC64_swap(DI), $0
+	JNE  slow64
+	MOVQ CRC64_k(DI), AX
+	LEAQ kernel64_keys(AX), AX
+	MOVQ CRC64_init(DI), BX
+	MOVQ (CRC64_p+Params64_XorOut)(DI), R10
+	MOVQ p_base+16(FP), SI
+	LEAQ ret+40(FP), R11
+	JMP  foldBody<>(SB)
+
+slow64:
+	JMP ·checksum64Slow(SB)
+
+// func fold32(k *kernel32, lvl int, reg uint64, p []byte) uint64
+//
+// fold32 is checksum64 for CRC32C and CRC32 (register in, register out):
+// the fold from fold32Level on, else (a tail call) fold32Slow.
+TEXT ·fold32(SB), NOSPLIT|NOFRAME, $0-56
+	MOVQ lvl+8(FP), DX
+	MOVQ p_len+32(FP), CX
+	CHECK_FOLD(const_fold32Level, slow32)
+	MOVQ k+0(FP), AX
+	MOVQ kernel32_keys(AX), AX
+	MOVQ reg+16(FP), BX
+	MOVQ p_base+24(FP), SI
+	XORQ R10, R10
+	LEAQ ret+48(FP), R11
+	JMP  foldBody<>(SB)
+
+slow32:
+	JMP ·fold32Slow(SB)
+
+// foldBody is the work of fold, checksum64 and fold32, which jump to it
+// with the arguments in registers: AX the foldKeys, DX the level, BX the
+// register, SI and CX the data (at least 16 bytes, a multiple of 16), R10
+// a value to xor into the result and R11 the address of the result. It
+// returns to their caller.
+TEXT foldBody<>(SB), NOSPLIT|NOFRAME, $0-0
 	CMPQ DX, $const_levelAVX512
 	JNE  notZMM
 	CMPQ CX, $256
@@ -492,25 +556,25 @@ reduce:
 	JNE  reduceLSB
 	T_MSB
 	BARRETT_MSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 reduceLSB:
 	T_LSB
 	BARRETT_LSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 barrett:
 	CMPQ foldKeys_refl(AX), $0
 	JNE  barrettLSB
 	BARRETT_MSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 barrettLSB:
 	BARRETT_LSB
-	MOVQ R8, ret+48(FP)
+
+done:
+	XORQ R10, R8
+	MOVQ R8, (R11)
 	RET
 
 // func cpuid7ECX() uint32
