@@ -56,7 +56,16 @@ const T10DIFPoly = 0x8BB7
 // no final xor, so crc is the register itself. T10DIF(0, "123456789") is
 // 0xD0DB.
 func T10DIF(crc uint16, p []byte) uint16 {
-	return t10difWith(archLevel, crc, p)
+	// One call, which the compiler inlines (see checksum64).
+	return uint16(t10dif64(archLevel, uint64(crc)<<48, p) >> 48)
+}
+
+// t10dif64Slow is t10dif64 (T10DIF with the implementation lvl, the CRC
+// in the top 16 bits of reg and of the result) in Go: amd64's t10dif64
+// goes on with it when its assembly does not take the work, and the other
+// architectures' is it.
+func t10dif64Slow(lvl int, reg uint64, p []byte) uint64 {
+	return uint64(t10difWith(lvl, uint16(reg>>48), p)) << 48
 }
 
 // Params64 defines a CRC-64 in the Rocksoft model (as the CRC catalogue

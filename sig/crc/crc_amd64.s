@@ -154,7 +154,25 @@ TEXT ·fold32(SB), NOSPLIT|NOFRAME, $0-56
 slow32:
 	JMP ·fold32Slow(SB)
 
-// foldBody is the work of fold, checksum64 and fold32, which jump to it
+// func t10dif64(lvl int, reg uint64, p []byte) uint64
+//
+// t10dif64 is checksum64 for T10DIF (the CRC in the top 16 bits of the
+// register): the fold, or (a tail call) t10dif64Slow.
+TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ lvl+0(FP), DX
+	MOVQ p_len+24(FP), CX
+	CHECK_FOLD(const_levelCLMUL, slowT10)
+	MOVQ ·t10difKeys(SB), AX
+	MOVQ reg+8(FP), BX
+	MOVQ p_base+16(FP), SI
+	XORQ R10, R10
+	LEAQ ret+40(FP), R11
+	JMP  foldBody<>(SB)
+
+slowT10:
+	JMP ·t10dif64Slow(SB)
+
+// foldBody is the work of fold, checksum64, fold32 and t10dif64, which jump to it
 // with the arguments in registers: AX the foldKeys, DX the level, BX the
 // register, SI and CX the data (at least 16 bytes, a multiple of 16), R10
 // a value to xor into the result and R11 the address of the result. It

@@ -630,9 +630,9 @@ func entryLengths() []int {
 	return append(ns, foldChunk-16, foldChunk-1, foldChunk, foldChunk+1, foldChunk+16, 2*foldChunk+3)
 }
 
-// TestEntries checks the one calls that Checksum, CRC32C and CRC32 are
-// (checksum64 and fold32: on amd64, assembly that folds or goes on to
-// the Go path) at every level, the tables' too, over the lengths and
+// TestEntries checks the one calls that Checksum, T10DIF, CRC32C and
+// CRC32 are (checksum64, t10dif64 and fold32: on amd64, assembly that
+// folds or goes on to the Go path) at every level, the tables' too, over the lengths and
 // definitions (reversed outputs among them) the assembly takes and those
 // it leaves to Go, against the tables.
 func TestEntries(t *testing.T) {
@@ -656,6 +656,19 @@ func TestEntries(t *testing.T) {
 			if got := c.Checksum(p); got != want {
 				t.Fatalf("Checksum: %s: %d bytes: %#016x, want %#016x", prm.Name, n, got, want)
 			}
+		}
+	}
+	for _, n := range ns {
+		p := long[:n]
+		crc := uint16(rng.Uint32())
+		want := t10difWith(levelGeneric, crc, p)
+		for _, im := range impls() {
+			if got := uint16(t10dif64(im.level, uint64(crc)<<48, p) >> 48); got != want {
+				t.Fatalf("t10dif64: %s: %d bytes, crc %#04x: %#04x, want %#04x", im.name, n, crc, got, want)
+			}
+		}
+		if got := T10DIF(crc, p); got != want {
+			t.Fatalf("T10DIF: %d bytes, crc %#04x: %#04x, want %#04x", n, crc, got, want)
 		}
 	}
 	for _, k := range crc32Kinds {
