@@ -101,16 +101,17 @@ TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
 	JMP  foldBody<>(SB)
 
 // CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
-// to levelAVX512) and the length in CX whole (foldsWhole); R9 is scratch.
+// to levelAVX512) and the length in CX whole (foldsWhole: rotated right
+// by 4 bits, n - 16 is at most (foldChunk - 16) / 16 only when n is a
+// multiple of 16 from 16 to foldChunk); R9 is scratch.
 #define CHECK_FOLD(lo, slow) \
-	LEAQ  -lo(DX), R9; \
-	CMPQ  R9, $(const_levelAVX512-lo); \
-	JA    slow; \
-	LEAQ  -const_foldMin(CX), R9; \
-	CMPQ  R9, $(const_foldChunk-const_foldMin); \
-	JA    slow; \
-	TESTQ $15, CX; \
-	JNZ   slow
+	LEAQ -lo(DX), R9; \
+	CMPQ R9, $(const_levelAVX512-lo); \
+	JA   slow; \
+	LEAQ -const_foldMin(CX), R9; \
+	RORQ $4, R9; \
+	CMPQ R9, $((const_foldChunk-const_foldMin)>>4); \
+	JA   slow
 
 // func checksum64(c *CRC64, lvl int, p []byte) uint64
 //
@@ -432,7 +433,6 @@ ymmLanes:
 zmm:
 	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
 	// the data left.
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
 	VMOVQ           BX, X4
 	SUBQ            $512, CX
@@ -458,6 +458,7 @@ zmmLoopRefl:
 	JMP  zmmLeft
 
 zmmNormal:
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VPSLLDQ   $8, X4, X4
 	VMOVDQU64 0(SI), Z0
 	VMOVDQU64 64(SI), Z1
@@ -519,7 +520,9 @@ zmmLeft:
 	JMP        barrett
 
 zmmFold4:
-	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane
+	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane; the loops
+	// below take the shuffle (the reflected main loop did not need it).
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VBROADCASTI32X4 foldKeys_k1536(AX), Z9
 	VBROADCASTI32X4 foldKeys_k1024(AX), Z10
 	VBROADCASTI32X4 foldKeys_k512(AX), Z11
