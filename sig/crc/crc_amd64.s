@@ -62,6 +62,27 @@
 	PXOR      X6, X5; \
 	PEXTRQ    $1, X5, R8
 
+// ZBARRETT_MSB and ZBARRETT_LSB are BARRETT_MSB and BARRETT_LSB for the
+// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands and
+// a ternary xor, which leave out the register copies.
+#define ZBARRETT_MSB \
+	VMOVDQU    foldKeys_final(AX), X9; \
+	VMOVQ      foldKeys_poly(AX), X6; \
+	VPCLMULQDQ $0x11, X9, X4, X5; \
+	VPXOR      X4, X5, X5; \
+	VPCLMULQDQ $0x01, X6, X5, X5; \
+	VPXOR      X4, X5, X5; \
+	VMOVQ      X5, R8
+
+#define ZBARRETT_LSB \
+	VMOVDQU    foldKeys_rbar(AX), X9; \
+	VPCLMULQDQ $0x00, X9, X4, X5; \
+	VPCLMULQDQ $0x10, X9, X5, X6; \
+	VPSLLDQ    $8, X5, X5; \
+	VPAND      foldKeys_rp0(AX), X5, X5; \
+	VPTERNLOGQ $0x96, X4, X5, X6; \
+	VPEXTRQ    $1, X6, R8
+
 // FOLD_XMM, FOLD_YMM and FOLD_ZMM set a to a·x^d + b lane by lane, d the
 // distance of the constant pairs in k; t is scratch. The _MEM forms take
 // b from memory.
@@ -516,8 +537,16 @@ zmmLeft:
 	VPXORQ     Y1, Y0, Y0
 	VEXTRACTI128 $1, Y0, X1
 	VPXOR      X1, X0, X4
+	CMPQ       foldKeys_refl(AX), $0
+	JNE        zmmBarrettLSB
+	ZBARRETT_MSB
 	VZEROUPPER
-	JMP        barrett
+	JMP        done
+
+zmmBarrettLSB:
+	ZBARRETT_LSB
+	VZEROUPPER
+	JMP        done
 
 zmmFold4:
 	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane; the loops
