@@ -56,7 +56,16 @@ const T10DIFPoly = 0x8BB7
 // no final xor, so crc is the register itself. T10DIF(0, "123456789") is
 // 0xD0DB.
 func T10DIF(crc uint16, p []byte) uint16 {
-	return t10difWith(archLevel, crc, p)
+	// One call, which the compiler inlines (see checksum64).
+	return uint16(t10dif64(archLevel, uint64(crc)<<48, p) >> 48)
+}
+
+// t10dif64Slow is t10dif64 (T10DIF with the implementation lvl, the CRC
+// in the top 16 bits of reg and of the result) in Go: amd64's t10dif64
+// goes on with it when its assembly does not take the work, and the other
+// architectures' is it.
+func t10dif64Slow(lvl int, reg uint64, p []byte) uint64 {
+	return uint64(t10difWith(lvl, uint16(reg>>48), p)) << 48
 }
 
 // Params64 defines a CRC-64 in the Rocksoft model (as the CRC catalogue
@@ -108,10 +117,8 @@ func (c *CRC64) Params() Params64 { return c.p }
 
 // Checksum returns the CRC-64 of p.
 func (c *CRC64) Checksum(p []byte) uint64 {
-	if archLevel != levelGeneric && foldsWhole(len(p)) {
-		return c.finish(fold(&c.k.keys, archLevel, c.init, p))
-	}
-	return c.finish(c.k.updateAny(archLevel, c.init, p))
+	// One call, which the compiler inlines (see checksum64).
+	return checksum64(c, archLevel, p)
 }
 
 // Checksum0 is the checksum of no data: the value to start Update from.
@@ -194,6 +201,13 @@ func (k *kernel64) update(lvl int, reg uint64, p []byte) uint64 {
 		return fold(&k.keys, lvl, reg, p)
 	}
 	return k.updateAny(lvl, reg, p)
+}
+
+// checksum64Slow is checksum64 (c.Checksum with the implementation lvl)
+// in Go: amd64's checksum64 goes on with it when its assembly does not
+// take the work, and the other architectures' is it.
+func checksum64Slow(c *CRC64, lvl int, p []byte) uint64 {
+	return c.finish(c.k.update(lvl, c.init, p))
 }
 
 // updateAny is update for any length.

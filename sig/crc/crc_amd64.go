@@ -60,6 +60,33 @@ var archLevels = func() []impl {
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
 
+// checksum64 is c.Checksum(p) with the implementation lvl: the assembly
+// when it takes p whole (lvl at least levelCLMUL, foldsWhole) and the
+// output is not the register reversed, else checksum64Slow. Checksum is
+// this one call, so that the compiler inlines it and its callers call the
+// assembly straight (docs/PERFORMANCE.md).
+//
+//go:noescape
+func checksum64(c *CRC64, lvl int, p []byte) uint64
+
+// fold32 continues reg, the register of CRC32C or CRC32 (k), over p with
+// the implementation lvl: the assembly when it takes p whole (lvl at
+// least fold32Level, foldsWhole), else fold32Slow.
+//
+//go:noescape
+func fold32(k *kernel32, lvl int, reg uint64, p []byte) uint64
+
+// t10dif64 is T10DIF with the implementation lvl, the CRC in the top 16
+// bits of reg and of the result: the assembly when it takes p whole, else
+// t10dif64Slow.
+//
+//go:noescape
+func t10dif64(lvl int, reg uint64, p []byte) uint64
+
+// The assembly of checksum64, fold32 and t10dif64 goes on with these (a
+// tail call), a use that staticcheck does not see.
+var _, _, _ = checksum64Slow, fold32Slow, t10dif64Slow
+
 // cpuid7ECX returns ECX of CPUID leaf 7, sub-leaf 0.
 func cpuid7ECX() uint32
 

@@ -62,6 +62,27 @@
 	PXOR      X6, X5; \
 	PEXTRQ    $1, X5, R8
 
+// ZBARRETT_MSB and ZBARRETT_LSB are BARRETT_MSB and BARRETT_LSB for the
+// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands and
+// a ternary xor, which leave out the register copies.
+#define ZBARRETT_MSB \
+	VMOVDQU    foldKeys_final(AX), X9; \
+	VMOVQ      foldKeys_poly(AX), X6; \
+	VPCLMULQDQ $0x11, X9, X4, X5; \
+	VPXOR      X4, X5, X5; \
+	VPCLMULQDQ $0x01, X6, X5, X5; \
+	VPXOR      X4, X5, X5; \
+	VMOVQ      X5, R8
+
+#define ZBARRETT_LSB \
+	VMOVDQU    foldKeys_rbar(AX), X9; \
+	VPCLMULQDQ $0x00, X9, X4, X5; \
+	VPCLMULQDQ $0x10, X9, X5, X6; \
+	VPSLLDQ    $8, X5, X5; \
+	VPAND      foldKeys_rp0(AX), X5, X5; \
+	VPTERNLOGQ $0x96, X4, X5, X6; \
+	VPEXTRQ    $1, X6, R8
+
 // FOLD_XMM, FOLD_YMM and FOLD_ZMM set a to a·x^d + b lane by lane, d the
 // distance of the constant pairs in k; t is scratch. The _MEM forms take
 // b from memory.
@@ -90,12 +111,95 @@
 	VPTERNLOGQ $0x96, b, t, a
 
 // func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
-TEXT ·fold(SB), NOSPLIT, $0-56
+TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ k+0(FP), AX
 	MOVQ lvl+8(FP), DX
 	MOVQ reg+16(FP), BX
 	MOVQ p_base+24(FP), SI
 	MOVQ p_len+32(FP), CX
+	XORQ R10, R10
+	LEAQ ret+48(FP), R11
+	JMP  foldBody<>(SB)
+
+// CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
+// to levelAVX512) and the length in CX whole (foldsWhole: rotated right
+// by 4 bits, n - 16 is at most (foldChunk - 16) / 16 only when n is a
+// multiple of 16 from 16 to foldChunk); R9 is scratch.
+#define CHECK_FOLD(lo, slow) \
+	LEAQ -lo(DX), R9; \
+	CMPQ R9, $(const_levelAVX512-lo); \
+	JA   slow; \
+	LEAQ -const_foldMin(CX), R9; \
+	RORQ $4, R9; \
+	CMPQ R9, $((const_foldChunk-const_foldMin)>>4); \
+	JA   slow
+
+// func checksum64(c *CRC64, lvl int, p []byte) uint64
+//
+// checksum64 is c.Checksum(p) with the implementation lvl: the fold when
+// it takes p whole and the output is not the register reversed, else (a
+// tail call) checksum64Slow.
+TEXT ·checksum64(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ lvl+8(FP), DX
+	MOVQ p_len+24(FP), CX
+	CHECK_FOLD(const_levelCLMUL, slow64)
+	MOVQ c+0(FP), DI
+	CMPB CRC64_swap(DI), $0
+	JNE  slow64
+	MOVQ CRC64_k(DI), AX
+	LEAQ kernel64_keys(AX), AX
+	MOVQ CRC64_init(DI), BX
+	MOVQ (CRC64_p+Params64_XorOut)(DI), R10
+	MOVQ p_base+16(FP), SI
+	LEAQ ret+40(FP), R11
+	JMP  foldBody<>(SB)
+
+slow64:
+	JMP ·checksum64Slow(SB)
+
+// func fold32(k *kernel32, lvl int, reg uint64, p []byte) uint64
+//
+// fold32 is checksum64 for CRC32C and CRC32 (register in, register out):
+// the fold from fold32Level on, else (a tail call) fold32Slow.
+TEXT ·fold32(SB), NOSPLIT|NOFRAME, $0-56
+	MOVQ lvl+8(FP), DX
+	MOVQ p_len+32(FP), CX
+	CHECK_FOLD(const_fold32Level, slow32)
+	MOVQ k+0(FP), AX
+	MOVQ kernel32_keys(AX), AX
+	MOVQ reg+16(FP), BX
+	MOVQ p_base+24(FP), SI
+	XORQ R10, R10
+	LEAQ ret+48(FP), R11
+	JMP  foldBody<>(SB)
+
+slow32:
+	JMP ·fold32Slow(SB)
+
+// func t10dif64(lvl int, reg uint64, p []byte) uint64
+//
+// t10dif64 is checksum64 for T10DIF (the CRC in the top 16 bits of the
+// register): the fold, or (a tail call) t10dif64Slow.
+TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
+	MOVQ lvl+0(FP), DX
+	MOVQ p_len+24(FP), CX
+	CHECK_FOLD(const_levelCLMUL, slowT10)
+	MOVQ ·t10difKeys(SB), AX
+	MOVQ reg+8(FP), BX
+	MOVQ p_base+16(FP), SI
+	XORQ R10, R10
+	LEAQ ret+40(FP), R11
+	JMP  foldBody<>(SB)
+
+slowT10:
+	JMP ·t10dif64Slow(SB)
+
+// foldBody is the work of fold, checksum64, fold32 and t10dif64, which jump to it
+// with the arguments in registers: AX the foldKeys, DX the level, BX the
+// register, SI and CX the data (at least 16 bytes, a multiple of 16), R10
+// a value to xor into the result and R11 the address of the result. It
+// returns to their caller.
+TEXT foldBody<>(SB), NOSPLIT|NOFRAME, $0-0
 	CMPQ DX, $const_levelAVX512
 	JNE  notZMM
 	CMPQ CX, $256
@@ -350,7 +454,6 @@ ymmLanes:
 zmm:
 	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
 	// the data left.
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
 	VMOVQ           BX, X4
 	SUBQ            $512, CX
@@ -376,6 +479,7 @@ zmmLoopRefl:
 	JMP  zmmLeft
 
 zmmNormal:
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VPSLLDQ   $8, X4, X4
 	VMOVDQU64 0(SI), Z0
 	VMOVDQU64 64(SI), Z1
@@ -433,11 +537,21 @@ zmmLeft:
 	VPXORQ     Y1, Y0, Y0
 	VEXTRACTI128 $1, Y0, X1
 	VPXOR      X1, X0, X4
+	CMPQ       foldKeys_refl(AX), $0
+	JNE        zmmBarrettLSB
+	ZBARRETT_MSB
 	VZEROUPPER
-	JMP        barrett
+	JMP        done
+
+zmmBarrettLSB:
+	ZBARRETT_LSB
+	VZEROUPPER
+	JMP        done
 
 zmmFold4:
-	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane
+	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane; the loops
+	// below take the shuffle (the reflected main loop did not need it).
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VBROADCASTI32X4 foldKeys_k1536(AX), Z9
 	VBROADCASTI32X4 foldKeys_k1024(AX), Z10
 	VBROADCASTI32X4 foldKeys_k512(AX), Z11
@@ -492,25 +606,25 @@ reduce:
 	JNE  reduceLSB
 	T_MSB
 	BARRETT_MSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 reduceLSB:
 	T_LSB
 	BARRETT_LSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 barrett:
 	CMPQ foldKeys_refl(AX), $0
 	JNE  barrettLSB
 	BARRETT_MSB
-	MOVQ R8, ret+48(FP)
-	RET
+	JMP  done
 
 barrettLSB:
 	BARRETT_LSB
-	MOVQ R8, ret+48(FP)
+
+done:
+	XORQ R10, R8
+	MOVQ R8, (R11)
 	RET
 
 // func cpuid7ECX() uint32

@@ -3,6 +3,7 @@ package crc
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"hash/crc64"
 	"math/bits"
 	"math/rand/v2"
@@ -615,6 +616,78 @@ func TestKeysAligned(t *testing.T) {
 	} {
 		if a := uintptr(unsafe.Pointer(k)) % 64; a != 0 {
 			t.Errorf("%s: fold constants %d bytes past a cache line", name, a)
+		}
+	}
+}
+
+// entryLengths are the lengths TestEntries sweeps: all up to 2048, and
+// around the assembly's chunk.
+func entryLengths() []int {
+	var ns []int
+	for n := 0; n <= 2048; n++ {
+		ns = append(ns, n)
+	}
+	return append(ns, foldChunk-16, foldChunk-1, foldChunk, foldChunk+1, foldChunk+16, 2*foldChunk+3)
+}
+
+// TestEntries checks the one calls that Checksum, T10DIF, CRC32C and
+// CRC32 are (checksum64, t10dif64 and fold32: on amd64, assembly that
+// folds or goes on to the Go path) at every level, the tables' too, over the lengths and
+// definitions (reversed outputs among them) the assembly takes and those
+// it leaves to Go, against the tables.
+func TestEntries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	params := append([]Params64{}, catalogue...)
+	params = append(params,
+		Params64{Name: "swap", Poly: 0x42F0E1EBA9EA3693, Init: 0x0123456789ABCDEF, RefIn: true, XorOut: 0x55},
+		Params64{Name: "swap", Poly: 0x42F0E1EBA9EA3693, RefOut: true, XorOut: 0xAA << 56})
+	ns := entryLengths()
+	long := buffer(rng, ns[len(ns)-1], 5)
+	for _, prm := range params {
+		c := NewCRC64(prm)
+		for _, n := range ns {
+			p := long[:n]
+			want := checksumWith(c, levelGeneric, p)
+			for _, im := range impls() {
+				if got := checksum64(c, im.level, p); got != want {
+					t.Fatalf("checksum64: %s: %s: %d bytes: %#016x, want %#016x", prm.Name, im.name, n, got, want)
+				}
+			}
+			if got := c.Checksum(p); got != want {
+				t.Fatalf("Checksum: %s: %d bytes: %#016x, want %#016x", prm.Name, n, got, want)
+			}
+		}
+	}
+	for _, n := range ns {
+		p := long[:n]
+		crc := uint16(rng.Uint32())
+		want := t10difWith(levelGeneric, crc, p)
+		for _, im := range impls() {
+			if got := uint16(t10dif64(im.level, uint64(crc)<<48, p) >> 48); got != want {
+				t.Fatalf("t10dif64: %s: %d bytes, crc %#04x: %#04x, want %#04x", im.name, n, crc, got, want)
+			}
+		}
+		if got := T10DIF(crc, p); got != want {
+			t.Fatalf("T10DIF: %d bytes, crc %#04x: %#04x, want %#04x", n, crc, got, want)
+		}
+	}
+	for _, k := range crc32Kinds {
+		for _, n := range ns {
+			p := long[:n]
+			crc := rng.Uint32()
+			want := crc32.Update(crc, k.tab, p)
+			for _, im := range impls() {
+				if got := ^uint32(fold32(k.k, im.level, uint64(^crc), p)); got != want {
+					t.Fatalf("fold32: %s: %s: %d bytes, crc %#08x: %#08x, want %#08x", k.name, im.name, n, crc, got, want)
+				}
+			}
+			got := CRC32C(crc, p)
+			if k.k == ieee {
+				got = CRC32(crc, p)
+			}
+			if got != want {
+				t.Fatalf("%s: %d bytes, crc %#08x: %#08x, want %#08x", k.name, n, crc, got, want)
+			}
 		}
 	}
 }

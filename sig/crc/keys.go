@@ -45,23 +45,23 @@ import (
 // (the heap's 512-byte size class) and no vector load of it splits a cache
 // line.
 type foldKeys struct {
+	// fin takes 4 ZMM (rows 0-15), 4 YMM (rows 8-15) or 4 XMM (rows 12-15)
+	// accumulators that end the data straight to T: row r moves a lane
+	// (15-r)·128 + 64 bits, its distance to the end plus 64.
+	fin   [16][2]uint64
+	k384  [2]uint64 // 4 lanes -> 1: k384, k256, k128 and a zero pair are
+	k256  [2]uint64 // one ZMM row; k256: 1 YMM, 32 bytes a step
+	k128  [2]uint64 // 1 XMM, 16 bytes a step
+	_     [2]uint64 // zero: the fourth lane of that row
 	k2048 [2]uint64 // 4 ZMM accumulators, 256 bytes a step
 	k1536 [2]uint64 // 4 ZMM -> 1 ZMM
 	k1024 [2]uint64 // 4 YMM accumulators, 128 bytes a step; 8 NEON (arm64)
 	k768  [2]uint64 // 4 YMM -> 1 YMM
 	k512  [2]uint64 // 4 XMM accumulators (64 bytes a step); 1 ZMM; 4 YMM -> 1
-	k384  [2]uint64 // 4 lanes -> 1: k384, k256, k128 and a zero pair are
-	k256  [2]uint64 // one ZMM row; k256: 1 YMM, 32 bytes a step
-	k128  [2]uint64 // 1 XMM, 16 bytes a step
-	_     [2]uint64 // zero: the fourth lane of that row
-	// fin takes 4 ZMM (rows 0-15), 4 YMM (rows 8-15) or 4 XMM (rows 12-15)
-	// accumulators that end the data straight to T: row r moves a lane
-	// (15-r)·128 + 64 bits, its distance to the end plus 64.
-	fin   [16][2]uint64
-	final uint64 // x^128 mod P; reflected, x^127 mod P
-	mu    uint64 // floor(x^128 / P) - x^64
-	poly  uint64 // P - x^64
-	refl  uint64 // 1 for the reflected (LSB-first) bit order
+	final uint64    // x^128 mod P; reflected, x^127 mod P
+	mu    uint64    // floor(x^128 / P) - x^64
+	poly  uint64    // P - x^64
+	refl  uint64    // 1 for the reflected (LSB-first) bit order
 	shuf  [16]byte
 	// The reflected Barrett reduction of amd64 (see below): M and P
 	// reversed as 65-bit values, each without its last bit, and the mask
@@ -73,6 +73,12 @@ type foldKeys struct {
 
 const _ uintptr = 512 - unsafe.Sizeof(foldKeys{}) // foldKeys is 512 bytes long
 const _ uintptr = unsafe.Sizeof(foldKeys{}) - 512
+
+// The rows the assembly loads whole into ZMM registers (fin's and the one
+// k384 starts) begin on a cache line: a negative constant does not
+// compile.
+const _ uintptr = -(unsafe.Offsetof(foldKeys{}.fin) % 64)
+const _ uintptr = -(unsafe.Offsetof(foldKeys{}.k384) % 64)
 
 // xpowmod returns x^n mod P, P = x^64 + poly, in normal form.
 func xpowmod(n int, poly uint64) uint64 {
