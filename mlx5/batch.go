@@ -468,9 +468,17 @@ func (b *Batch) Commit() error {
 	qp := b.qp
 	b.open, b.ready = false, false
 	var err error
-	if b.n > 0 {
+	if n := b.n + b.extra; n > 0 {
+		// ring's lines, inlined: a call less a batch.
 		qp.sq.sync.publish()
-		err = qp.ring(b.lastDB, b.n+b.extra)
+		db := b.lastDB
+		if n != 1 || db&0x3f <= 1 {
+			qp.dbSQ.RingWord(qp.sq.pi, db)
+		} else if w := qp.bf1(db); w != nil {
+			err = qp.dbSQ.RingBF1(qp.sq.pi, w)
+		} else {
+			err = qp.ringAny(db, n)
+		}
 	}
 	qp.g.exit()
 	if err != nil {

@@ -209,23 +209,30 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint
 // segment that fits, as libmlx5 does, else the 8-byte doorbell.
 func (qp *QP) ring(doorbell uint64, nreq int) error {
 	// Several WQEs, or one of one segment: the 8-byte doorbell
-	// (doorbell.SQ.UseBlueFlame).
-	ds := uint8(doorbell & 0x3f)
-	if nreq != 1 || ds <= 1 {
+	// (doorbell.SQ.UseBlueFlame). Commit has these lines too, inlined.
+	if nreq != 1 || doorbell&0x3f <= 1 {
 		qp.dbSQ.RingWord(qp.sq.pi, doorbell)
 		return nil
 	}
-	// A single WQE of one WQEBB, 2 to 4 segments, and a register with
-	// BlueFlame buffers (of at least one WQEBB). The ring is a power of
-	// two of WQEBBs (CreateQP), so the WQEBB at the counter's slot is in
-	// it (checked all the same). Nothing is live after the call: the
-	// compiler spills nothing around it.
-	ring := qp.sq.ring
-	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
-	if ds <= 4 && at+wqe.WQEBB <= uint(len(ring)) && qp.dbSQ.BlueFlameSize() != 0 {
-		return qp.dbSQ.RingBF1(qp.sq.pi, (*[wqe.WQEBB]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(ring)), at)))
+	if w := qp.bf1(doorbell); w != nil {
+		return qp.dbSQ.RingBF1(qp.sq.pi, w)
 	}
 	return qp.ringAny(doorbell, nreq)
+}
+
+// bf1 is the WQEBB that a post of a single WQE with the doorbell word
+// doorbell (of more than one segment) copies by BlueFlame: the WQE's one
+// WQEBB, if it has at most 4 segments and the register has BlueFlame
+// buffers (of at least one WQEBB); else nil. The ring is a power of two
+// of WQEBBs (CreateQP), so the WQEBB at the counter's slot is in it
+// (checked all the same). Inlined.
+func (qp *QP) bf1(doorbell uint64) *[wqe.WQEBB]byte {
+	ring := qp.sq.ring
+	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
+	if doorbell&0x3f > 4 || at+wqe.WQEBB > uint(len(ring)) || qp.dbSQ.BlueFlameSize() == 0 {
+		return nil
+	}
+	return (*[wqe.WQEBB]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(ring)), at))
 }
 
 // ringAny is ring for any post.
