@@ -22,10 +22,9 @@ import (
 // says which opcodes it takes and how their WQE is laid out; init fills in
 // the rest from opcodes, so that the two paths share their facts.
 type fastInfo struct {
-	fast   bool   // the fast lane takes the opcode
-	bit    uint64 // 1<<op if fast: the opcode's bit in QP.fast
-	remote uint8  // 1: a remote address segment
-	imm    uint8  // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
+	fast   bool  // the fast lane takes the opcode
+	remote uint8 // 1: a remote address segment
+	imm    uint8 // the ctrl's imm: fastImm (SendWR.Imm) or fastInv (InvalidateKey)
 	// immMask and invMask pick the ctrl's imm: SendWR.Imm&immMask |
 	// SendWR.InvalidateKey&invMask.
 	immMask, invMask uint32
@@ -39,9 +38,9 @@ const (
 	fastInv = 2
 )
 
-// fastOps is indexed by the opcode, a byte: the index needs no bounds
-// check, and an opcode the lane does not take has no bit.
-var fastOps = [256]fastInfo{
+// fastOps is indexed by the opcode's low 4 bits (the opcodes of the fast
+// lane are below 16: the index needs no bounds check).
+var fastOps = [16]fastInfo{
 	OpSend:         {fast: true},
 	OpSendImm:      {fast: true, imm: fastImm},
 	OpSendInv:      {fast: true, imm: fastInv},
@@ -72,7 +71,6 @@ func init() {
 			o := &opcodes[i]
 			f.ctrl, _ = wqe.CtrlWords(o.mlx5, 0, 0, 0, 0, 0)
 			f.bits, f.wc = o.slot, o.wc // what its completion reports, as the general path records it
-			f.bit = 1 << i
 			switch f.imm {
 			case fastImm:
 				f.immMask = ^uint32(0)
@@ -122,10 +120,12 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		return b.add(wr)
 	}
 	qp := b.qp
-	info := &fastOps[wr.Opcode]
-	if qp.fast&info.bit == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
+	// The lane's opcodes are below 16.
+	op := wr.Opcode
+	if op >= 16 || qp.fast>>(op&15)&1 == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
 		return b.add(wr)
 	}
+	info := &fastOps[op&15]
 	sgl := wr.SGL
 	if len(sgl) != 1 {
 		return b.addGather(wr, info)
