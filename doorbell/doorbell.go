@@ -254,8 +254,15 @@ func (q *SQ) RingBF1(counter uint16, wqe *[WQEBB]byte) error {
 	}
 	publish(q.rec, be32(uint32(counter)))
 	wcStart()
-	s := (*[WQEBB / 8]uint64)(unsafe.Pointer(wqe))
-	d := (*[WQEBB / 8]uint64)(unsafe.Add(q.reg, q.half))
+	copyWQEBB((*[WQEBB / 8]uint64)(unsafe.Add(q.reg, q.half)), (*[WQEBB / 8]uint64)(unsafe.Pointer(wqe)))
+	wcFlush(&q.half, q.half^q.bfSize)
+	return nil
+}
+
+// copyWQEBB copies the WQEBB at src to the register at dst: eight 8-byte
+// loads and stores in ascending order (separate assignments, which the
+// compiler neither merges into wider stores nor reorders). Inlined.
+func copyWQEBB(d, s *[WQEBB / 8]uint64) {
 	d[0] = s[0]
 	d[1] = s[1]
 	d[2] = s[2]
@@ -264,28 +271,15 @@ func (q *SQ) RingBF1(counter uint16, wqe *[WQEBB]byte) error {
 	d[5] = s[5]
 	d[6] = s[6]
 	d[7] = s[7]
-	wcFlush(&q.half, q.half^q.bfSize)
-	return nil
 }
 
 // copy64 copies src, a multiple of 8 bytes, to the register at dst in
 // ascending 64-bit stores, so that write-combining can merge each WQEBB
 // into one write.
 func copy64(dst unsafe.Pointer, src []byte) {
-	// A WQEBB at a time: one bounds check, then eight 8-byte loads and
-	// stores in ascending order (separate assignments, which the compiler
-	// neither merges into wider stores nor reorders).
+	// A WQEBB at a time: one bounds check, then copyWQEBB.
 	for len(src) >= WQEBB {
-		s := (*[WQEBB / 8]uint64)(unsafe.Pointer(unsafe.SliceData(src)))
-		d := (*[WQEBB / 8]uint64)(dst)
-		d[0] = s[0]
-		d[1] = s[1]
-		d[2] = s[2]
-		d[3] = s[3]
-		d[4] = s[4]
-		d[5] = s[5]
-		d[6] = s[6]
-		d[7] = s[7]
+		copyWQEBB((*[WQEBB / 8]uint64)(dst), (*[WQEBB / 8]uint64)(unsafe.Pointer(unsafe.SliceData(src))))
 		dst, src = unsafe.Add(dst, WQEBB), src[WQEBB:]
 	}
 	for i := 0; i+8 <= len(src); i += 8 {

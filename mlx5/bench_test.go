@@ -144,18 +144,23 @@ func BenchmarkPostRDMAWriteChunked(b *testing.B) {
 // BenchmarkPostMkeyConfigure is libmlx5's umr_sig_t10dif_both_list1: an
 // mkey reconfigured with access, a one-entry list layout and T10-DIF in
 // both domains: a 4-WQEBB UMR, two SET_PSVs and one 8-byte doorbell.
-func BenchmarkPostMkeyConfigure(b *testing.B) {
+func BenchmarkPostMkeyConfigure(b *testing.B) { benchPostMkeyConfigure(b, false) }
+
+// benchPostMkeyConfigure runs BenchmarkPostMkeyConfigure's configures;
+// with newTag, the wire domain's reference tag changes before each.
+func benchPostMkeyConfigure(b *testing.B, newTag bool) {
 	c := &Context{devx: true}
 	qp, _ := testQP(b, c, 1024)
 	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	m := &Mkey{c: c, LKey: 0x200200, RKey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true} // as CreateMkey makes it on cx7
+	wire := &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}
 	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | SendInline, SetAccess: true,
 		Access: AccessLocalWrite | AccessRemoteRead | AccessRemoteWrite,
 		List:   []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}},
 		Sig: &sig.BlockAttr{
 			Mem:       &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512, T10DIF: &sig.T10DIF{AppTag: 0x1234, RefTag: 0x5678}},
-			Wire:      &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize520, T10DIF: &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}},
+			Wire:      &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize520, T10DIF: wire},
 			CheckMask: 0xff,
 		}}
 	b.ReportAllocs()
@@ -166,6 +171,9 @@ func BenchmarkPostMkeyConfigure(b *testing.B) {
 			qp.sq.tail.Store(uint32(qp.sq.pi))
 			n = 0
 			b.StartTimer()
+		}
+		if newTag {
+			wire.RefTag += 8
 		}
 		if err := qp.PostMkeyConfigure(&wr); err != nil {
 			b.Fatal(err)
