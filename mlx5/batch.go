@@ -469,16 +469,8 @@ func (b *Batch) Commit() error {
 	b.open, b.ready = false, false
 	var err error
 	if n := b.n + b.extra; n > 0 {
-		// ring's lines, inlined: a call less a batch.
 		qp.sq.sync.publish()
-		db := b.lastDB
-		if n != 1 || db&0x3f <= 1 {
-			qp.dbSQ.RingWord(qp.sq.pi, db)
-		} else if w := qp.bf1(db); w != nil {
-			err = qp.dbSQ.RingBF1(qp.sq.pi, w)
-		} else {
-			err = qp.ringAny(db, n)
-		}
+		err = qp.ring(b.lastDB, n)
 	}
 	qp.g.exit()
 	if err != nil {

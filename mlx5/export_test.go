@@ -40,3 +40,8 @@ func QueueBytes(qp *QP) int {
 	}
 	return n
 }
+
+// free is the number of WQEBBs at the producer counter that no posted
+// work request still uses (the room a post has: limit less the producer
+// counter).
+func (sq *sendQueue) free() int { return int(sq.limit() - sq.pi) }

@@ -231,12 +231,7 @@ func (b *Batch) addGather(wr *SendWR, info *fastInfo) *Batch {
 		zeroSeg(w, off)
 	}
 	qp.fmCache = false
-	next := pi + uint16(bbs)
-	// track's record, in every WQEBB of the WQE.
-	for j := range bbs {
-		qp.sq.slots[slot+j] = sqSlot{wrID: wr.WrID, next: next, last: pi, op: info.wc, bits: info.bits}
-	}
-	qp.sq.pi = next
+	qp.track(wr.WrID, info.wc, bbs, pi, info.bits)
 	b.lastDB = db
 	b.n++
 	return b

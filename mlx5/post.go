@@ -1,10 +1,9 @@
 package mlx5
 
 import (
-	"unsafe"
-
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
@@ -135,15 +134,10 @@ type SendWR struct {
 	StreamID    uint16
 }
 
-// free is the number of WQEBBs at the producer counter that no posted
-// work request still uses, by the consumer counter the poller advances.
-func (sq *sendQueue) free() int {
-	return len(sq.slots) - int(sq.pi-uint16(sq.tail.Load()))
-}
-
-// limit is the producer counter up to which a post may write: pi plus
-// free, which is the consumer counter plus the ring's WQEBBs (a send
-// queue has fewer than 65536).
+// limit is the producer counter up to which a post may write: the
+// producer counter plus the WQEBBs no posted work request still uses,
+// which is the consumer counter the poller advances plus the ring's
+// WQEBBs (a send queue has fewer than 65536).
 func (sq *sendQueue) limit() uint16 {
 	return uint16(sq.tail.Load()) + uint16(len(sq.slots))
 }
@@ -209,7 +203,7 @@ func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint
 // segment that fits, as libmlx5 does, else the 8-byte doorbell.
 func (qp *QP) ring(doorbell uint64, nreq int) error {
 	// Several WQEs, or one of one segment: the 8-byte doorbell
-	// (doorbell.SQ.UseBlueFlame). Commit has these lines too, inlined.
+	// (doorbell.SQ.UseBlueFlame).
 	if nreq != 1 || doorbell&0x3f <= 1 {
 		qp.dbSQ.RingWord(qp.sq.pi, doorbell)
 		return nil
