@@ -247,9 +247,9 @@ func (q *SQ) RingBF(counter uint16, wqe, wrap []byte) error {
 // RingBF1 is RingBF of a WQE of one WQEBB, which cannot cross the
 // ring's end: it publishes the send producer counter and copies wqe to the
 // register. It returns ErrBFLength, and writes nothing, if the register
-// has no BlueFlame buffers (BlueFlameSize 0).
+// has no BlueFlame buffers (BlueFlameSize 0) or wqe is nil.
 func (q *SQ) RingBF1(counter uint16, wqe *[WQEBB]byte) error {
-	if q.bfSize == 0 {
+	if q.bfSize == 0 || wqe == nil {
 		return ErrBFLength
 	}
 	publish(q.rec, be32(uint32(counter)))

@@ -61,6 +61,7 @@ func TestRingBadInput(t *testing.T) {
 		{"bf partial wqebb", q.RingBF(1, wqebb[:48], nil), ErrBFLength},
 		{"bf partial wrap", q.RingBF(1, wqebb, wqebb[:8]), ErrBFLength},
 		{"bf over half", q.RingBF(1, bytes.Repeat(wqebb, 4), wqebb), ErrBFLength},
+		{"bf1 nil", q.RingBF1(1, nil), ErrBFLength},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
