@@ -169,7 +169,7 @@ func Example_nvmeOverFabrics() {
 				continue
 			}
 			qp := target.newQP()
-			if err := qp.PostRecv(1, []mlx5.SGE{{Addr: target.mr.Addr, Length: 64, LKey: target.mr.LKey}}); err != nil {
+			if err := qp.PostRecv(1, []mlx5.SGE{{Addr: target.mr.Addr(), Length: 64, LKey: target.mr.LKey()}}); err != nil {
 				log.Fatal(err)
 			}
 			conn, err := r.Accept(ctx, &cm.AcceptOptions{QP: qp, PrivateData: marshal(nvmeRDMARep{CRQSize: uint16(recvQueue)})})
@@ -241,5 +241,5 @@ func Example_nvmeOverFabrics() {
 
 // newRecv posts the host's receive for the completion.
 func (s *side) newRecv(qp *mlx5.QP) error {
-	return qp.PostRecv(4, []mlx5.SGE{{Addr: s.mr.Addr, Length: 64, LKey: s.mr.LKey}})
+	return qp.PostRecv(4, []mlx5.SGE{{Addr: s.mr.Addr(), Length: 64, LKey: s.mr.LKey()}})
 }

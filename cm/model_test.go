@@ -162,7 +162,7 @@ func exchange(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP) {
 		t.Fatal(err)
 	}
 	defer mr.Close()
-	if err := sqp.PostRecv(7, []mlx5.SGE{{Addr: mr.Addr, Length: 64, LKey: mr.LKey}}); err != nil {
+	if err := sqp.PostRecv(7, []mlx5.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cqp.PostSend(&mlx5.SendWR{WrID: 8, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{[]byte("over the CM")}}); err != nil {

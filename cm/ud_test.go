@@ -72,7 +72,7 @@ func TestUDResolveAndSend(t *testing.T) {
 	}
 	defer mr.Close()
 	const grh = 40
-	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr, Length: grh + 256, LKey: mr.LKey}}); err != nil {
+	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr(), Length: grh + 256, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cqp.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{[]byte("datagram")},

@@ -54,8 +54,8 @@ func (pd *PD) CreateAH(path AddressPath) (*AH, error) {
 	if !c.speaksVerbs() {
 		return nil, unsupported(op, obj, "the device makes no verbs objects")
 	}
-	if path.Port < 1 || int(path.Port) > max(c.Caps.NumPorts, 1) {
-		return nil, invalid(op, obj, "port %d (1 to %d)", path.Port, max(c.Caps.NumPorts, 1))
+	if path.Port < 1 || int(path.Port) > max(c.caps.NumPorts, 1) {
+		return nil, invalid(op, obj, "port %d (1 to %d)", path.Port, max(c.caps.NumPorts, 1))
 	}
 	linkLayer, flags, err := c.port(path.Port)
 	if err != nil {

@@ -354,7 +354,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	// libmlx5 rounds an mkey's max_entries up to a multiple of 4
 	// (mlx5dv_create_mkey's num_desc), and takes layouts that long.
-	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.LKey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
+	c := wqe.MkeyConfigure{QPN: qp.qpn, Mkey: m.lkey, Flags: wqe.SendFlags(wr.Flags) | wqe.SendInline, SmallFence: qp.fmCache,
 		SetAccess: wr.SetAccess, Access: access, List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount,
 		MaxEntries: align(m.maxEntries, mkeyTranslationAlign), Sig: wr.Sig, MemPSV: mem, WirePSV: wire, SigMkey: m.sigMkey, BSF: m.bsf,
 		ResetSig: wr.ResetSig, UpdateSigErr: sigErr, SigErrs: errs, Block: m.sigPSV,

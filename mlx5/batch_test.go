@@ -22,7 +22,7 @@ func TestBatchAbortRestoresMkeys(t *testing.T) {
 		c := &Context{devx: true}
 		qp, _ := testQP(t, c, 64)
 		qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 64, true, mainQPInline
-		m := &Mkey{c: c, LKey: 0x200300, RKey: 0x200300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302},
+		m := &Mkey{c: c, lkey: 0x200300, rkey: 0x200300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302},
 			sentErrs: ^uint32(0), name: "m"}
 		klm := []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}}
 		if abortFirst {

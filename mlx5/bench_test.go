@@ -152,7 +152,7 @@ func benchPostMkeyConfigure(b *testing.B, newTag bool) {
 	c := &Context{devx: true}
 	qp, _ := testQP(b, c, 1024)
 	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
-	m := &Mkey{c: c, LKey: 0x200200, RKey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
+	m := &Mkey{c: c, lkey: 0x200200, rkey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true} // as CreateMkey makes it on cx7
 	wire := &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}
 	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | SendInline, SetAccess: true,
@@ -244,10 +244,10 @@ func BenchmarkPollSigErr(b *testing.B) {
 	cq := testCQ(b, c, 1024, 0)
 	qp, _ := testQP(b, c, 1024)
 	cq.attachLocked(qp)
-	m := &Mkey{c: c, sigMkey: true, LKey: 0x200200, RKey: 0x200200, maxEntries: 1, sentErrs: ^uint32(0)}
+	m := &Mkey{c: c, sigMkey: true, lkey: 0x200200, rkey: 0x200200, maxEntries: 1, sentErrs: ^uint32(0)}
 	c.addMkey(m)
 	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x10000000, RKey: 0xabcd01,
-		SGL: []SGE{{Addr: 0, Length: 4096, LKey: m.LKey}}}
+		SGL: []SGE{{Addr: 0, Length: 4096, LKey: m.lkey}}}
 	fill := func() {
 		qp.sq.tail.Store(uint32(qp.sq.pi))
 		for i := range uint32(512) {
@@ -259,7 +259,7 @@ func BenchmarkPollSigErr(b *testing.B) {
 			clear(e)
 			binary.BigEndian.PutUint16(e[32:], 0x2000) // a bad guard
 			e[35] = 1                                  // in the memory domain
-			binary.BigEndian.PutUint32(e[36:], m.LKey)
+			binary.BigEndian.PutUint32(e[36:], m.lkey)
 			binary.BigEndian.PutUint32(e[56:], qp.qpn)
 			e[63] = wqe.CQESigErr<<4 | byte(ci>>10)&1
 			e = cq.ring[((ci+1)&1023)*cqeSize:][:cqeSize]

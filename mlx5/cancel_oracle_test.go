@@ -179,9 +179,9 @@ func replayCancel(t *testing.T, rec *cancelRecord) bool {
 	if rec.Input.UMRFirst {
 		umr := before[rec.PIBefore*wqe.WQEBB:]
 		psv := binary.BigEndian.Uint32(before[(rec.PIBefore+4)*wqe.WQEBB+16:]) // the SET_PSV's psv_index
-		m := &Mkey{c: r.Context, LKey: binary.BigEndian.Uint32(umr[12:]), maxEntries: 1, sigMkey: true,
+		m := &Mkey{c: r.Context, lkey: binary.BigEndian.Uint32(umr[12:]), maxEntries: 1, sigMkey: true,
 			sentErrs: ^uint32(0), psvIndex: [2]uint32{psv, psv + 1}}
-		m.RKey, m.name = m.LKey, mkeyName(m.LKey)
+		m.rkey, m.name = m.lkey, mkeyName(m.lkey)
 		klm := before[(rec.PIBefore+2)*wqe.WQEBB:] // the inline KLM: byte_count, key, address
 		attr := &sig.BlockAttr{Mem: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
 			T10DIF: &sig.T10DIF{Guard: sig.T10DIFGuardCRC, Seed: 0xffff, AppTag: 0x1234, RefTag: 0x5678}}, CheckMask: 0xff}

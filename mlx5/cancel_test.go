@@ -85,7 +85,7 @@ func newCancelRig(t testing.TB, opt model.Options, maxSendWR int) *cancelRig {
 // configure is the mkey's configure: its memory, the T10-DIF block.
 func (r *cancelRig) configure(wrID uint64) *mlx5.MkeyConfigureWR {
 	return &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: r.mk, Flags: mlx5.SendSignaled,
-		List: []mlx5.KLM{{Addr: r.mr.Addr + cancelSigOff, ByteCount: cancelSigBytes, Mkey: r.mr.LKey}}, Sig: r.attr}
+		List: []mlx5.KLM{{Addr: r.mr.Addr() + cancelSigOff, ByteCount: cancelSigBytes, Mkey: r.mr.LKey()}}, Sig: r.attr}
 }
 
 // corrupt toggles a bit of block 2's data: its guard no longer matches
@@ -95,8 +95,8 @@ func (r *cancelRig) corrupt() { r.mem[2*520+17] ^= 0x40 }
 // write is an RDMA WRITE of the mkey's 4 blocks (their memory domain)
 // into the peer, signaled: the transfer checks the guards.
 func (r *cancelRig) write(wrID uint64) *mlx5.SendWR {
-	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + cancelWriteOff,
-		RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: cancelWireBytes, LKey: r.mk.LKey}}}
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr() + cancelWriteOff,
+		RKey: r.mr.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: cancelWireBytes, LKey: r.mk.LKey()}}}
 }
 
 // resp is a 16-byte response SEND carrying its wr_id.
@@ -104,14 +104,14 @@ func (r *cancelRig) resp(wrID uint64, flags mlx5.SendFlags) *mlx5.SendWR {
 	off := cancelRespOff + int(wrID%256)*16
 	binary.LittleEndian.PutUint64(r.buf.Bytes()[off:], wrID)
 	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: flags,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr + uint64(off), Length: 16, LKey: r.mr.LKey}}}
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr() + uint64(off), Length: 16, LKey: r.mr.LKey()}}}
 }
 
 // peerRecv posts a receive on b.
 func (r *cancelRig) peerRecv(t testing.TB) {
 	t.Helper()
 	off := cancelRecvOff + int(r.recvs%256)*64
-	if err := r.b.PostRecv(r.recvs, []mlx5.SGE{{Addr: r.mr.Addr + uint64(off), Length: 64, LKey: r.mr.LKey}}); err != nil {
+	if err := r.b.PostRecv(r.recvs, []mlx5.SGE{{Addr: r.mr.Addr() + uint64(off), Length: 64, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	r.recvs++
@@ -410,10 +410,10 @@ func TestCancelPostedSendsDEVXQP(t *testing.T) {
 		}
 	}
 	send := func(id uint64, flags mlx5.SendFlags) *mlx5.SendWR {
-		return &mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: flags, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 16, LKey: r.mr.LKey}}}
+		return &mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: flags, SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 16, LKey: r.mr.LKey()}}}
 	}
 	post(t, qp, send(5, mlx5.SendSignaled|mlx5.SendFence))
-	post(t, qp, r.writeWR(6, r.mr.RKey))
+	post(t, qp, r.writeWR(6, r.mr.RKey()))
 	post(t, qp, send(5, 0))
 	post(t, qp, &mlx5.SendWR{WrID: 7, Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
 	out := make([]byte, prm.QueryQpOut.Layout().Size)

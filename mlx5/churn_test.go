@@ -63,7 +63,7 @@ func TestChurnSharedCQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rx := []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}}
+	rx := []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}}
 	// Receive wr_ids: 1<<62 | n. Only the poller posts to the SRQ once
 	// the test runs: it gives back each receive it reaps.
 	var rxNext uint64 = 1 << 62
@@ -183,7 +183,7 @@ func TestChurnSharedCQ(t *testing.T) {
 					time.Sleep(100 * time.Microsecond)
 					continue
 				}
-				if err := qp.PostSend(r.write(uint64(k)<<56|seq, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+				if err := qp.PostSend(r.write(uint64(k)<<56|seq, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 					fail("post write: %v", err)
 					return
 				}
@@ -202,7 +202,7 @@ func TestChurnSharedCQ(t *testing.T) {
 		for i := range ids {
 			ids[i] = uint64(round)<<4 | uint64(i)
 			if err := s.PostSend(&mlx5.SendWR{WrID: ids[i], Opcode: mlx5.OpSendImm, Imm: uint32(ids[i]), Flags: mlx5.SendSignaled,
-				SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}); err != nil {
+				SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}); err != nil {
 				t.Fatalf("post on a fresh QP %#x: %v", s.QPN(), err)
 			}
 		}
@@ -306,14 +306,14 @@ func TestPollFindsQPAttachedDuringPoll(t *testing.T) {
 	for end := time.Now().Add(*churnFor); rounds < minRounds || time.Now().Before(end); {
 		rounds++
 		for i := 0; i < 8; i++ {
-			if err := srq.PostRecv(uint64(rounds)<<8|uint64(i), []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}}); err != nil {
+			if err := srq.PostRecv(uint64(rounds)<<8|uint64(i), []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		backlog := 0
 		for _, qp := range qps {
 			for i := 0; i < depth; i++ {
-				if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
+				if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey())); err != nil {
 					t.Fatal(err)
 				}
 				backlog++
@@ -336,7 +336,7 @@ func TestPollFindsQPAttachedDuringPoll(t *testing.T) {
 		s, d := r.srqPair(t, srq, path)
 		for i := 0; i < 8; i++ {
 			if err := s.PostSend(&mlx5.SendWR{WrID: uint64(rounds)<<8 | uint64(i), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-				SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}); err != nil {
+				SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -403,7 +403,7 @@ func TestReceiveOnlyQPOnSRQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srq.PostRecv(7, []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}}); err != nil {
+	if err := srq.PostRecv(7, []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := r.c.CreateQP(mlx5.QPOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq})
@@ -424,11 +424,11 @@ func TestReceiveOnlyQPOnSRQ(t *testing.T) {
 	if err := d.Connect(s.QPN(), path); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.PostSend(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 8, LKey: r.mr.LKey}}}); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
+	if err := d.PostSend(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 8, LKey: r.mr.LKey()}}}); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) {
 		t.Errorf("a send on a QP without a send queue: %v, want a refusal", err)
 	}
 	if err := s.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}); err != nil {
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	wcs, err := r.poll(t, 2, 2*time.Second)

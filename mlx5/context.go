@@ -113,8 +113,10 @@ type Context struct {
 	// CQs, QPs and SRQs are made through its verbs by default.
 	verbs bool
 	// uhw is the kernel's cmds_supp_uhw: MLX5_USER_CMDS_SUPP_UHW_*.
-	uhw  uint8
-	Caps Caps
+	uhw uint8
+	// caps are given out as copies (Caps): what the driver checks
+	// against cannot be changed from outside.
+	caps Caps
 	// ports are the ports' link layers and flags, learned at open.
 	ports [maxCachedPorts]portInfo
 	// maxMsgSz is the smallest max_msg_sz the ports answered at open (0:
@@ -301,9 +303,9 @@ func newContext(dev seam.Device) *Context {
 // the non-cached UAR page CQs ring (mlx5_set_singleton_nc_uar; if that
 // fails, the first CQ tries again).
 func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
-	c.Caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
+	c.caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
 	c.queryDevice()
-	for p := 1; p <= min(c.Caps.NumPorts, len(c.ports)); p++ {
+	for p := 1; p <= min(c.caps.NumPorts, len(c.ports)); p++ {
 		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
 			c.ports[p-1] = portInfo{linkLayer: pa.LinkLayer, flags: pa.Flags, activeMTU: pa.ActiveMTU}
 			if pa.MaxMsgSz != 0 && (c.maxMsgSz == 0 || pa.MaxMsgSz < c.maxMsgSz) {
@@ -330,10 +332,10 @@ func (c *Context) queryDevice() {
 		return
 	}
 	// The kernel writes response_length bytes of r; the rest stays zero.
-	c.Caps.MaxDCIStreams = DCIStreams{LogConcurrent: int(r.DciStreamsCaps.MaxLogNumConcurent),
+	c.caps.MaxDCIStreams = DCIStreams{LogConcurrent: int(r.DciStreamsCaps.MaxLogNumConcurent),
 		LogErrored: int(r.DciStreamsCaps.MaxLogNumErrored)}
-	c.Caps.Atomics = a.AtomicCap != 0
-	c.Caps.CoreClockKHz = a.HCACoreClock
+	c.caps.Atomics = a.AtomicCap != 0
+	c.caps.CoreClockKHz = a.HCACoreClock
 }
 
 // portInfo is what a context learned of a port when it opened; a zero
@@ -354,6 +356,17 @@ func (c *Context) port(p uint8) (linkLayer, flags uint8, err error) {
 		return 0, 0, err
 	}
 	return pa.LinkLayer, pa.Flags, nil
+}
+
+// Caps returns what the kernel said of the context and of the device when
+// the context opened (a zero Caps for a nil context). It is a copy:
+// changing it changes nothing the context checks, such as the queue
+// limits CreateQP and CreateSRQ size against or the ports CreateAH takes.
+func (c *Context) Caps() Caps {
+	if c == nil {
+		return Caps{}
+	}
+	return c.caps
 }
 
 // DEVX reports whether the context has DEVX.

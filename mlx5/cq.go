@@ -190,7 +190,7 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 	}
 	cq.user = c.newHandle(cq)
 	drv := mlx5abi.Mlx5IbCreateCq{BufAddr: addrOf(cq.ring), DbAddr: addrOf(dbr.mem), CqeSize: cqeSize,
-		Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(nc.PageID)}
+		Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(nc.pageID)}
 	var resp mlx5abi.Mlx5IbCreateCqResp
 	h, _, err := c.dev.CreateCQ(seam.CQCreate{CQE: uint32(1)<<cq.logSize - 1, CompVector: opt.Vector, Channel: cq.ch, UserHandle: cq.user},
 		bytesOf(&drv), bytesOf(&resp))
@@ -202,7 +202,7 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 	// context's async event file only: read it from now on, so that Poll
 	// can report them.
 	c.startEvents()
-	cq.db, err = doorbell.NewCQ(dbr.mem[:doorbell.RecordSize], nc.Page, cq.cqn)
+	cq.db, err = doorbell.NewCQ(dbr.mem[:doorbell.RecordSize], nc.page, cq.cqn)
 	return err
 }
 
@@ -236,7 +236,7 @@ func (cq *CQ) create(opt CQOptions) error {
 	cqc := prm.CreateCqIn.CqContext
 	prm.Cqc.CqeSz.At(cqc).Set(in, 0)
 	prm.Cqc.LogCqSize.At(cqc).Set(in, uint64(cq.logSize))
-	prm.Cqc.UarPage.At(cqc).Set(in, uint64(q.uar.PageID))
+	prm.Cqc.UarPage.At(cqc).Set(in, uint64(q.uar.pageID))
 	prm.Cqc.CEqnOrApuElement.At(cqc).Set(in, uint64(eqn))
 	prm.Cqc.LogPageSize.At(cqc).Set(in, 0) // 4 KiB pages, log in units of 4 KiB
 	prm.Cqc.DbrUmemValid.At(cqc).Set(in, 1)
@@ -251,7 +251,7 @@ func (cq *CQ) create(opt CQOptions) error {
 	cq.res.add(obj)
 	cq.obj = obj
 	cq.cqn = uint32(prm.CreateCqOut.Cqn.Get(out))
-	cq.db, err = doorbell.NewCQ(q.dbr, q.uar.Page, cq.cqn)
+	cq.db, err = doorbell.NewCQ(q.dbr, q.uar.page, cq.cqn)
 	return err
 }
 
@@ -289,7 +289,7 @@ func (c *Context) queueMemory(res *resources, size int, uarType UARType) (queueM
 			return q, err
 		}
 		res.add(u)
-		*m.id = u.ID
+		*m.id = u.id
 	}
 	if q.uar, err = c.allocUAR(uarType); err != nil {
 		return q, err

@@ -123,7 +123,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	}
 
 	c := &Context{devx: true}
-	m := &Mkey{c: c, sigMkey: true, LKey: uint32(key), RKey: uint32(key), maxEntries: 4, psvIndex: [2]uint32{memPSV, wirePSV},
+	m := &Mkey{c: c, sigMkey: true, lkey: uint32(key), rkey: uint32(key), maxEntries: 4, psvIndex: [2]uint32{memPSV, wirePSV},
 		sentErrs: ^uint32(0), name: mkeyName(uint32(key))}
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)

@@ -66,7 +66,7 @@ func (qp *QP) ResetDCIStream(stream uint16) error {
 	if qp.typ != QPTypeDCI {
 		return invalid(op, qp.name, "a %v QP has no DCI streams", qp.typ)
 	}
-	if m := c.Caps.MaxDCIStreams; m.LogErrored == 0 {
+	if m := c.caps.MaxDCIStreams; m.LogErrored == 0 {
 		return unsupported(op, qp.name, "the device has no errored streams to reset (Caps.MaxDCIStreams: dci_streams_caps max_log_num_errored 0)")
 	}
 	general, err := c.generalCaps()
@@ -195,7 +195,7 @@ func (c *Context) DCCaps() (DCCaps, error) {
 	if err != nil {
 		return DCCaps{}, wrapAs(op, c.name, "", err)
 	}
-	return dcCapsOf(c.Caps.MaxDCIStreams, general), nil
+	return dcCapsOf(c.caps.MaxDCIStreams, general), nil
 }
 
 // dcCapsOf reads DCCaps from dci_streams and cmd_hca_cap.

@@ -117,8 +117,8 @@ func TestOracleDCCompletions(t *testing.T) {
 	n := 0
 	dev := &srqDevice{resetDevice: resetDevice{qpcExt: true}}
 	c := &Context{dev: dev, devx: true, verbs: true}
-	c.Caps.MaxDCIStreams = DCIStreams{LogConcurrent: 6, LogErrored: 4} // the fake kernel's
-	c.Caps.MaxSRQRecvWR = 32767
+	c.caps.MaxDCIStreams = DCIStreams{LogConcurrent: 6, LogErrored: 4} // the fake kernel's
+	c.caps.MaxSRQRecvWR = 32767
 	var srq *SRQ // the DCTs': the records use it one after the other
 	for _, line := range loadLines(t, "testdata/dc.jsonl") {
 		var s dcScript

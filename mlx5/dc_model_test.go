@@ -90,14 +90,14 @@ func (r *dcRig) toRTS(t testing.TB, q *mlx5.QP) {
 func (r *dcRig) recvs(t testing.TB, n int, off uint64, id uint64) {
 	t.Helper()
 	for i := range uint64(n) {
-		if err := r.srq.PostRecv(id+i, []mlx5.SGE{{Addr: r.addr(off + 256*i), Length: 256, LKey: r.mr.LKey}}); err != nil {
+		if err := r.srq.PostRecv(id+i, []mlx5.SGE{{Addr: r.addr(off + 256*i), Length: 256, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
 // addr is the address of byte off of the rig's buffer.
-func (r *dcRig) addr(off uint64) uint64 { return r.mr.Addr + off }
+func (r *dcRig) addr(off uint64) uint64 { return r.mr.Addr() + off }
 
 // A SEND from a DCI lands in the receive buffer of the DCT it names, on
 // the DCT's SRQ: one completion at each end, the DCI's with the DCI's QP
@@ -110,7 +110,7 @@ func TestDCSendReachesDCT(t *testing.T) {
 	buf := r.buf.Bytes()
 	copy(buf[0x100:], bytes.Repeat([]byte("dc"), 32))
 	post(t, dci, &mlx5.SendWR{WrID: 7, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-		SGL: []mlx5.SGE{{Addr: r.addr(0x100), Length: 64, LKey: r.mr.LKey}},
+		SGL: []mlx5.SGE{{Addr: r.addr(0x100), Length: 64, LKey: r.mr.LKey()}},
 		AH:  r.ah, RemoteQPN: dct.QPN()})
 	var send, recv *mlx5.Completion
 	wc := pollN(t, r.cq, 2, 5*time.Second)
@@ -157,7 +157,7 @@ func TestDCEveryOpcode(t *testing.T) {
 			dcts := []*mlx5.QP{r.dct(t, 0x0123456789abcdef, access), r.dct(t, ^uint64(0), access)}
 			keys := []uint64{0x0123456789abcdef, ^uint64(0)}
 			var streams *mlx5.DCIStreams
-			if m := r.c.Caps.MaxDCIStreams; m.LogConcurrent > 0 {
+			if m := r.c.Caps().MaxDCIStreams; m.LogConcurrent > 0 {
 				streams = &mlx5.DCIStreams{LogConcurrent: m.LogConcurrent, LogErrored: m.LogErrored}
 			}
 			dcis := []*mlx5.QP{r.dci(t, mlx5.QPOptions{MaxSendSGE: 2, MaxInlineData: 64})}
@@ -177,8 +177,8 @@ func TestDCEveryOpcode(t *testing.T) {
 						k := int(id) % 2
 						src, dst := uint64(0x100*oi), uint64(0x8000+0x100*(int(id)%64))
 						wr := mlx5.SendWR{WrID: id, Opcode: op, Flags: mlx5.SendSignaled, AH: r.ah, RemoteQPN: dcts[k].QPN(), DCAccessKey: keys[k],
-							SGL:        []mlx5.SGE{{Addr: r.addr(src), Length: 48, LKey: mr.LKey}, {Addr: r.addr(src + 64), Length: 16, LKey: mr.LKey}},
-							RemoteAddr: r.addr(dst), RKey: mr.RKey, Imm: uint32(id), Compare: ne.Uint64(buf[dst:]), SwapAdd: 5}
+							SGL:        []mlx5.SGE{{Addr: r.addr(src), Length: 48, LKey: mr.LKey()}, {Addr: r.addr(src + 64), Length: 16, LKey: mr.LKey()}},
+							RemoteAddr: r.addr(dst), RKey: mr.RKey(), Imm: uint32(id), Compare: ne.Uint64(buf[dst:]), SwapAdd: 5}
 						if di == 1 {
 							wr.StreamID = uint16(int(id) % (1 << streams.LogConcurrent))
 						}
@@ -302,11 +302,11 @@ func TestDCStreamErrorAndReset(t *testing.T) {
 			dci := r.dci(t, mlx5.QPOptions{DCIStreams: &mlx5.DCIStreams{LogConcurrent: 3, LogErrored: 1}})
 			to := func(wr mlx5.SendWR) mlx5.SendWR {
 				wr.AH, wr.RemoteQPN, wr.DCAccessKey = r.ah, dct.QPN(), 0xbadc0de
-				wr.SGL = []mlx5.SGE{{Addr: r.addr(0), Length: 32, LKey: r.mr.LKey}}
+				wr.SGL = []mlx5.SGE{{Addr: r.addr(0), Length: 32, LKey: r.mr.LKey()}}
 				return wr
 			}
 			badWrite := func(id uint64, stream uint16) mlx5.SendWR {
-				return to(mlx5.SendWR{WrID: id, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.addr(0x4000), RKey: r.mr.RKey ^ 0xff, StreamID: stream})
+				return to(mlx5.SendWR{WrID: id, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.addr(0x4000), RKey: r.mr.RKey() ^ 0xff, StreamID: stream})
 			}
 			send := func(id uint64, stream uint16, f mlx5.SendFlags) mlx5.SendWR {
 				return to(mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: f, StreamID: stream})
@@ -428,7 +428,7 @@ func TestDCIStreamResetRefusals(t *testing.T) {
 	}
 
 	r5 := newDCRig(t, "cx5", model.Options{})
-	if m := r5.c.Caps.MaxDCIStreams; m != (mlx5.DCIStreams{}) {
+	if m := r5.c.Caps().MaxDCIStreams; m != (mlx5.DCIStreams{}) {
 		t.Fatalf("cx5's DCI streams: %+v", m)
 	}
 	if err := r5.dci(t, mlx5.QPOptions{}).ResetDCIStream(0); !errors.Is(err, mlx5.ErrUnsupported) || !errors.Is(err, unix.EOPNOTSUPP) {
@@ -457,8 +457,8 @@ func TestDCCaps(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: %+v, %v\nwant %+v", c.profile, got, err, c.want)
 		}
-		if got.Streams != r.c.Caps.MaxDCIStreams {
-			t.Errorf("%s: Streams %+v, Caps.MaxDCIStreams %+v", c.profile, got.Streams, r.c.Caps.MaxDCIStreams)
+		if got.Streams != r.c.Caps().MaxDCIStreams {
+			t.Errorf("%s: Streams %+v, Caps.MaxDCIStreams %+v", c.profile, got.Streams, r.c.Caps().MaxDCIStreams)
 		}
 	}
 }

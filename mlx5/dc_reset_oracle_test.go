@@ -165,7 +165,7 @@ func TestOracleDCIStreamReset(t *testing.T) {
 		}
 		dev := &resetDevice{qpcExt: r.Input.Device.QPCExtension != 0}
 		c := &Context{dev: dev, devx: true, verbs: true}
-		c.Caps.MaxDCIStreams = DCIStreams{LogConcurrent: r.Input.Device.Caps.Conc, LogErrored: r.Input.Device.Caps.Err}
+		c.caps.MaxDCIStreams = DCIStreams{LogConcurrent: r.Input.Device.Caps.Conc, LogErrored: r.Input.Device.Caps.Err}
 		switch {
 		case strings.HasSuffix(r.Case, "/open_device"):
 			continue // the caps libmlx5 read at open: the records below use them

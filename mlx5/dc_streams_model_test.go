@@ -131,8 +131,8 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 	)
 	wr := func(w *stallWR) mlx5.SendWR {
 		s := mlx5.SendWR{WrID: w.id, Opcode: mlx5.OpRDMAWrite, StreamID: w.stream, AH: r.ah, RemoteQPN: fast.QPN(), DCAccessKey: key,
-			RemoteAddr: r.addr(stallPlace + 8*(w.id%stallSlots)), RKey: r.mr.RKey,
-			SGL: []mlx5.SGE{{Addr: r.addr(stallLocal + 8*(w.id%stallSlots)), Length: 8, LKey: r.mr.LKey}}}
+			RemoteAddr: r.addr(stallPlace + 8*(w.id%stallSlots)), RKey: r.mr.RKey(),
+			SGL: []mlx5.SGE{{Addr: r.addr(stallLocal + 8*(w.id%stallSlots)), Length: 8, LKey: r.mr.LKey()}}}
 		binary.BigEndian.PutUint64(buf[stallLocal+8*(w.id%stallSlots):], w.id)
 		if w.signaled {
 			s.Flags = mlx5.SendSignaled
@@ -142,7 +142,7 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 		}
 		if w.send {
 			s.Opcode, s.RemoteQPN, s.DCAccessKey = mlx5.OpSend, slow.QPN(), slowKey
-			s.RemoteAddr, s.RKey, s.SGL = 0, 0, []mlx5.SGE{{Addr: r.addr(stallMsg), Length: 64, LKey: r.mr.LKey}}
+			s.RemoteAddr, s.RKey, s.SGL = 0, 0, []mlx5.SGE{{Addr: r.addr(stallMsg), Length: 64, LKey: r.mr.LKey()}}
 		}
 		return s
 	}
@@ -364,7 +364,7 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 			t.Fatalf("round %d: the stalled SEND completed before its target had a receive WQE", round)
 		}
 		// The target comes back: the stream runs, in order.
-		if err := slowSRQ.PostRecv(uint64(round), []mlx5.SGE{{Addr: r.addr(stallRecv + 256*uint64(round%16)), Length: 64, LKey: r.mr.LKey}}); err != nil {
+		if err := slowSRQ.PostRecv(uint64(round), []mlx5.SGE{{Addr: r.addr(stallRecv + 256*uint64(round%16)), Length: 64, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 		for len(streams[stall].fifo) > 0 || recvs <= round {

@@ -74,8 +74,8 @@ func TestOracleDriverDC(t *testing.T) {
 				} `json:"dci_streams_caps"`
 			}
 			field(t, rec, "result", &lib)
-			if want := (DCIStreams{lib.Caps.Conc, lib.Caps.Err}); c.Caps.MaxDCIStreams != want || len(o.of(k)) != 0 {
-				t.Errorf("%s: Caps.MaxDCIStreams %+v, libmlx5 %+v", k, c.Caps.MaxDCIStreams, want)
+			if want := (DCIStreams{lib.Caps.Conc, lib.Caps.Err}); c.caps.MaxDCIStreams != want || len(o.of(k)) != 0 {
+				t.Errorf("%s: Caps.MaxDCIStreams %+v, libmlx5 %+v", k, c.caps.MaxDCIStreams, want)
 			}
 		case k == "setup/create_cq":
 			o.must(k, o.of(k), func() (err error) { cq, err = c.CreateCQ(CQOptions{Entries: 256}); return })
@@ -198,7 +198,7 @@ func TestOracleDriverDC(t *testing.T) {
 			// UAR page each time until its quota of shared ones is
 			// reached; mlx5 gives every QP a register of its own, reused
 			// from the QPs closed before: docs/MLX5.md.)
-			lim := c.Caps.limits()
+			lim := c.caps.limits()
 			ops := opt.SendOps
 			if ops == 0 {
 				ops = defaultOps(QPTypeDCI)

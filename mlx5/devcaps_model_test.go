@@ -28,9 +28,9 @@ func TestModelDeviceQueryCaps(t *testing.T) {
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			c, _ := onModel(t, tc.profile)
-			if c.Caps.MaxDCIStreams != tc.max || !c.Caps.Atomics || c.Caps.CoreClockKHz != tc.clock {
+			if c.Caps().MaxDCIStreams != tc.max || !c.Caps().Atomics || c.Caps().CoreClockKHz != tc.clock {
 				t.Errorf("caps: MaxDCIStreams %+v, Atomics %v, CoreClockKHz %d; want %+v, true, %d",
-					c.Caps.MaxDCIStreams, c.Caps.Atomics, c.Caps.CoreClockKHz, tc.max, tc.clock)
+					c.Caps().MaxDCIStreams, c.Caps().Atomics, c.Caps().CoreClockKHz, tc.max, tc.clock)
 			}
 			pd, err := c.AllocPD()
 			if err != nil {

@@ -82,9 +82,9 @@ func TestContextDeviceQuery(t *testing.T) {
 			if tc.errno != 0 {
 				wantClock = 0
 			}
-			if c.Caps.MaxDCIStreams != tc.streams || c.Caps.Atomics != tc.atomics || c.Caps.CoreClockKHz != wantClock {
-				t.Errorf("caps: MaxDCIStreams %+v, Atomics %v, CoreClockKHz %d; want %+v, %v, %d", c.Caps.MaxDCIStreams,
-					c.Caps.Atomics, c.Caps.CoreClockKHz, tc.streams, tc.atomics, wantClock)
+			if c.caps.MaxDCIStreams != tc.streams || c.caps.Atomics != tc.atomics || c.caps.CoreClockKHz != wantClock {
+				t.Errorf("caps: MaxDCIStreams %+v, Atomics %v, CoreClockKHz %d; want %+v, %v, %d", c.caps.MaxDCIStreams,
+					c.caps.Atomics, c.caps.CoreClockKHz, tc.streams, tc.atomics, wantClock)
 			}
 			if !c.verbs {
 				t.Error("the context does not speak verbs")

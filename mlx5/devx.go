@@ -342,9 +342,8 @@ func (q *AsyncCmdQueue) Next(ctx context.Context, buf []byte) (AsyncCompletion, 
 type UMem struct {
 	c      *Context
 	handle seam.Handle
-	// ID is the umem id PRM commands refer to.
-	ID    uint32
-	child bool
+	id     uint32 // ID
+	child  bool
 	// hold keeps the memory for the device until the UMEM is closed.
 	hold   *memHold
 	mu     sync.Mutex
@@ -403,7 +402,15 @@ func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
 		hold.release()
 		return nil, opErr(op, c.name, err)
 	}
-	return &UMem{c: c, handle: h, ID: id, hold: hold}, nil
+	return &UMem{c: c, handle: h, id: id, hold: hold}, nil
+}
+
+// ID is the umem id PRM commands refer to (umem_id); 0 for a nil UMem.
+func (u *UMem) ID() uint32 {
+	if u == nil {
+		return 0
+	}
+	return u.id
 }
 
 // Close deregisters the memory (mlx5dv_devx_umem_dereg) and lets go of
@@ -421,7 +428,7 @@ func (u *UMem) Close() error {
 	}
 	if !u.c.closedNow() {
 		if err := u.c.dev.UMemDereg(u.handle); err != nil {
-			return opErr("devx umem dereg", fmt.Sprintf("UMEM %#x", u.ID), err)
+			return opErr("devx umem dereg", fmt.Sprintf("UMEM %#x", u.id), err)
 		}
 	}
 	u.closed = true
@@ -436,12 +443,10 @@ func (u *UMem) Close() error {
 type UAR struct {
 	c *Context
 	u seam.UAR
-	// PageID is the UAR page's index, as PRM commands name it (uar_page).
-	PageID uint32
-	// Page is the mapped page: doorbells and BlueFlame writes go here.
-	// Keep the UAR reachable while the page is in use: an unreachable UAR
-	// is unmapped and freed by a cleanup.
-	Page    []byte
+	// The page's index and its mapping (PageID, Page); page is nil once
+	// closed.
+	pageID  uint32
+	page    []byte
 	child   bool
 	cleanup runtime.Cleanup
 	mu      sync.Mutex
@@ -482,7 +487,7 @@ func (c *Context) AllocUAR(typ UARType) (*UAR, error) {
 		return nil, opErr("uar alloc", c.name, err)
 	}
 	u.child = true
-	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.u.Handle, u.Page, c, weakUAR{weak.Make(u)}})
+	u.cleanup = runtime.AddCleanup(u, func(r uarRelease) { r.release() }, uarRelease{c.dev, u.u.Handle, u.page, c, weakUAR{weak.Make(u)}})
 	return u, nil
 }
 
@@ -528,7 +533,7 @@ func (c *Context) newUAR(typ UARType) (*UAR, error) {
 		c.dev.UARFree(u.Handle)
 		return nil, opErr(op, c.name, err)
 	}
-	return &UAR{c: c, u: u, PageID: u.PageID, Page: page}, nil
+	return &UAR{c: c, u: u, pageID: u.PageID, page: page}, nil
 }
 
 // uarRelease is what the cleanup of an unreachable UAR needs.
@@ -548,6 +553,28 @@ func (r uarRelease) release() {
 	r.c.forget(r.w)
 }
 
+// PageID is the UAR page's index, as PRM commands name it (uar_page); 0
+// for a nil UAR.
+func (u *UAR) PageID() uint32 {
+	if u == nil {
+		return 0
+	}
+	return u.pageID
+}
+
+// Page is the mapped page: doorbells and BlueFlame writes go here. Keep
+// the UAR reachable while the page is in use: an unreachable UAR is
+// unmapped and freed by a cleanup. Nil for a nil or closed UAR: a page
+// taken before Close must not be used after it.
+func (u *UAR) Page() []byte {
+	if u == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.page
+}
+
 // Close unmaps and frees the page. Closing twice is safe.
 func (u *UAR) Close() error {
 	if err := u.usable("uar free"); err != nil {
@@ -563,15 +590,15 @@ func (u *UAR) Close() error {
 	if u.child {
 		u.c.forget(weakUAR{weak.Make(u)})
 	}
-	err := u.c.dev.UnmapUAR(u.Page)
-	u.Page = nil
+	err := u.c.dev.UnmapUAR(u.page)
+	u.page = nil
 	if !u.c.closedNow() {
 		if ferr := u.c.dev.UARFree(u.u.Handle); ferr != nil && err == nil {
 			err = ferr
 		}
 	}
 	if err != nil {
-		return opErr("uar free", fmt.Sprintf("UAR page %d", u.PageID), err)
+		return opErr("uar free", fmt.Sprintf("UAR page %d", u.pageID), err)
 	}
 	return nil
 }

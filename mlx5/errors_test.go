@@ -258,7 +258,7 @@ func newUDPair(t *testing.T) *udPair {
 	if u.path, err = c.LoopbackPath(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.b.PostRecv(1, []mlx5.SGE{{Addr: u.mr.Addr, Length: 4096, LKey: u.mr.LKey}}); err != nil {
+	if err := u.b.PostRecv(1, []mlx5.SGE{{Addr: u.mr.Addr(), Length: 4096, LKey: u.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -428,8 +428,8 @@ func apiErrorScenarios(t *testing.T, c *mlx5.Context, statusErrno bool) {
 	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(devxCQ.CQN()))
 	prm.Qpc.LogSqSize.At(qpc).Set(in, 4)
 	prm.Qpc.LogRqSize.At(qpc).Set(in, 4)
-	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(umem.ID))
-	prm.CreateQpIn.WqUmemId.Set(in, uint64(umem.ID))
+	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(umem.ID()))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(umem.ID()))
 	out := make([]byte, 16)
 	obj, err := c.CreateObj(in, out)
 	must(err)

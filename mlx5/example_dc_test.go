@@ -58,7 +58,7 @@ func ExampleQP_ResetDCIStream() {
 	must(dct.Modify(&mlx5.QPAttr{State: mlx5.QPStateRTR, Path: path, MinRNRTimer: 12},
 		mlx5.QPAttrState|mlx5.QPAttrAV|mlx5.QPAttrPathMTU|mlx5.QPAttrMinRNRTimer))
 	for i := range uint64(4) {
-		must(srq.PostRecv(100+i, []mlx5.SGE{{Addr: mr.Addr + 0x8000 + 256*i, Length: 256, LKey: mr.LKey}}))
+		must(srq.PostRecv(100+i, []mlx5.SGE{{Addr: mr.Addr() + 0x8000 + 256*i, Length: 256, LKey: mr.LKey()}}))
 	}
 
 	// The initiator: a DCI of 2^3 streams, 2^1 of which may be in error.
@@ -76,11 +76,11 @@ func ExampleQP_ResetDCIStream() {
 	to := func(wr mlx5.SendWR) mlx5.SendWR {
 		wr.Flags |= mlx5.SendSignaled
 		wr.AH, wr.RemoteQPN, wr.DCAccessKey = ah, dct.QPN(), key
-		wr.SGL = []mlx5.SGE{{Addr: mr.Addr, Length: 64, LKey: mr.LKey}}
+		wr.SGL = []mlx5.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}
 		return wr
 	}
 	must(dci.PostSendList([]mlx5.SendWR{
-		to(mlx5.SendWR{WrID: 1, Opcode: mlx5.OpRDMAWrite, StreamID: 1, RemoteAddr: mr.Addr + 0x4000, RKey: mr.RKey + 1}), // a bad key
+		to(mlx5.SendWR{WrID: 1, Opcode: mlx5.OpRDMAWrite, StreamID: 1, RemoteAddr: mr.Addr() + 0x4000, RKey: mr.RKey() + 1}), // a bad key
 		to(mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, StreamID: 1}),
 		to(mlx5.SendWR{WrID: 3, Opcode: mlx5.OpSend, StreamID: 2}),
 	}))
@@ -162,7 +162,7 @@ func Example_dynamicallyConnected() {
 		dcts = append(dcts, dct)
 	}
 	for i := range uint64(2) {
-		must(srq.PostRecv(100+i, []mlx5.SGE{{Addr: mr.Addr + 0x8000 + 0x100*i, Length: 0x100, LKey: mr.LKey}}))
+		must(srq.PostRecv(100+i, []mlx5.SGE{{Addr: mr.Addr() + 0x8000 + 0x100*i, Length: 0x100, LKey: mr.LKey()}}))
 	}
 
 	// The initiator: one DCI, to RTS without naming any peer.
@@ -181,7 +181,7 @@ func Example_dynamicallyConnected() {
 	for i, m := range msgs {
 		copy(mem[0x100*i:], m)
 		wrs[i] = mlx5.SendWR{WrID: uint64(i + 1), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-			SGL: []mlx5.SGE{{Addr: mr.Addr + uint64(0x100*i), Length: uint32(len(m)), LKey: mr.LKey}},
+			SGL: []mlx5.SGE{{Addr: mr.Addr() + uint64(0x100*i), Length: uint32(len(m)), LKey: mr.LKey()}},
 			AH:  ah, RemoteQPN: dcts[i].QPN(), DCAccessKey: keys[i]}
 	}
 	must(dci.PostSendList(wrs))

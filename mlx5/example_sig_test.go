@@ -81,14 +81,14 @@ func Example_signaturePipelining() {
 		copy(resp, fmt.Sprintf("GOOD %d", read))
 		b := target.Begin()
 		b.AddMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: uint64(10 * read), Mkey: mk,
-			List: []mlx5.KLM{{Addr: mr.Addr + uint64(read*4096), ByteCount: stored, Mkey: mr.LKey}}, Sig: attr})
+			List: []mlx5.KLM{{Addr: mr.Addr() + uint64(read*4096), ByteCount: stored, Mkey: mr.LKey()}}, Sig: attr})
 		// The SGE through the mkey counts the bytes on the wire: the
 		// data without its protection information.
-		b.Add(&mlx5.SendWR{WrID: uint64(10*read + 1), Opcode: mlx5.OpRDMAWrite, RemoteAddr: mr.Addr + 32768 + uint64(read*4096),
-			RKey: mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mk.LKey}}})
+		b.Add(&mlx5.SendWR{WrID: uint64(10*read + 1), Opcode: mlx5.OpRDMAWrite, RemoteAddr: mr.Addr() + 32768 + uint64(read*4096),
+			RKey: mr.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mk.LKey()}}})
 		b.Add(&mlx5.SendWR{WrID: uint64(10*read + 2), Opcode: mlx5.OpSend, Flags: mlx5.SendFence | mlx5.SendSignaled,
-			SGL: []mlx5.SGE{{Addr: mr.Addr + uint64(16384+read*64), Length: 6, LKey: mr.LKey}}})
-		if err := client.PostRecv(uint64(read), []mlx5.SGE{{Addr: mr.Addr + 20480 + uint64(read*64), Length: 64, LKey: mr.LKey}}); err != nil {
+			SGL: []mlx5.SGE{{Addr: mr.Addr() + uint64(16384+read*64), Length: 6, LKey: mr.LKey()}}})
+		if err := client.PostRecv(uint64(read), []mlx5.SGE{{Addr: mr.Addr() + 20480 + uint64(read*64), Length: 64, LKey: mr.LKey()}}); err != nil {
 			log.Fatal(err)
 		}
 		if err := b.Commit(); err != nil {
@@ -114,7 +114,7 @@ func Example_signaturePipelining() {
 		fmt.Printf("read %d failed: %v at offset %d, %d response canceled\n", f.Transfer, f.Err.Type, f.Err.Offset, f.Canceled)
 		copy(mem[16384+128:], fmt.Sprintf("BAD  %d", f.Transfer))
 		if err := target.PostSend(&mlx5.SendWR{WrID: 99, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-			SGL: []mlx5.SGE{{Addr: mr.Addr + 16384 + 128, Length: 6, LKey: mr.LKey}}}); err != nil {
+			SGL: []mlx5.SGE{{Addr: mr.Addr() + 16384 + 128, Length: 6, LKey: mr.LKey()}}}); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -192,7 +192,7 @@ func Example_writeChecksAndStrips() {
 	const data, target0 = 4 * 512, 32768
 	if err := target.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: mk, Flags: mlx5.SendSignaled,
 		SetAccess: true, Access: mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite,
-		List: []mlx5.KLM{{Addr: mr.Addr + target0, ByteCount: data, Mkey: mr.LKey}}, Sig: attr}); err != nil {
+		List: []mlx5.KLM{{Addr: mr.Addr() + target0, ByteCount: data, Mkey: mr.LKey()}}, Sig: attr}); err != nil {
 		log.Fatal(err)
 	}
 	wait(1)
@@ -217,7 +217,7 @@ func Example_writeChecksAndStrips() {
 		}
 		wrID := uint64(10 + round)
 		if err := initiator.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: 0, RKey: mk.RKey, SGL: []mlx5.SGE{{Addr: mr.Addr, Length: 4 * 520, LKey: mr.LKey}}}); err != nil {
+			RemoteAddr: 0, RKey: mk.RKey(), SGL: []mlx5.SGE{{Addr: mr.Addr(), Length: 4 * 520, LKey: mr.LKey()}}}); err != nil {
 			log.Fatal(err)
 		}
 		wait(wrID)

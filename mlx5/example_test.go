@@ -67,7 +67,7 @@ func Example() {
 	const src, dst, msg, inbox = 0, 4096, 8192, 12288
 	copy(mem[msg:], "done")
 	// B's receive for A's SEND.
-	if err := b.PostRecv(100, []mlx5.SGE{{Addr: mr.Addr + inbox, Length: 64, LKey: mr.LKey}}); err != nil {
+	if err := b.PostRecv(100, []mlx5.SGE{{Addr: mr.Addr() + inbox, Length: 64, LKey: mr.LKey()}}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -76,11 +76,11 @@ func Example() {
 	batch := a.Begin()
 	for i := range 4 {
 		batch.Add(&mlx5.SendWR{WrID: uint64(i + 1), Opcode: mlx5.OpRDMAWrite,
-			SGL:        []mlx5.SGE{{Addr: mr.Addr + src + uint64(5*i), Length: 5, LKey: mr.LKey}},
-			RemoteAddr: mr.Addr + dst + uint64(5*i), RKey: mr.RKey})
+			SGL:        []mlx5.SGE{{Addr: mr.Addr() + src + uint64(5*i), Length: 5, LKey: mr.LKey()}},
+			RemoteAddr: mr.Addr() + dst + uint64(5*i), RKey: mr.RKey()})
 	}
 	batch.Add(&mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSendImm, Imm: 0xcafe, Flags: mlx5.SendSignaled,
-		SGL: []mlx5.SGE{{Addr: mr.Addr + msg, Length: 4, LKey: mr.LKey}}})
+		SGL: []mlx5.SGE{{Addr: mr.Addr() + msg, Length: 4, LKey: mr.LKey()}}})
 	if err := batch.Commit(); err != nil {
 		log.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func Example_unreliableDatagram() {
 
 	mem := buf.Bytes()
 	const grh = 40
-	if err := qps[1].PostRecv(1, []mlx5.SGE{{Addr: mr.Addr + 4096, Length: grh + 1024, LKey: mr.LKey}}); err != nil {
+	if err := qps[1].PostRecv(1, []mlx5.SGE{{Addr: mr.Addr() + 4096, Length: grh + 1024, LKey: mr.LKey()}}); err != nil {
 		log.Fatal(err)
 	}
 	if err := qps[0].PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,

@@ -80,7 +80,7 @@ func (r *rig) expect(t *testing.T, what string, want ...mlx5.Completion) []mlx5.
 	return got
 }
 
-func (r *rig) at(off int) uint64 { return r.mr.Addr + uint64(off) }
+func (r *rig) at(off int) uint64 { return r.mr.Addr() + uint64(off) }
 
 func invT10DIF(ref uint32) *sig.BlockAttr {
 	return &sig.BlockAttr{Wire: &sig.Domain{Type: sig.SigTypeT10DIF, BlockSize: sig.BlockSize512,
@@ -117,7 +117,7 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := []mlx5.KLM{{Addr: r.at(invData), ByteCount: invBlocks * 512, Mkey: r.mr.LKey}}
+	layout := []mlx5.KLM{{Addr: r.at(invData), ByteCount: invBlocks * 512, Mkey: r.mr.LKey()}}
 	access := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
 
 	configure := func(qp *mlx5.QP, wrID uint64, s *sig.BlockAttr) {
@@ -134,7 +134,7 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 		t.Helper()
 		clear(mem[invWire : invWire+len(want)])
 		if err := a.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: r.at(invWire), RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: invBlocks * 520, LKey: m.LKey}}}); err != nil {
+			RemoteAddr: r.at(invWire), RKey: r.mr.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: invBlocks * 520, LKey: m.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "insert", mlx5.Completion{WrID: wrID, QPN: a.QPN(), Opcode: mlx5.WCRDMAWrite})
@@ -149,7 +149,7 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 		copy(mem[invSrc:], in)
 		clear(data)
 		if err := b.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: 0, RKey: m.RKey, SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: uint32(len(in)), LKey: r.mr.LKey}}}); err != nil {
+			RemoteAddr: 0, RKey: m.RKey(), SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: uint32(len(in)), LKey: r.mr.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "strip", mlx5.Completion{WrID: wrID, QPN: b.QPN(), Opcode: mlx5.WCRDMAWrite})
@@ -169,7 +169,7 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 	}
 
 	// LOCAL_INV by a (any QP of the PD may), signaled: one completion.
-	if err := a.PostSend(&mlx5.SendWR{WrID: 4, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: m.LKey}); err != nil {
+	if err := a.PostSend(&mlx5.SendWR{WrID: 4, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: m.LKey()}); err != nil {
 		t.Fatal(err)
 	}
 	r.expect(t, "LOCAL_INV", mlx5.Completion{WrID: 4, QPN: a.QPN(), Opcode: mlx5.WCLocalInv})
@@ -178,14 +178,14 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 	// error and both QPs go to the error state.
 	copy(mem[invSrc:], wire)
 	if err := b.PostSend(&mlx5.SendWR{WrID: 5, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-		RemoteAddr: 0, RKey: m.RKey, SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: 520, LKey: r.mr.LKey}}}); err != nil {
+		RemoteAddr: 0, RKey: m.RKey(), SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: 520, LKey: r.mr.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	r.expect(t, "RDMA WRITE to the invalidated rkey", mlx5.Completion{WrID: 5, QPN: b.QPN(), Opcode: mlx5.WCRDMAWrite, Status: mlx5.WCRemAccessErr})
 	// The lkey too: a local protection error.
 	a, _ = r.pair(t, r.pd)
 	if err := a.PostSend(&mlx5.SendWR{WrID: 6, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-		RemoteAddr: r.at(invWire), RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: 520, LKey: m.LKey}}}); err != nil {
+		RemoteAddr: r.at(invWire), RKey: r.mr.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: 520, LKey: m.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	r.expect(t, "RDMA WRITE from the invalidated lkey", mlx5.Completion{WrID: 6, QPN: a.QPN(), Opcode: mlx5.WCRDMAWrite, Status: mlx5.WCLocProtErr})
@@ -205,7 +205,7 @@ func TestLocalInvSignatureMkeyOnModel(t *testing.T) {
 
 	// LOCAL_INV (unsignaled: completed by the next signaled WR), then a
 	// configure with a new signature block.
-	if err := a.PostSend(&mlx5.SendWR{WrID: 11, Opcode: mlx5.OpLocalInv, InvalidateKey: m.LKey}); err != nil {
+	if err := a.PostSend(&mlx5.SendWR{WrID: 11, Opcode: mlx5.OpLocalInv, InvalidateKey: m.LKey()}); err != nil {
 		t.Fatal(err)
 	}
 	attr2 := invT10DIF(0x900)
@@ -237,7 +237,7 @@ func TestSendInvOnModel(t *testing.T) {
 	r := newRig(t, "cx6dx", model.Options{}, 64)
 	mem := r.buf.Bytes()
 	copy(mem[invMsg:], "invalidate me")
-	layout := []mlx5.KLM{{Addr: r.at(invPlain), ByteCount: 64, Mkey: r.mr.LKey}}
+	layout := []mlx5.KLM{{Addr: r.at(invPlain), ByteCount: 64, Mkey: r.mr.LKey()}}
 	mkey := func(pd *mlx5.PD, o mlx5.MkeyOptions) *mlx5.Mkey {
 		t.Helper()
 		m, err := pd.CreateMkey(o)
@@ -262,7 +262,7 @@ func TestSendInvOnModel(t *testing.T) {
 		}
 		clear(mem[invPlain : invPlain+64])
 		if err := a.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: 0, RKey: m.RKey, SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: 64, LKey: r.mr.LKey}}}); err != nil {
+			RemoteAddr: 0, RKey: m.RKey(), SGL: []mlx5.SGE{{Addr: r.at(invSrc), Length: 64, LKey: r.mr.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "RDMA WRITE", mlx5.Completion{WrID: wrID, QPN: a.QPN(), Opcode: mlx5.WCRDMAWrite, Status: status})
@@ -274,11 +274,11 @@ func TestSendInvOnModel(t *testing.T) {
 	// a, and checks their completions: the SEND's success and recv.
 	sendInv := func(a, b *mlx5.QP, wrID uint64, key uint32, recv mlx5.Completion) {
 		t.Helper()
-		if err := b.PostRecv(wrID+1, []mlx5.SGE{{Addr: r.at(invRecv), Length: 64, LKey: r.mr.LKey}}); err != nil {
+		if err := b.PostRecv(wrID+1, []mlx5.SGE{{Addr: r.at(invRecv), Length: 64, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSendInv, Flags: mlx5.SendSignaled, InvalidateKey: key,
-			SGL: []mlx5.SGE{{Addr: r.at(invMsg), Length: 13, LKey: r.mr.LKey}}}); err != nil {
+			SGL: []mlx5.SGE{{Addr: r.at(invMsg), Length: 13, LKey: r.mr.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		recv.WrID, recv.QPN, recv.Opcode = wrID+1, b.QPN(), mlx5.WCRecv
@@ -298,7 +298,7 @@ func TestSendInvOnModel(t *testing.T) {
 	a, b := r.pair(t, r.pd)
 	configure(b, 1, m)
 	write(a, 2, m, mlx5.WCSuccess)
-	sendInv(a, b, 3, m.RKey, mlx5.Completion{ByteLen: 13, WithInv: true, InvalidatedRkey: m.RKey})
+	sendInv(a, b, 3, m.RKey(), mlx5.Completion{ByteLen: 13, WithInv: true, InvalidatedRkey: m.RKey()})
 	if got := string(mem[invRecv : invRecv+13]); got != "invalidate me" {
 		t.Errorf("received %q", got)
 	}
@@ -310,7 +310,7 @@ func TestSendInvOnModel(t *testing.T) {
 	// A signature mkey with RemoteInvalidate too.
 	ms := mkey(r.pd, mlx5.MkeyOptions{MaxEntries: 1, BlockSignature: true, RemoteInvalidate: true})
 	configure(b, 8, ms)
-	sendInv(a, b, 9, ms.RKey, mlx5.Completion{ByteLen: 13, WithInv: true, InvalidatedRkey: ms.RKey})
+	sendInv(a, b, 9, ms.RKey(), mlx5.Completion{ByteLen: 13, WithInv: true, InvalidatedRkey: ms.RKey()})
 	write(a, 11, ms, mlx5.WCRemAccessErr)
 
 	// Refused.
@@ -325,8 +325,8 @@ func TestSendInvOnModel(t *testing.T) {
 		key  uint32
 		why  string
 	}{
-		{"an mkey without RemoteInvalidate", plain.RKey, "does not allow it (en_rinval)"},
-		{"an mkey of another PD", other.RKey, "the mkey is in PD"},
+		{"an mkey without RemoteInvalidate", plain.RKey(), "does not allow it (en_rinval)"},
+		{"an mkey of another PD", other.RKey(), "the mkey is in PD"},
 		{"no mkey", 0xabcdef00, "no such mkey"},
 	} {
 		wr := uint64(0x100 * (i + 1))

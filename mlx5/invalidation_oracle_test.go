@@ -120,7 +120,7 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 	sigMkey := strings.Contains(r.Input.Mkey.CreateFlags, "BLOCK_SIGNATURE")
 
 	c := &Context{devx: true}
-	m := &Mkey{c: c, sigMkey: sigMkey, LKey: key, RKey: key, maxEntries: 4, sentErrs: ^uint32(0), name: mkeyName(key)}
+	m := &Mkey{c: c, sigMkey: sigMkey, lkey: key, rkey: key, maxEntries: 4, sentErrs: ^uint32(0), name: mkeyName(key)}
 	if sigMkey {
 		// The PSV indexes vary: the first configure's SET_PSVs name them,
 		// the memory domain's first.

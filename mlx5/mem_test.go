@@ -98,7 +98,7 @@ func (r *memRig) writeInto(t *testing.T, addr uint64, rkey uint32, n int, seed b
 	t.Helper()
 	pattern(r.buf.Bytes()[:n], seed)
 	wr := &mlx5.SendWR{WrID: uint64(seed), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: addr, RKey: rkey,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: uint32(n), LKey: r.mr.LKey}}}
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: uint32(n), LKey: r.mr.LKey()}}}
 	if err := r.qp.PostSend(wr); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestBufferClosedUnderRegistrationStaysMapped(t *testing.T) {
 				t.Fatalf("after Buffer.Close under a live %s the memory was unmapped (mapped %v): the device would write into whatever takes its addresses", kase.name, isMapped(mem))
 			}
 			if mr != nil {
-				r.writeInto(t, mr.Addr, mr.RKey, kase.len, 0xc3)
+				r.writeInto(t, mr.Addr(), mr.RKey(), kase.len, 0xc3)
 				if !hasPattern(reg, 0xc3) {
 					t.Error("the WRITE did not land in the registered memory")
 				}
@@ -327,8 +327,8 @@ func poster(qp *mlx5.QP, cq *mlx5.CQ, src []byte, smr *mlx5.MR, dst []byte, mr *
 		seed := id<<6 | byte(i)
 		pattern(src, seed)
 		wr := &mlx5.SendWR{WrID: uint64(i), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: uint64(uintptr(unsafe.Pointer(&dst[0]))), RKey: mr.RKey,
-			SGL: []mlx5.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&src[0]))), Length: uint32(len(src)), LKey: smr.LKey}}}
+			RemoteAddr: uint64(uintptr(unsafe.Pointer(&dst[0]))), RKey: mr.RKey(),
+			SGL: []mlx5.SGE{{Addr: uint64(uintptr(unsafe.Pointer(&src[0]))), Length: uint32(len(src)), LKey: smr.LKey()}}}
 		if err := qp.PostSend(wr); err != nil {
 			return err
 		}
@@ -396,7 +396,7 @@ func TestRegistrationSpanningTwoBuffers(t *testing.T) {
 	if !isMapped(span) {
 		t.Fatal("a Buffer under a registration spanning two was unmapped")
 	}
-	r.writeInto(t, mr.Addr, mr.RKey, len(span), 0x77)
+	r.writeInto(t, mr.Addr(), mr.RKey(), len(span), 0x77)
 	if !hasPattern(span, 0x77) {
 		t.Error("the WRITE across the two Buffers did not land")
 	}
@@ -423,7 +423,7 @@ func TestRegistrationOfOtherMemory(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		runtime.GC()
-		r.writeInto(t, mr.Addr, mr.RKey, len(mem), 0x19)
+		r.writeInto(t, mr.Addr(), mr.RKey(), len(mem), 0x19)
 		if !hasPattern(mem, 0x19) {
 			t.Errorf("%s: the WRITE did not land", name)
 		}
@@ -482,7 +482,7 @@ func TestDestroyInUseFailsAndKeepsTheObject(t *testing.T) {
 		t.Fatal("UMem.Close of a UMEM a QP uses succeeded")
 	case !errors.As(err, &e):
 		t.Errorf("UMem.Close: %T %v, want *mlx5.Error", err, err)
-	case e.Obj != fmt.Sprintf("UMEM %#x", o.umem.ID):
+	case e.Obj != fmt.Sprintf("UMEM %#x", o.umem.ID()):
 		t.Errorf("UMem.Close: %v names %q, want the UMEM", err, e.Obj)
 	}
 	if !errors.Is(mlx5.Checked(t, err), unix.EINVAL) || !errors.Is(err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR) {
@@ -508,8 +508,8 @@ func TestDestroyInUseFailsAndKeepsTheObject(t *testing.T) {
 	prm.Qpc.CqnSnd.At(qpc).Set(in, uint64(o.cqn))
 	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(o.cqn))
 	prm.Qpc.LogSqSize.At(qpc).Set(in, 4)
-	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(o.umem.ID))
-	prm.CreateQpIn.WqUmemId.Set(in, uint64(o.umem.ID))
+	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(o.umem.ID()))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(o.umem.ID()))
 	qp, _ := create(t, c, in, 16)
 	for _, x := range []interface{ Close() error }{qp, o.cq, o.umem} {
 		if err := x.Close(); err != nil {

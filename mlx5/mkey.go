@@ -46,9 +46,9 @@ type Mkey struct {
 	sigCaps   sig.Caps
 	checkCaps bool
 	rinval    bool
-	// LKey and RKey name the mkey in SGEs and remote accesses; they are
-	// the same key.
-	LKey, RKey uint32
+	// The keys (LKey, RKey), the same key. The CQ finds the mkey of a
+	// signature error by it (Context.mkeys).
+	lkey, rkey uint32
 
 	name string
 
@@ -168,7 +168,7 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 		rinval: o.RemoteInvalidate, sentErrs: ^uint32(0)}
 	err := m.create()
 	if err == nil {
-		m.name = mkeyName(m.LKey)
+		m.name = mkeyName(m.lkey)
 		p.c.addMkey(m)
 		if err = p.c.adopt(m); err != nil {
 			p.c.removeMkey(m)
@@ -220,7 +220,7 @@ func (m *Mkey) create() error {
 	}
 	m.obj = obj
 	key := uint32(prm.CreateMkeyOut.MkeyIndex.Get(out))<<8 | uint32(prm.Mkc.Mkey70.At(mkc).Get(in))
-	m.LKey, m.RKey = key, key
+	m.lkey, m.rkey = key, key
 	return nil
 }
 
@@ -270,6 +270,24 @@ func (m *Mkey) usable(op string) error {
 		return unusable(op, "Mkey", "PD.CreateMkey", m == nil)
 	}
 	return nil
+}
+
+// LKey is the key that names the mkey in SGEs (SGE.LKey, KLM.Mkey); 0
+// for a nil Mkey. It is the same key as RKey.
+func (m *Mkey) LKey() uint32 {
+	if m == nil {
+		return 0
+	}
+	return m.lkey
+}
+
+// RKey is the key that names the mkey in a peer's remote accesses
+// (SendWR.RKey); 0 for a nil Mkey.
+func (m *Mkey) RKey() uint32 {
+	if m == nil {
+		return 0
+	}
+	return m.rkey
 }
 
 // SigMkey reports whether the mkey has block signature support.
@@ -383,7 +401,7 @@ func (c *Context) addMkey(m *Mkey) {
 			t[k] = v
 		}
 	}
-	t[m.LKey>>8] = m
+	t[m.lkey>>8] = m
 	c.mkeys.Store(&t)
 }
 
@@ -391,7 +409,7 @@ func (c *Context) removeMkey(m *Mkey) {
 	c.mkeyMu.Lock()
 	defer c.mkeyMu.Unlock()
 	old := c.mkeys.Load()
-	if old == nil || (*old)[m.LKey>>8] != m {
+	if old == nil || (*old)[m.lkey>>8] != m {
 		return
 	}
 	t := make(mkeyTable, len(*old))

@@ -235,7 +235,7 @@ func mkeyCheckSeqCase(t *testing.T, r *mkeyCheckSeqRecord, libmlx5 map[string]ch
 	memPSV := binary.BigEndian.Uint32(next[3][16:]) & 0xffffff
 
 	c := &Context{devx: true}
-	m := &Mkey{c: c, sigMkey: true, LKey: uint32(key), RKey: uint32(key), maxEntries: 4, psvIndex: [2]uint32{memPSV, memPSV + 1},
+	m := &Mkey{c: c, sigMkey: true, lkey: uint32(key), rkey: uint32(key), maxEntries: 4, psvIndex: [2]uint32{memPSV, memPSV + 1},
 		sentErrs: ^uint32(0), name: mkeyName(uint32(key))}
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)

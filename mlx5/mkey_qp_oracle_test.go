@@ -167,7 +167,7 @@ func postAsRecorded(t *testing.T, qp *QP, r *umrsig.Record) bool {
 	qp.restart()
 	qp.fmCache = false
 	clear(qp.sq.ring)
-	m := &Mkey{c: qp.c, LKey: in.Mkey, RKey: in.Mkey, maxEntries: r.Input.Mkey.MaxEntries,
+	m := &Mkey{c: qp.c, lkey: in.Mkey, rkey: in.Mkey, maxEntries: r.Input.Mkey.MaxEntries,
 		sigMkey: r.Input.Mkey.BlockSignature, sentErrs: ^uint32(0), name: mkeyName(in.Mkey)}
 	psv, err := r.PSVIndexes()
 	if err != nil {

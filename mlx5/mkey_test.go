@@ -66,8 +66,8 @@ func TestOracleCreateMkey(t *testing.T) {
 			if err := jsonUnmarshal(c.Result, &res); err != nil {
 				t.Fatal(err)
 			}
-			if k := fmt.Sprintf("0x%08x", m.LKey); k != res.LKey || m.RKey != m.LKey {
-				t.Errorf("lkey %s rkey %#x, libmlx5 %s", k, m.RKey, res.LKey)
+			if k := fmt.Sprintf("0x%08x", m.lkey); k != res.LKey || m.rkey != m.lkey {
+				t.Errorf("lkey %s rkey %#x, libmlx5 %s", k, m.rkey, res.LKey)
 			}
 			if mem, wire := m.PSVs(); tc.opt.BlockSignature {
 				var psv []uint32

@@ -35,11 +35,11 @@ func newTmplPair(tb testing.TB) *tmplPair {
 		// A signature mkey checking every cap, one with narrower caps,
 		// one without signature support.
 		p.mkeys[i] = [3]*Mkey{
-			{c: c, LKey: 0x300300, RKey: 0x300300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x501, 0x502}, sentErrs: ^uint32(0),
+			{c: c, lkey: 0x300300, rkey: 0x300300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x501, 0x502}, sentErrs: ^uint32(0),
 				name: mkeyName(0x300300), sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true},
-			{c: c, LKey: 0x300401, RKey: 0x300401, maxEntries: 8, sigMkey: true, psvIndex: [2]uint32{0x601, 0x602}, sentErrs: ^uint32(0),
+			{c: c, lkey: 0x300401, rkey: 0x300401, maxEntries: 8, sigMkey: true, psvIndex: [2]uint32{0x601, 0x602}, sentErrs: ^uint32(0),
 				name: mkeyName(0x300401), sigCaps: sig.Caps{BlockSize: 0x3, BlockProt: 1, T10DIFBG: 1, CRCType: 1}, checkCaps: true},
-			{c: c, LKey: 0x300502, RKey: 0x300502, maxEntries: 2, sentErrs: ^uint32(0), name: mkeyName(0x300502)},
+			{c: c, lkey: 0x300502, rkey: 0x300502, maxEntries: 2, sentErrs: ^uint32(0), name: mkeyName(0x300502)},
 		}
 	}
 	return p

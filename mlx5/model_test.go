@@ -100,8 +100,8 @@ func createAll(t testing.TB, c *mlx5.Context) objects {
 	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(o.cqn))
 	prm.Qpc.LogSqSize.At(qpc).Set(in, 4)
 	prm.Qpc.LogRqSize.At(qpc).Set(in, 4)
-	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(o.umem.ID))
-	prm.CreateQpIn.WqUmemId.Set(in, uint64(o.umem.ID))
+	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(o.umem.ID()))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(o.umem.ID()))
 	o.qp, out = create(t, c, in, 16)
 	o.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))
 	return o
@@ -336,10 +336,10 @@ func TestModelUARAndEQN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.PageID == 0 || len(u.Page) != 4096 {
-		t.Fatalf("UAR page %d, page of %d bytes", u.PageID, len(u.Page))
+	if u.PageID() == 0 || len(u.Page()) != 4096 {
+		t.Fatalf("UAR page %d, page of %d bytes", u.PageID(), len(u.Page()))
 	}
-	u.Page[0x800] = 1 // a doorbell write lands in the mapping
+	u.Page()[0x800] = 1 // a doorbell write lands in the mapping
 	if _, err := c.QueryEQN(1 << 20); !errors.Is(mlx5.Checked(t, err), unix.ENOENT) {
 		t.Errorf("EQN of vector 2^20: %v, want ENOENT", err)
 	}
@@ -402,8 +402,8 @@ func TestModelLeak(t *testing.T) {
 		prm.Qpc.Pd.At(prm.CreateQpIn.Qpc).Set(in, uint64(base.pdn))
 		prm.Qpc.CqnSnd.At(prm.CreateQpIn.Qpc).Set(in, uint64(base.cqn))
 		prm.Qpc.CqnRcv.At(prm.CreateQpIn.Qpc).Set(in, uint64(base.cqn))
-		prm.Qpc.DbrUmemId.At(prm.CreateQpIn.Qpc).Set(in, uint64(base.umem.ID))
-		prm.CreateQpIn.WqUmemId.Set(in, uint64(base.umem.ID))
+		prm.Qpc.DbrUmemId.At(prm.CreateQpIn.Qpc).Set(in, uint64(base.umem.ID()))
+		prm.CreateQpIn.WqUmemId.Set(in, uint64(base.umem.ID()))
 		return in
 	}()
 	mkIn := mailbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)

@@ -55,15 +55,15 @@ func firstCompletion(t *testing.T, r *rig, what string, wrIDs ...uint64) {
 func TestSGEOverDataSegmentIsRefused(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 8, MaxRecvSGE: 2}, true)
-	good := mlx5.SGE{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}
+	good := mlx5.SGE{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}
 	for _, n := range []uint32{1 << 31, 1<<31 + 64, 0xffffffff} {
-		bad := mlx5.SGE{Addr: r.mr.Addr, Length: n, LKey: r.mr.LKey}
+		bad := mlx5.SGE{Addr: r.mr.Addr(), Length: n, LKey: r.mr.LKey()}
 		for _, op := range []mlx5.Opcode{mlx5.OpRDMAWrite, mlx5.OpSend, mlx5.OpRDMARead} {
 			what := fmt.Sprintf("%v with an SGE of %#x bytes", op, n)
-			wr := mlx5.SendWR{WrID: 1, Opcode: op, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + 8192, RKey: r.mr.RKey,
+			wr := mlx5.SendWR{WrID: 1, Opcode: op, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr() + 8192, RKey: r.mr.RKey(),
 				SGL: []mlx5.SGE{good, bad}}
 			wantInvalid(t, "PostSend: "+what, qp.PostSend(&wr))
-			ok := *r.write(2, mlx5.SendSignaled, r.mr.RKey)
+			ok := *r.write(2, mlx5.SendSignaled, r.mr.RKey())
 			wantInvalid(t, "PostSendList: "+what, qp.PostSendList([]mlx5.SendWR{ok, wr}))
 			wantInvalid(t, "Batch: "+what, qp.Begin().Add(&ok).Add(&wr).Commit())
 		}
@@ -72,11 +72,11 @@ func TestSGEOverDataSegmentIsRefused(t *testing.T) {
 	}
 	// Nothing was posted: the next WRITE is the first completion, and the
 	// next receive takes the next SEND.
-	if err := qp.PostSend(r.write(6, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(6, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	firstCompletion(t, r, "the WRITE after the refusals", 6)
-	if err := qp.PostRecv(7, []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}}); err != nil {
+	if err := qp.PostRecv(7, []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := qp.PostSend(&mlx5.SendWR{WrID: 8, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{good}}); err != nil {
@@ -107,16 +107,16 @@ func TestSRQSGEOverDataSegmentIsRefused(t *testing.T) {
 	if err := b.Connect(a.QPN(), path); err != nil {
 		t.Fatal(err)
 	}
-	good := mlx5.SGE{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}
-	bad := mlx5.SGE{Addr: r.mr.Addr, Length: 1 << 31, LKey: r.mr.LKey}
+	good := mlx5.SGE{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}
+	bad := mlx5.SGE{Addr: r.mr.Addr(), Length: 1 << 31, LKey: r.mr.LKey()}
 	wantInvalid(t, "SRQ.PostRecv of 2^31 bytes", srq.PostRecv(1, []mlx5.SGE{good, bad}))
 	wantInvalid(t, "SRQ.PostRecvList of 2^31+64 bytes", srq.PostRecvList([]mlx5.RecvWR{{WrID: 2, SGL: []mlx5.SGE{good}},
-		{WrID: 3, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 1<<31 + 64, LKey: r.mr.LKey}}}}))
+		{WrID: 3, SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 1<<31 + 64, LKey: r.mr.LKey()}}}}))
 	if err := srq.PostRecv(4, []mlx5.SGE{good}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.PostSend(&mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}); err != nil {
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	firstCompletion(t, r, "the SEND into the SRQ after the refusals", 4, 5)
@@ -130,24 +130,24 @@ func TestMessageOverMaxMsgSzIsRefused(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 64)
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 16, MaxSendSGE: 3}, true)
 	for _, sgl := range [][]mlx5.SGE{
-		{{Addr: r.mr.Addr, Length: 1 << 30, LKey: r.mr.LKey}, {Addr: r.mr.Addr, Length: 1, LKey: r.mr.LKey}},
-		{{Addr: r.mr.Addr, Length: 1<<31 - 1, LKey: r.mr.LKey}, {Addr: r.mr.Addr, Length: 1<<31 - 1, LKey: r.mr.LKey}, {Addr: r.mr.Addr, Length: 2, LKey: r.mr.LKey}},
+		{{Addr: r.mr.Addr(), Length: 1 << 30, LKey: r.mr.LKey()}, {Addr: r.mr.Addr(), Length: 1, LKey: r.mr.LKey()}},
+		{{Addr: r.mr.Addr(), Length: 1<<31 - 1, LKey: r.mr.LKey()}, {Addr: r.mr.Addr(), Length: 1<<31 - 1, LKey: r.mr.LKey()}, {Addr: r.mr.Addr(), Length: 2, LKey: r.mr.LKey()}},
 	} {
 		for _, op := range []mlx5.Opcode{mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm, mlx5.OpSend, mlx5.OpRDMARead} {
 			what := fmt.Sprintf("%v of %d SGEs past 2^30 bytes", op, len(sgl))
-			wr := mlx5.SendWR{WrID: 1, Opcode: op, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + 8192, RKey: r.mr.RKey, SGL: sgl}
+			wr := mlx5.SendWR{WrID: 1, Opcode: op, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr() + 8192, RKey: r.mr.RKey(), SGL: sgl}
 			wantInvalid(t, "PostSend: "+what, qp.PostSend(&wr))
-			wantInvalid(t, "PostSendList: "+what, qp.PostSendList([]mlx5.SendWR{*r.write(2, 0, r.mr.RKey), wr}))
-			wantInvalid(t, "Batch: "+what, qp.Begin().Add(r.write(3, 0, r.mr.RKey)).Add(&wr).Commit())
+			wantInvalid(t, "PostSendList: "+what, qp.PostSendList([]mlx5.SendWR{*r.write(2, 0, r.mr.RKey()), wr}))
+			wantInvalid(t, "Batch: "+what, qp.Begin().Add(r.write(3, 0, r.mr.RKey())).Add(&wr).Commit())
 		}
 	}
-	err := qp.PostSend(&mlx5.SendWR{WrID: 9, Opcode: mlx5.OpRDMARead, RemoteAddr: r.mr.Addr, RKey: r.mr.RKey,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 1<<30 + 1, LKey: r.mr.LKey}}})
+	err := qp.PostSend(&mlx5.SendWR{WrID: 9, Opcode: mlx5.OpRDMARead, RemoteAddr: r.mr.Addr(), RKey: r.mr.RKey(),
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 1<<30 + 1, LKey: r.mr.LKey()}}})
 	want := fmt.Sprintf("mlx5: post send QP %#x: work request 0 (wr_id 0x9): wqe: message longer than the QP's maximum message size (1073741824 bytes)", qp.QPN())
 	if err == nil || err.Error() != want {
 		t.Errorf("a READ of 2^30+1 bytes: %v, want %q", err, want)
 	}
-	if err := qp.PostSend(r.write(4, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(4, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	firstCompletion(t, r, "the WRITE after the refusals", 4)
@@ -165,11 +165,11 @@ func TestKLMOver2GiBIsRefused(t *testing.T) {
 	}
 	for _, n := range []uint32{1<<31 + 1, 0xffffffff} {
 		wr := &mlx5.MkeyConfigureWR{WrID: 1, Mkey: m, Flags: mlx5.SendSignaled,
-			List: []mlx5.KLM{{Addr: r.mr.Addr, ByteCount: 64, Mkey: r.mr.LKey}, {Addr: r.mr.Addr, ByteCount: n, Mkey: r.mr.LKey}}}
+			List: []mlx5.KLM{{Addr: r.mr.Addr(), ByteCount: 64, Mkey: r.mr.LKey()}, {Addr: r.mr.Addr(), ByteCount: n, Mkey: r.mr.LKey()}}}
 		wantInvalid(t, fmt.Sprintf("PostMkeyConfigure with a KLM of %#x bytes", n), qp.PostMkeyConfigure(wr))
-		wantInvalid(t, fmt.Sprintf("a batch with a KLM of %#x bytes", n), qp.Begin().Add(r.write(2, 0, r.mr.RKey)).AddMkeyConfigure(wr).Commit())
+		wantInvalid(t, fmt.Sprintf("a batch with a KLM of %#x bytes", n), qp.Begin().Add(r.write(2, 0, r.mr.RKey())).AddMkeyConfigure(wr).Commit())
 	}
-	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	firstCompletion(t, r, "the WRITE after the refusals", 3)
@@ -200,11 +200,11 @@ func TestDatagramOverMTUIsRefused(t *testing.T) {
 	}
 	dgram := func(wrID uint64, n uint32) *mlx5.SendWR {
 		return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, AH: ah, RemoteQPN: ud[1].QPN(), QKey: qkey,
-			SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: n - 1, LKey: r.mr.LKey}, {Addr: r.mr.Addr, Length: 1, LKey: r.mr.LKey}}}
+			SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: n - 1, LKey: r.mr.LKey()}, {Addr: r.mr.Addr(), Length: 1, LKey: r.mr.LKey()}}}
 	}
 	wantInvalid(t, "a datagram of 1025 bytes (MTU 1024)", ud[0].PostSend(dgram(5, 1025)))
 	wantInvalid(t, "a datagram of 4097 bytes", ud[0].PostSend(dgram(5, 4097)))
-	if err := ud[1].PostRecv(6, []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 40 + 1024, LKey: r.mr.LKey}}); err != nil {
+	if err := ud[1].PostRecv(6, []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 40 + 1024, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ud[0].PostSend(dgram(7, 1024)); err != nil {

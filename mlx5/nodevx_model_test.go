@@ -128,7 +128,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	sge := func(off, n int) []mlx5.SGE {
-		return []mlx5.SGE{{Addr: mr.Addr + uint64(off), Length: uint32(n), LKey: mr.LKey}}
+		return []mlx5.SGE{{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}}
 	}
 	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 64, Events: true})
 	if err != nil {
@@ -183,7 +183,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := a.PostSend(&mlx5.SendWR{WrID: 4, Opcode: mlx5.OpRDMAWriteImm, Flags: mlx5.SendSignaled, Imm: 0x01020304,
-		RemoteAddr: mr.Addr + 16384, RKey: mr.RKey, SGL: sge(100, 500)}); err != nil {
+		RemoteAddr: mr.Addr() + 16384, RKey: mr.RKey(), SGL: sge(100, 500)}); err != nil {
 		t.Fatal(err)
 	}
 	wcs = pollN(t, cq, 2, 5*time.Second)
@@ -191,7 +191,7 @@ func TestNoDEVXContextOnModel(t *testing.T) {
 		t.Errorf("RDMA WRITE with immediate received: %+v", w)
 	}
 	if err := a.PostSend(&mlx5.SendWR{WrID: 5, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled,
-		RemoteAddr: mr.Addr + 1000, RKey: mr.RKey, SGL: sge(32768, 200)}); err != nil {
+		RemoteAddr: mr.Addr() + 1000, RKey: mr.RKey(), SGL: sge(32768, 200)}); err != nil {
 		t.Fatal(err)
 	}
 	if w := pollN(t, cq, 1, 5*time.Second)[0]; w.WrID != 5 || w.Status != mlx5.WCSuccess || w.Opcode != mlx5.WCRDMARead || w.ByteLen != 200 {

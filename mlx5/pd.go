@@ -97,13 +97,10 @@ func (p *PD) Close() error {
 type MR struct {
 	c      *Context
 	handle seam.Handle
-	// LKey and RKey name the region in local and remote accesses.
-	LKey, RKey uint32
-	// Addr is the address of the first byte, as SGEs and remote
-	// addresses name it.
-	Addr uint64
-	// Len is the region's length in bytes.
-	Len uint64
+	// The keys, address and length (LKey, RKey, Addr, Len).
+	lkey, rkey uint32
+	addr       uint64
+	length     uint64
 
 	// hold keeps the memory for the device until the MR is closed.
 	hold *memHold
@@ -144,12 +141,47 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 		hold.release()
 		return nil, opErr(op, obj, err)
 	}
-	mr := &MR{c: p.c, handle: m.Handle, LKey: m.LKey, RKey: m.RKey, Addr: addrOf(mem), Len: uint64(len(mem)), hold: hold}
+	mr := &MR{c: p.c, handle: m.Handle, lkey: m.LKey, rkey: m.RKey, addr: addrOf(mem), length: uint64(len(mem)), hold: hold}
 	if err := p.c.adopt(mr); err != nil {
 		mr.Close()
 		return nil, opErr(op, obj, err)
 	}
 	return mr, nil
+}
+
+// LKey is the key that names the region in local accesses (SGE.LKey); 0
+// for a nil MR.
+func (m *MR) LKey() uint32 {
+	if m == nil {
+		return 0
+	}
+	return m.lkey
+}
+
+// RKey is the key that names the region in a peer's remote accesses
+// (SendWR.RKey); 0 for a nil MR.
+func (m *MR) RKey() uint32 {
+	if m == nil {
+		return 0
+	}
+	return m.rkey
+}
+
+// Addr is the address of the region's first byte, as SGEs and remote
+// addresses name it; 0 for a nil MR.
+func (m *MR) Addr() uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.addr
+}
+
+// Len is the region's length in bytes; 0 for a nil MR.
+func (m *MR) Len() uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.length
 }
 
 // Close deregisters the region and lets go of its memory: a Buffer it
@@ -166,7 +198,7 @@ func (m *MR) Close() error {
 	}
 	if !m.c.closedNow() {
 		if err := m.c.dev.DeregMR(m.handle); err != nil {
-			return opErr("dereg mr", fmt.Sprintf("lkey %#x", m.LKey), err)
+			return opErr("dereg mr", fmt.Sprintf("lkey %#x", m.lkey), err)
 		}
 	}
 	m.closed = true

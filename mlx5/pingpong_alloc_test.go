@@ -33,7 +33,7 @@ func TestPingPongHotPathAllocs(t *testing.T) {
 				}
 			}
 			mem := a.slot(0)
-			sgl := []mlx5.SGE{{Addr: a.base(), Length: 100, LKey: a.mr.LKey}, {Addr: a.base() + 200, Length: 50, LKey: a.mr.LKey}}
+			sgl := []mlx5.SGE{{Addr: a.base(), Length: 100, LKey: a.mr.LKey()}, {Addr: a.base() + 200, Length: 50, LKey: a.mr.LKey()}}
 			inline := [][]byte{mem[:40], mem[64:80]}
 			peer := a.peer
 			wrs := []mlx5.SendWR{
@@ -43,8 +43,8 @@ func TestPingPongHotPathAllocs(t *testing.T) {
 			}
 			if typ == mlx5.QPTypeRC {
 				wrs = append(wrs,
-					mlx5.SendWR{WrID: 4, Opcode: mlx5.OpRDMAWriteImm, Imm: 9, SGL: sgl, RemoteAddr: peer.base() + uint64(peer.writeOff), RKey: peer.mr.RKey},
-					mlx5.SendWR{WrID: 5, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, SGL: sgl, RemoteAddr: peer.base() + uint64(peer.readOff), RKey: peer.mr.RKey})
+					mlx5.SendWR{WrID: 4, Opcode: mlx5.OpRDMAWriteImm, Imm: 9, SGL: sgl, RemoteAddr: peer.base() + uint64(peer.writeOff), RKey: peer.mr.RKey()},
+					mlx5.SendWR{WrID: 5, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, SGL: sgl, RemoteAddr: peer.base() + uint64(peer.readOff), RKey: peer.mr.RKey()})
 			} else {
 				for i := range wrs {
 					wrs[i].AH, wrs[i].RemoteQPN, wrs[i].QKey = a.ah, peer.qpn, ppQKey

@@ -308,7 +308,7 @@ func (s *ppSide) slot(i int) []byte {
 	return s.mem[i*sz : (i+1)*sz]
 }
 
-func (s *ppSide) base() uint64 { return s.mr.Addr }
+func (s *ppSide) base() uint64 { return s.mr.Addr() }
 
 type ppConfig struct {
 	name     string
@@ -756,13 +756,13 @@ func (s *ppSide) prepareN(i int, op mlx5.Opcode, n int) *ppSend {
 	switch op {
 	case mlx5.OpRDMAWrite, mlx5.OpRDMAWriteImm:
 		canary(peer.slotWrite(slot))
-		wr.RemoteAddr, wr.RKey = peer.base()+uint64(peer.writeOff+slot*p.slotSize), peer.mr.RKey
+		wr.RemoteAddr, wr.RKey = peer.base()+uint64(peer.writeOff+slot*p.slotSize), peer.mr.RKey()
 		if op == mlx5.OpRDMAWriteImm {
 			r.refs++
 		}
 	case mlx5.OpRDMARead:
 		r.roff = p.rng.IntN(peer.readLen - r.n + 1)
-		wr.RemoteAddr, wr.RKey = peer.base()+uint64(peer.readOff+r.roff), peer.mr.RKey
+		wr.RemoteAddr, wr.RKey = peer.base()+uint64(peer.readOff+r.roff), peer.mr.RKey()
 	}
 	at := s.base() + uint64(slot*p.slotSize)
 	for j := range r.pcs.k {
@@ -770,7 +770,7 @@ func (s *ppSide) prepareN(i int, op mlx5.Opcode, n int) *ppSend {
 		if r.inline {
 			s.inls[i][j] = mem[off : off+n]
 		} else {
-			s.sgls[i][j] = mlx5.SGE{Addr: at + uint64(off), Length: uint32(n), LKey: s.mr.LKey}
+			s.sgls[i][j] = mlx5.SGE{Addr: at + uint64(off), Length: uint32(n), LKey: s.mr.LKey()}
 		}
 	}
 	if r.inline {
@@ -990,9 +990,9 @@ func (p *pingpong) postRecv(pl *ppPool, n int) {
 		*rec = ppRecv{wrID: uint64(pl.id)<<62 | pl.serial<<ppWRSerSh | uint64(slot), posted: true}
 		p.split(&rec.pcs, pl.payload, 1+p.rng.IntN(pl.maxSGE), pl.maxSGE)
 		canary(pl.slot(slot))
-		at := pl.mr.Addr + uint64(slot*pl.slotSize)
+		at := pl.mr.Addr() + uint64(slot*pl.slotSize)
 		for j := range rec.pcs.k {
-			pl.sgls[i][j] = mlx5.SGE{Addr: at + uint64(rec.pcs.off[j]), Length: uint32(rec.pcs.n[j]), LKey: pl.mr.LKey}
+			pl.sgls[i][j] = mlx5.SGE{Addr: at + uint64(rec.pcs.off[j]), Length: uint32(rec.pcs.n[j]), LKey: pl.mr.LKey()}
 		}
 		pl.wrs[i] = mlx5.RecvWR{WrID: rec.wrID, SGL: pl.sgls[i][:rec.pcs.k]}
 		if pl.srq == nil {

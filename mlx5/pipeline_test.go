@@ -84,12 +84,12 @@ func recoverSigStop(t *testing.T, stop model.SigStop) {
 	copy(r.buf.Bytes()[goodOff:], r.mem)
 	cfg := r.configure(10)
 	cfg.Mkey = good
-	cfg.List = []mlx5.KLM{{Addr: r.mr.Addr + goodOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+	cfg.List = []mlx5.KLM{{Addr: r.mr.Addr() + goodOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey()}}
 	if err := r.a.PostMkeyConfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	w := r.write(11)
-	w.SGL[0].LKey = good.LKey
+	w.SGL[0].LKey = good.LKey()
 	if err := r.a.PostSend(w); err != nil {
 		t.Fatal(err)
 	}
@@ -202,12 +202,12 @@ func recoverWindow(t *testing.T, stop model.SigStop) []int {
 	configure := func(id uint64, m *mlx5.Mkey, off int) *mlx5.MkeyConfigureWR {
 		c := r.configure(id)
 		c.Mkey = m
-		c.List = []mlx5.KLM{{Addr: r.mr.Addr + uint64(off), ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+		c.List = []mlx5.KLM{{Addr: r.mr.Addr() + uint64(off), ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey()}}
 		return c
 	}
 	write := func(id uint64, m *mlx5.Mkey) *mlx5.SendWR {
 		w := r.write(id)
-		w.SGL[0].LKey = m.LKey
+		w.SGL[0].LKey = m.LKey()
 		return w
 	}
 	fenced := mlx5.SendSignaled | mlx5.SendFence
@@ -327,13 +327,13 @@ func TestRecoverSigStopResponsesNotPosted(t *testing.T) {
 			}
 			cfg := r.configure(20)
 			cfg.Mkey = bad
-			cfg.List = []mlx5.KLM{{Addr: r.mr.Addr + badOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+			cfg.List = []mlx5.KLM{{Addr: r.mr.Addr() + badOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey()}}
 			if err := r.a.PostMkeyConfigure(cfg); err != nil {
 				t.Fatal(err)
 			}
 			pollN(t, r.scq, 1, 5*time.Second)
 			w := r.write(21)
-			w.SGL[0].LKey = bad.LKey
+			w.SGL[0].LKey = bad.LKey()
 			b := r.a.Begin()
 			b.Add(r.write(11))
 			b.Add(w)
@@ -417,9 +417,9 @@ func deliverTakesOff(t *testing.T, stop model.SigStop) {
 	copy(r.buf.Bytes()[goodOff:], r.mem)
 	cfg := r.configure(10)
 	cfg.Mkey = good
-	cfg.List = []mlx5.KLM{{Addr: r.mr.Addr + goodOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey}}
+	cfg.List = []mlx5.KLM{{Addr: r.mr.Addr() + goodOff, ByteCount: uint32(len(r.mem)), Mkey: r.mr.LKey()}}
 	w := r.write(11)
-	w.SGL[0].LKey = good.LKey
+	w.SGL[0].LKey = good.LKey()
 	r.corrupt()
 	defer r.corrupt()
 	b := r.a.Begin()

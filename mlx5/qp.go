@@ -346,7 +346,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	if o.PD.isClosed() {
 		return nil, opErr(op, pdName(o.PD.pdn), ErrClosed)
 	}
-	lim := c.Caps.limits()
+	lim := c.caps.limits()
 	sq, rq, largest, err := o.geometry(&lim)
 	if err != nil {
 		return nil, invalid(op, c.name, "%v", err)
@@ -421,7 +421,7 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	bad := func(format string, args ...any) error {
 		return &reasonError{msg: fmt.Sprintf(format, args...), errs: []error{ErrInvalid, unix.EINVAL}}
 	}
-	lim := c.Caps.limits()
+	lim := c.caps.limits()
 	switch {
 	case o.PD == nil || o.SendCQ == nil || o.RecvCQ == nil:
 		return bad("PD, SendCQ and RecvCQ are required")
@@ -463,7 +463,7 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 			return bad("signature pipelining needs a verbs QP (it moves from SQD to RTS)")
 		case !c.devx:
 			return &reasonError{msg: "signature pipelining needs DEVX (its INIT2INIT with drain_sigerr)", errs: []error{ErrNoDEVX}}
-		case !c.Caps.SQD2RTS:
+		case !c.caps.SQD2RTS:
 			return &reasonError{msg: "signature pipelining needs a kernel that moves a QP from SQD to RTS (Caps.SQD2RTS)", errs: []error{ErrUnsupported, unix.EOPNOTSUPP}}
 		case o.Type != QPTypeRC:
 			return bad("signature pipelining on a %v QP", o.Type)
@@ -490,7 +490,7 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	}
 	// libmlx5's create_qp: streams past the device's dci_streams_caps are
 	// EINVAL before any command (none reported: only 2^0 of each).
-	if s, m := o.DCIStreams, c.Caps.MaxDCIStreams; s != nil && (s.LogConcurrent > m.LogConcurrent || s.LogErrored > m.LogErrored) {
+	if s, m := o.DCIStreams, c.caps.MaxDCIStreams; s != nil && (s.LogConcurrent > m.LogConcurrent || s.LogErrored > m.LogErrored) {
 		return bad("DCI streams of 2^%d concurrent and 2^%d errored channels: the device allows at most 2^%d and 2^%d (Caps.MaxDCIStreams, dci_streams_caps max_log_num_concurent and max_log_num_errored)",
 			s.LogConcurrent, s.LogErrored, m.LogConcurrent, m.LogErrored)
 	}
@@ -545,7 +545,7 @@ func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	set(prm.Qpc.St, qpcServiceRC)
 	set(prm.Qpc.PmState, qpcPMMigrated)
 	set(prm.Qpc.Pd, uint64(o.PD.pdn))
-	set(prm.Qpc.UarPage, uint64(q.uar.PageID))
+	set(prm.Qpc.UarPage, uint64(q.uar.pageID))
 	set(prm.Qpc.LogSqSize, uint64(bits.Len(uint(sq.wqeCnt))-1))
 	if rq.wqeCnt > 0 {
 		set(prm.Qpc.RqType, qpcRQRegular)
@@ -571,7 +571,7 @@ func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	qp.obj = obj
 	qp.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))
 
-	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.Page[doorbell.BlueFlameOffset:], c.Caps.BFRegSize/2); err != nil {
+	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.page[doorbell.BlueFlameOffset:], c.caps.BFRegSize/2); err != nil {
 		return err
 	}
 	qp.dbRQ, err = doorbell.NewRQ(q.dbr)

@@ -81,9 +81,9 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 		drv.BufAddr, drv.DbAddr = addrOf(wq), addrOf(dbr.mem)
 		drv.SqWqeCount, drv.RqWqeCount, drv.RqWqeShift = uint32(sq.wqeCnt), uint32(rq.wqeCnt), uint32(rq.wqeShift)
 		drv.Flags |= mlx5abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
-		drv.BfregIndex = qp.bf.uar.PageID
+		drv.BfregIndex = qp.bf.uar.pageID
 		rec := dbr.mem[:doorbell.RecordSize]
-		if qp.dbSQ, err = doorbell.NewSQ(rec, qp.bf.uar.Page[qp.bf.off:], c.Caps.BFRegSize/2); err != nil {
+		if qp.dbSQ, err = doorbell.NewSQ(rec, qp.bf.uar.page[qp.bf.off:], c.caps.BFRegSize/2); err != nil {
 			return err
 		}
 		if qp.dbRQ, err = doorbell.NewRQ(rec); err != nil {
@@ -91,14 +91,14 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 		}
 	}
 	drv.Uidx = 0xffffff // cqe_version 0
-	if c.Caps.CQEVersion > 0 {
+	if c.caps.CQEVersion > 0 {
 		i, err := c.newUIdx()
 		if err != nil {
 			return err
 		}
 		qp.uidx, qp.hasIdx, drv.Uidx = i, true, i
 	}
-	if c.Caps.ECE {
+	if c.caps.ECE {
 		drv.EceOptions = eceVersion1
 	}
 	qp.user = c.newHandle(qp)

@@ -79,14 +79,14 @@ func (r *rig) qp(t testing.TB, o mlx5.QPOptions, connect bool) *mlx5.QP {
 
 // write is an RDMA WRITE of 64 bytes within the rig's buffer.
 func (r *rig) write(wrID uint64, flags mlx5.SendFlags, rkey uint32) *mlx5.SendWR {
-	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: flags, RemoteAddr: r.mr.Addr + 4096, RKey: rkey,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: flags, RemoteAddr: r.mr.Addr() + 4096, RKey: rkey,
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}
 }
 
 // configure is a T10-DIF (both domains) configure of m over 512 bytes.
 func (r *rig) configure(wrID uint64, m *mlx5.Mkey) *mlx5.MkeyConfigureWR {
 	return &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: mlx5.SendSignaled,
-		List: []mlx5.KLM{{Addr: r.mr.Addr, ByteCount: 512, Mkey: r.mr.LKey}}, Sig: t10dif()}
+		List: []mlx5.KLM{{Addr: r.mr.Addr(), ByteCount: 512, Mkey: r.mr.LKey()}}, Sig: t10dif()}
 }
 
 func t10dif() *sig.BlockAttr {
@@ -147,7 +147,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	// ring has 16 WQEBBs.
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 2, MkeyConfigure: true, MaxMkeyEntries: 1}, false)
 	for i := range 11 {
-		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
+		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey())); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	if err := qp.PostMkeyConfigure(r.configure(7, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrQueueFull) {
 		t.Errorf("configure with 11 of 16 WQEBBs in use: %v, want ErrQueueFull", err)
 	}
-	if err := qp.PostSend(r.write(11, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(11, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Errorf("send with 11 of 16 WQEBBs in use: %v", err)
 	}
 	// Free the queue: connect, and every WR completes once.
@@ -176,7 +176,7 @@ func TestPostRoomIsExact(t *testing.T) {
 	big := mkey(t, r, r.pd, 32)
 	wr := r.configure(8, big)
 	for i := range 32 {
-		wr.List = append(wr.List, mlx5.KLM{Addr: r.mr.Addr + uint64(512*(i+1)), ByteCount: 512, Mkey: r.mr.LKey})
+		wr.List = append(wr.List, mlx5.KLM{Addr: r.mr.Addr() + uint64(512*(i+1)), ByteCount: 512, Mkey: r.mr.LKey()})
 	}
 	wr.List = wr.List[1:]
 	wr.Sig = nil
@@ -196,7 +196,7 @@ func TestCloseDuringPostAndPoll(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; ; j++ {
-				err := qp.PostSend(r.write(uint64(j), mlx5.SendSignaled, r.mr.RKey))
+				err := qp.PostSend(r.write(uint64(j), mlx5.SendSignaled, r.mr.RKey()))
 				if errors.Is(err, mlx5.ErrClosed) {
 					return
 				}
@@ -219,7 +219,7 @@ func TestCloseDuringPostAndPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
-		if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) || !strings.Contains(err.Error(), "post send QP") {
+		if err := qp.PostSend(r.write(1, 0, r.mr.RKey())); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) || !strings.Contains(err.Error(), "post send QP") {
 			t.Fatalf("post after Close: %v", err)
 		}
 		if err := qp.PostRecv(1, nil); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) && !errors.Is(err, mlx5.ErrInvalid) {
@@ -249,7 +249,7 @@ func TestMkeyConfigureCompletesOnce(t *testing.T) {
 	if err := qp.PostMkeyConfigure(r.configure(2, m)); err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.PostSend(r.write(3, 0, r.mr.RKey)); err != nil { // unsignaled: flushed
+	if err := qp.PostSend(r.write(3, 0, r.mr.RKey())); err != nil { // unsignaled: flushed
 		t.Fatal(err)
 	}
 	got, err := r.poll(t, 3, time.Second)
@@ -297,14 +297,14 @@ func TestFailedCQCloseKeepsCQ(t *testing.T) {
 	prm.Qpc.CqnSnd.At(qpc).Set(in, uint64(r.cq.CQN()))
 	prm.Qpc.CqnRcv.At(qpc).Set(in, uint64(r.cq.CQN()))
 	prm.Qpc.RqType.At(qpc).Set(in, 3)
-	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(um.ID))
-	prm.CreateQpIn.WqUmemId.Set(in, uint64(um.ID))
+	prm.Qpc.DbrUmemId.At(qpc).Set(in, uint64(um.ID()))
+	prm.CreateQpIn.WqUmemId.Set(in, uint64(um.ID()))
 	o, _ := create(t, r.c, in, 16)
 	if err := r.cq.Close(); err == nil {
 		t.Fatal("DESTROY_CQ of a CQ in use succeeded")
 	}
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
-	if err := qp.PostSend(r.write(1, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(1, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.poll(t, 1, time.Second); len(got) != 1 || err != nil {
@@ -371,7 +371,7 @@ func TestContextCloseClosesChildren(t *testing.T) {
 	if err := r.c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
+	if err := qp.PostSend(r.write(1, 0, r.mr.RKey())); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("post after Context.Close: %v, want ErrClosed", err)
 	}
 	if err := qp.PostMkeyConfigure(r.configure(1, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
@@ -383,7 +383,7 @@ func TestContextCloseClosesChildren(t *testing.T) {
 	if _, err := q.Next(t.Context(), make([]byte, 64)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("async queue after Context.Close: %v, want ErrClosed", err)
 	}
-	if uar.Page != nil {
+	if uar.Page() != nil {
 		t.Error("the UAR is still mapped")
 	}
 	if got := mlx5.LiveBuffers(); got != before+1 { // the rig's own buffer
@@ -433,7 +433,7 @@ func TestClosedMkeyIsRefused(t *testing.T) {
 	if err := qp.PostMkeyConfigure(r.configure(2, m)); !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
 		t.Errorf("configure of a closed mkey: %v, want ErrClosed", err)
 	}
-	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := qp.PostSend(r.write(3, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.poll(t, 1, time.Second); err != nil || len(got) != 1 || got[0].Status != mlx5.WCSuccess {
@@ -450,7 +450,7 @@ func TestPosterAndPollerAreRaceClean(t *testing.T) {
 	go func() {
 		for i := range n {
 			for {
-				err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey))
+				err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey()))
 				if err == nil {
 					break
 				}
@@ -494,7 +494,7 @@ func TestPostErrors(t *testing.T) {
 		t.Errorf("PostMkeyConfigure(nil): %v", err)
 	}
 	for {
-		if err := qp.PostSend(r.write(1, 0, r.mr.RKey)); err != nil {
+		if err := qp.PostSend(r.write(1, 0, r.mr.RKey())); err != nil {
 			if !errors.Is(err, mlx5.ErrQueueFull) {
 				t.Fatal(err)
 			}
@@ -505,7 +505,7 @@ func TestPostErrors(t *testing.T) {
 			break
 		}
 	}
-	bad := r.write(3, 0, r.mr.RKey)
+	bad := r.write(3, 0, r.mr.RKey())
 	bad.SGL = append(bad.SGL, bad.SGL[0], bad.SGL[0]) // 3 SGEs, the QP takes 1
 	if err := qp.PostSend(bad); !errors.Is(mlx5.Checked(t, err), mlx5.ErrInvalid) || !errors.Is(err, wqe.ErrTooManySGEs) {
 		t.Errorf("an invalid WR on a full queue: %v, want its own error", err)
@@ -582,7 +582,7 @@ func TestCloseDropsStaleCQEs(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{ReuseQPN: true}, 64)
 	a := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
 	for i := range 3 {
-		if err := a.PostSend(r.write(uint64(100+i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
+		if err := a.PostSend(r.write(uint64(100+i), mlx5.SendSignaled, r.mr.RKey())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -599,7 +599,7 @@ func TestCloseDropsStaleCQEs(t *testing.T) {
 	if b.QPN() != qpn {
 		t.Fatalf("the model gave QPN %#x, not the closed QP's %#x", b.QPN(), qpn)
 	}
-	if err := b.PostSend(r.write(200, mlx5.SendSignaled, r.mr.RKey)); err != nil {
+	if err := b.PostSend(r.write(200, mlx5.SendSignaled, r.mr.RKey())); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.poll(t, 1, time.Second)
@@ -618,7 +618,7 @@ func TestCQOverrunIsReported(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{}, 2) // a ring of 4
 	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, true)
 	for i := range 6 {
-		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey)); err != nil {
+		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey())); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -116,7 +116,7 @@ func benchCQ(tb testing.TB, c *Context, entries int, cqn uint32) *CQ {
 // (libmlx5's on the oracle's device) in a UAR page of its own.
 func benchQP(tb testing.TB, c *Context, o QPOptions, qpn uint32) *QP {
 	tb.Helper()
-	lim := c.Caps.limits()
+	lim := c.caps.limits()
 	sq, rq, largest, err := o.geometry(&lim)
 	if err != nil {
 		tb.Fatal(err)
@@ -300,7 +300,7 @@ func newSBSConfigure(tb testing.TB, c *Context, post bool) *sbsFixture {
 		MaxInlineData: 128, SendOps: Opcodes(OpRDMAWrite, OpSend), MkeyConfigure: true}, sbsUMRQP)
 	// As CreateMkey makes it (INDIRECT | BLOCK_SIGNATURE, max_entries 4),
 	// on a device with every signature cap.
-	m := &Mkey{c: c, LKey: sbsMkey, RKey: sbsMkey, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{sbsMemPSV, sbsWirePSV},
+	m := &Mkey{c: c, lkey: sbsMkey, rkey: sbsMkey, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{sbsMemPSV, sbsWirePSV},
 		sentErrs: ^uint32(0), name: mkeyName(sbsMkey),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true}
 	wr := MkeyConfigureWR{Mkey: m, Flags: SendSignaled | SendInline, SetAccess: true,

@@ -178,7 +178,7 @@ func (r *sigRig) posted() posted {
 
 func (r *sigRig) configure(wrID uint64, m *Mkey, a *sig.BlockAttr) *MkeyConfigureWR {
 	return &MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: SendSignaled,
-		List: []KLM{{Addr: r.mr.Addr, ByteCount: 8192, Mkey: r.mr.LKey}}, Sig: a}
+		List: []KLM{{Addr: r.mr.addr, ByteCount: 8192, Mkey: r.mr.lkey}}, Sig: a}
 }
 
 func (r *sigRig) poll(t *testing.T, want int) []Completion {

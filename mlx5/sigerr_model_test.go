@@ -90,7 +90,7 @@ func sigErrKeptUntilCheck(t *testing.T, opt model.Options) {
 		t.Helper()
 		if err := a.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: mlx5.SendSignaled, SetAccess: true,
 			Access: mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead,
-			List:   []mlx5.KLM{{Addr: r.at(keepMem), ByteCount: keepBlocks * 520, Mkey: r.mr.LKey}}, Sig: s}); err != nil {
+			List:   []mlx5.KLM{{Addr: r.at(keepMem), ByteCount: keepBlocks * 520, Mkey: r.mr.LKey()}}, Sig: s}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "configure", mlx5.Completion{WrID: wrID, QPN: a.QPN(), Opcode: mlx5.WCUMR})
@@ -98,7 +98,7 @@ func sigErrKeptUntilCheck(t *testing.T, opt model.Options) {
 	gather := func(wrID uint64) {
 		t.Helper()
 		if err := a.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: r.at(keepWire), RKey: r.mr.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: keepBlocks * 520, LKey: m.LKey}}}); err != nil {
+			RemoteAddr: r.at(keepWire), RKey: r.mr.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: keepBlocks * 520, LKey: m.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "gather", mlx5.Completion{WrID: wrID, QPN: a.QPN(), Opcode: mlx5.WCRDMAWrite})
@@ -107,7 +107,7 @@ func sigErrKeptUntilCheck(t *testing.T, opt model.Options) {
 		t.Helper()
 		copy(mem[keepSrc:], badWire)
 		if err := b.PostSend(&mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: 0, RKey: m.RKey, SGL: []mlx5.SGE{{Addr: r.at(keepSrc), Length: keepBlocks * 520, LKey: r.mr.LKey}}}); err != nil {
+			RemoteAddr: 0, RKey: m.RKey(), SGL: []mlx5.SGE{{Addr: r.at(keepSrc), Length: keepBlocks * 520, LKey: r.mr.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 		r.expect(t, "scatter", mlx5.Completion{WrID: wrID, QPN: b.QPN(), Opcode: mlx5.WCRDMAWrite})

@@ -21,7 +21,7 @@ func TestSigMemoFollowsValues(t *testing.T) {
 	qp := benchQP(t, c, QPOptions{PD: &PD{}, SendCQ: cq, RecvCQ: cq, MaxSendWR: 256, MaxSendSGE: 1, MaxRecvWR: 1, MaxRecvSGE: 1,
 		MaxInlineData: 128, SendOps: Opcodes(OpRDMAWrite, OpSend), MkeyConfigure: true}, sbsUMRQP)
 	// Every cap but the IP checksum guard.
-	m := &Mkey{c: c, LKey: sbsMkey, RKey: sbsMkey, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{sbsMemPSV, sbsWirePSV},
+	m := &Mkey{c: c, lkey: sbsMkey, rkey: sbsMkey, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{sbsMemPSV, sbsWirePSV},
 		sentErrs: ^uint32(0), name: mkeyName(sbsMkey),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 1, CRCType: 7}, checkCaps: true}
 	memDIF := &sig.T10DIF{AppTag: 0x1234, RefTag: 0x5678}

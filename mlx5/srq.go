@@ -97,8 +97,8 @@ func (c *Context) CreateSRQ(o SRQOptions) (*SRQ, error) {
 		return nil, err
 	}
 	obj := c.name
-	lim := c.Caps.limits()
-	maxSRQ := c.Caps.MaxSRQRecvWR
+	lim := c.caps.limits()
+	maxSRQ := c.caps.MaxSRQRecvWR
 	if maxSRQ == 0 {
 		maxSRQ = 1<<15 - 1
 	}

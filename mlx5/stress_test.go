@@ -262,7 +262,7 @@ func (s *stress) post(i int, cur *atomic.Pointer[incarnation], stop chan struct{
 		signaled := kind != wrWrite || rnd.IntN(3) > 0
 		if kind == wrSend {
 			if !s.postOne(in, wrRecv, true, func(id uint64) error {
-				return in.qp.PostRecv(id, []mlx5.SGE{{Addr: r.mr.Addr + 8192, Length: 64, LKey: r.mr.LKey}})
+				return in.qp.PostRecv(id, []mlx5.SGE{{Addr: r.mr.Addr() + 8192, Length: 64, LKey: r.mr.LKey()}})
 			}) {
 				continue
 			}
@@ -274,12 +274,12 @@ func (s *stress) post(i int, cur *atomic.Pointer[incarnation], stop chan struct{
 		s.postOne(in, kind, signaled, func(id uint64) error {
 			switch kind {
 			case wrWrite:
-				return in.qp.PostSend(r.write(id, flags, r.mr.RKey))
+				return in.qp.PostSend(r.write(id, flags, r.mr.RKey()))
 			case wrBadWrite:
 				return in.qp.PostSend(r.write(id, flags, 0xbad00))
 			case wrSend:
 				return in.qp.PostSend(&mlx5.SendWR{WrID: id, Opcode: mlx5.OpSend, Flags: flags,
-					SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}})
+					SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}})
 			case wrConfigure:
 				return in.qp.PostMkeyConfigure(r.configure(id, good))
 			default:

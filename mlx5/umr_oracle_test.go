@@ -59,7 +59,7 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			}
 			m := mkeys[in.Mkey]
 			if m == nil || r.Input.Mkey.Fresh {
-				m = &Mkey{c: &Context{devx: true}, LKey: in.Mkey, RKey: in.Mkey, maxEntries: r.Input.Mkey.MaxEntries,
+				m = &Mkey{c: &Context{devx: true}, lkey: in.Mkey, rkey: in.Mkey, maxEntries: r.Input.Mkey.MaxEntries,
 					sigMkey: r.Input.Mkey.BlockSignature, sentErrs: ^uint32(0), name: mkeyName(in.Mkey)}
 				mkeys[in.Mkey] = m
 			}

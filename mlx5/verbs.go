@@ -69,7 +69,7 @@ func (c *Context) getBFReg() (bfReg, error) {
 			return bfReg{}, err
 		}
 		v.bfPages = append(v.bfPages, u)
-		size := c.Caps.BFRegSize
+		size := c.caps.BFRegSize
 		if size == 0 {
 			size = uarBFRegStride
 		}

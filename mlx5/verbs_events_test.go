@@ -126,21 +126,21 @@ func (r *evRig) pair(t testing.TB, scq, rcq *mlx5.CQ) (a, b *mlx5.QP) {
 
 // send is a SEND of 16 bytes of the rig's buffer.
 func (r *evRig) send(wrID uint64, flags mlx5.SendFlags) *mlx5.SendWR {
-	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: flags, SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 16, LKey: r.mr.LKey}}}
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: flags, SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 16, LKey: r.mr.LKey()}}}
 }
 
 // recv posts a receive of 64 bytes into the rig's buffer.
 func (r *evRig) recv(t testing.TB, qp *mlx5.QP, wrID uint64) {
 	t.Helper()
-	if err := qp.PostRecv(wrID, []mlx5.SGE{{Addr: r.mr.Addr + 4096, Length: 64, LKey: r.mr.LKey}}); err != nil {
+	if err := qp.PostRecv(wrID, []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // writeWR is an RDMA WRITE of 64 bytes into the rig's buffer with rkey.
 func (r *evRig) writeWR(wrID uint64, rkey uint32) *mlx5.SendWR {
-	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + 8192, RKey: rkey,
-		SGL: []mlx5.SGE{{Addr: r.mr.Addr, Length: 64, LKey: r.mr.LKey}}}
+	return &mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr() + 8192, RKey: rkey,
+		SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 64, LKey: r.mr.LKey()}}}
 }
 
 func post(t testing.TB, qp *mlx5.QP, wr *mlx5.SendWR) {
@@ -280,7 +280,7 @@ func TestEventQPAccessAndReqErr(t *testing.T) {
 	toInit(t, d, mlx5.AccessRemoteRead)
 	r.toRTR(t, d, c.QPN())
 	toRTS(t, d)
-	post(t, c, r.writeWR(2, r.mr.RKey))
+	post(t, c, r.writeWR(2, r.mr.RKey()))
 	wantQPEvent(t, nextEvent(t, r.c, 5*time.Second), mlx5.EventQPReqErr, d)
 	if wc := pollN(t, cq, 1, 5*time.Second); wc[0].Status != mlx5.WCRemInvReqErr || wc[0].WrID != 2 {
 		t.Errorf("write without remote write: %+v", wc)
@@ -306,7 +306,7 @@ func TestEventSRQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		if err := srq.PostRecv(uint64(100+i), []mlx5.SGE{{Addr: r.mr.Addr + 4096, Length: 64, LKey: r.mr.LKey}}); err != nil {
+		if err := srq.PostRecv(uint64(100+i), []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -351,7 +351,7 @@ func TestEventSRQ(t *testing.T) {
 	}
 	pollN(t, cq, 0, time.Second)
 	for i := range 6 {
-		if err := srq2.PostRecv(uint64(200+i), []mlx5.SGE{{Addr: r.mr.Addr + 4096, Length: 64, LKey: r.mr.LKey}}); err != nil {
+		if err := srq2.PostRecv(uint64(200+i), []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,7 +384,7 @@ func TestEventCQErr(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		post(t, qp, r.writeWR(uint64(i), r.mr.RKey))
+		post(t, qp, r.writeWR(uint64(i), r.mr.RKey()))
 	}
 	e := nextEvent(t, r.c, 5*time.Second)
 	if e.Type != mlx5.EventCQErr || e.CQ != small || e.QP != nil || e.SRQ != nil {
@@ -540,7 +540,7 @@ func TestEventOfClosedCQAndSRQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		post(t, qp, r.writeWR(uint64(i), r.mr.RKey))
+		post(t, qp, r.writeWR(uint64(i), r.mr.RKey()))
 	}
 	waitQueued(t, r.c, 1)
 	if err := qp.Close(); err != nil {
@@ -563,7 +563,7 @@ func TestEventOfClosedCQAndSRQ(t *testing.T) {
 	if err := b.Connect(a.QPN(), r.path); err != nil {
 		t.Fatal(err)
 	}
-	if err := srq.PostRecv(1, []mlx5.SGE{{Addr: r.mr.Addr + 4096, Length: 64, LKey: r.mr.LKey}}); err != nil {
+	if err := srq.PostRecv(1, []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srq.Arm(1); err != nil {
@@ -718,13 +718,13 @@ func TestEventSQDrained(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := qp.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: mk, Flags: mlx5.SendSignaled,
-			List: []mlx5.KLM{{Addr: r.mr.Addr + 16384, ByteCount: 4 * 520, Mkey: r.mr.LKey}}, Sig: attr}); err != nil {
+			List: []mlx5.KLM{{Addr: r.mr.Addr() + 16384, ByteCount: 4 * 520, Mkey: r.mr.LKey()}}, Sig: attr}); err != nil {
 			t.Fatal(err)
 		}
 		pollN(t, cq, 1, 5*time.Second)
 		mem[2*520+17] ^= 0x40 // block 2's guard no longer matches
-		post(t, qp, &mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr + 32768, RKey: r.mr.RKey,
-			SGL: []mlx5.SGE{{Addr: 0, Length: 4 * 512, LKey: mk.LKey}}}) // wire bytes: the PI is stripped
+		post(t, qp, &mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: r.mr.Addr() + 32768, RKey: r.mr.RKey(),
+			SGL: []mlx5.SGE{{Addr: 0, Length: 4 * 512, LKey: mk.LKey()}}}) // wire bytes: the PI is stripped
 		post(t, qp, &mlx5.SendWR{WrID: 3, Opcode: mlx5.OpNOP, Flags: mlx5.SendSignaled})
 		if wc := pollN(t, cq, 1, 5*time.Second); wc[0].WrID != 2 || wc[0].Status != mlx5.WCSuccess {
 			t.Fatalf("the write: %+v; %q", wc, r.dev.WQEErrors())
@@ -994,7 +994,7 @@ func (r *evRig) dataPath(t testing.TB, qp *mlx5.QP, typ mlx5.QPType, cq *mlx5.CQ
 	t.Helper()
 	switch typ {
 	case mlx5.QPTypeRC, mlx5.QPTypeUC:
-		post(t, qp, r.writeWR(wrID, r.mr.RKey))
+		post(t, qp, r.writeWR(wrID, r.mr.RKey()))
 		if wc := pollN(t, cq, 1, 5*time.Second); wc[0].WrID != wrID || wc[0].Status != mlx5.WCSuccess {
 			t.Fatalf("%v write: %+v", typ, wc)
 		}
@@ -1163,7 +1163,7 @@ func TestQPResetStartsOver(t *testing.T) {
 					wr.AH, wr.RemoteQPN, wr.QKey = ah, qp.QPN(), m.rts2.a.QKey
 					return wr
 				}
-				return r.writeWR(wrID, r.mr.RKey)
+				return r.writeWR(wrID, r.mr.RKey())
 			}
 			for round := range 3 {
 				walk(t, qp, &m, false)
@@ -1482,7 +1482,7 @@ func TestCQArmNoLostWakeup(t *testing.T) {
 			swc := make([]mlx5.Completion, 16)
 			for i := range n {
 				for {
-					err := b.PostRecv(uint64(5000+i), []mlx5.SGE{{Addr: r.mr.Addr + 4096, Length: 64, LKey: r.mr.LKey}})
+					err := b.PostRecv(uint64(5000+i), []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}})
 					if !errors.Is(err, mlx5.ErrQueueFull) {
 						if err != nil {
 							return err

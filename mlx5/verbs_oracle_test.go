@@ -804,8 +804,8 @@ func TestOracleDriverCreateCmds(t *testing.T) {
 			// against the dci_streams_caps QUERY_DEVICE_EX's mlx5 response
 			// gave it at open (max_log_num_concurent 6); so must the
 			// driver, against Caps.MaxDCIStreams from the same answer.
-			if len(create)+len(modify)+len(destroy) != 0 || c.Caps.MaxDCIStreams != (DCIStreams{LogConcurrent: 6, LogErrored: 4}) {
-				t.Fatalf("%s: %d calls recorded, caps %+v", k, len(create)+len(modify)+len(destroy), c.Caps.MaxDCIStreams)
+			if len(create)+len(modify)+len(destroy) != 0 || c.caps.MaxDCIStreams != (DCIStreams{LogConcurrent: 6, LogErrored: 4}) {
+				t.Fatalf("%s: %d calls recorded, caps %+v", k, len(create)+len(modify)+len(destroy), c.caps.MaxDCIStreams)
 			}
 			err := o.do(k+": create", nil, func() (err error) { dci, err = c.CreateQP(opt); return })
 			if !errors.Is(err, unix.Errno(ret)) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MaxDCIStreams") || dci != nil {

@@ -91,7 +91,7 @@ type dciStreamsReport struct {
 // and the signature caps the driver derives from them to r; it records
 // what fails.
 func probeHCA(r *deviceReport, c *mlx5.Context) {
-	r.DCIStreams = &dciStreamsReport{c.Caps.MaxDCIStreams.LogConcurrent, c.Caps.MaxDCIStreams.LogErrored}
+	r.DCIStreams = &dciStreamsReport{c.Caps().MaxDCIStreams.LogConcurrent, c.Caps().MaxDCIStreams.LogErrored}
 	caps, err := c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
 	if err != nil {
 		r.Errors = append(r.Errors, fmt.Sprintf("hca caps: %v", err))

@@ -22,11 +22,11 @@ func Basic(t *testing.T, c *mlx5.Context, objs Objects) {
 	back, backMR := buffer(t, l.PD, n, mlx5.AccessLocalWrite)
 
 	// SEND with immediate into B's receive.
-	if err := l.B.PostRecv(100, []mlx5.SGE{{Addr: dstMR.Addr, Length: n, LKey: dstMR.LKey}}); err != nil {
+	if err := l.B.PostRecv(100, []mlx5.SGE{{Addr: dstMR.Addr(), Length: n, LKey: dstMR.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.A.PostSend(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSendImm, Flags: mlx5.SendSignaled, Imm: 0xcafe,
-		SGL: []mlx5.SGE{{Addr: srcMR.Addr, Length: 1000, LKey: srcMR.LKey}}}); err != nil {
+		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 1000, LKey: srcMR.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, wc := range l.Wait(t, 2) {
@@ -46,13 +46,13 @@ func Basic(t *testing.T, c *mlx5.Context, objs Objects) {
 	}
 
 	// RDMA WRITE, then READ it back.
-	write(t, l, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr, RKey: dstMR.RKey,
-		SGL: []mlx5.SGE{{Addr: srcMR.Addr, Length: n, LKey: srcMR.LKey}}})
+	write(t, l, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr(), RKey: dstMR.RKey(),
+		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: n, LKey: srcMR.LKey()}}})
 	if !slices.Equal(dst, src) {
 		t.Errorf("RDMA WRITE: data differs")
 	}
-	if err := l.A.PostSend(&mlx5.SendWR{WrID: 3, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr, RKey: dstMR.RKey,
-		SGL: []mlx5.SGE{{Addr: backMR.Addr, Length: n, LKey: backMR.LKey}}}); err != nil {
+	if err := l.A.PostSend(&mlx5.SendWR{WrID: 3, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr(), RKey: dstMR.RKey(),
+		SGL: []mlx5.SGE{{Addr: backMR.Addr(), Length: n, LKey: backMR.LKey()}}}); err != nil {
 		t.Fatal(err)
 	}
 	if wc := l.Wait(t, 1)[0]; wc.Status != mlx5.WCSuccess || wc.Opcode != mlx5.WCRDMARead || wc.ByteLen != n {
@@ -64,10 +64,10 @@ func Basic(t *testing.T, c *mlx5.Context, objs Objects) {
 
 	// A wrong rkey: remote access error, then the QP flushes.
 	for i, wr := range []mlx5.SendWR{
-		{WrID: 4, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr, RKey: dstMR.RKey ^ 0xff00,
-			SGL: []mlx5.SGE{{Addr: srcMR.Addr, Length: 64, LKey: srcMR.LKey}}},
-		{WrID: 5, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr, RKey: dstMR.RKey,
-			SGL: []mlx5.SGE{{Addr: srcMR.Addr, Length: 64, LKey: srcMR.LKey}}},
+		{WrID: 4, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr(), RKey: dstMR.RKey() ^ 0xff00,
+			SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 64, LKey: srcMR.LKey()}}},
+		{WrID: 5, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: dstMR.Addr(), RKey: dstMR.RKey(),
+			SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 64, LKey: srcMR.LKey()}}},
 	} {
 		if err := l.A.PostSend(&wr); err != nil {
 			t.Fatalf("post %d: %v", i, err)

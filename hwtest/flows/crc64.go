@@ -65,12 +65,12 @@ func CRC64XP10(t *testing.T, c *mlx5.Context, objs Objects) []CRC64Result {
 		}
 		err := l.A.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: mkey, Flags: mlx5.SendSignaled,
 			SetAccess: true, Access: mlx5.AccessLocalWrite | mlx5.AccessRemoteRead,
-			List: []mlx5.KLM{{Addr: srcMR.Addr, ByteCount: dataLen, Mkey: srcMR.LKey}}, Sig: attr})
+			List: []mlx5.KLM{{Addr: srcMR.Addr(), ByteCount: dataLen, Mkey: srcMR.LKey()}}, Sig: attr})
 		if err != nil {
 			t.Fatalf("seed %#x: mkey configure: %v", seed, err)
 		}
 		err = l.A.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-			RemoteAddr: dstMR.Addr, RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: wireLen, LKey: mkey.LKey}}})
+			RemoteAddr: dstMR.Addr(), RKey: dstMR.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: wireLen, LKey: mkey.LKey()}}})
 		if err != nil {
 			t.Fatalf("seed %#x: RDMA write: %v", seed, err)
 		}

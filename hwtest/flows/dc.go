@@ -113,7 +113,7 @@ func newDCSide(t testing.TB, c *mlx5.Context, name string, withStreams bool, acc
 
 	var caps mlx5.DCIStreams
 	if withStreams {
-		caps = c.Caps.MaxDCIStreams
+		caps = c.Caps().MaxDCIStreams
 		if caps.LogConcurrent == 0 {
 			t.Skipf("%s: the device has no DCI streams (mlx5dv_query_device's dci_streams: max_log_num_concurent 0); rdma-core skips: 'DCI caps is not supported by HW'", name)
 		}
@@ -208,7 +208,7 @@ func (s *dcSide) to(peer *dcSide, wr mlx5.SendWR) mlx5.SendWR {
 
 // sge is the SGE of n bytes at off in s's MR.
 func (s *dcSide) sge(off, n int) []mlx5.SGE {
-	return []mlx5.SGE{{Addr: s.mr.Addr + uint64(off), Length: uint32(n), LKey: s.mr.LKey}}
+	return []mlx5.SGE{{Addr: s.mr.Addr() + uint64(off), Length: uint32(n), LKey: s.mr.LKey()}}
 }
 
 // pattern writes a pattern of seed into b.
@@ -353,7 +353,7 @@ func dcWrite(t testing.TB, from, to *dcSide, i int, seed int, stream bool) {
 	pattern(msg, seed)
 	clear(to.buf[dcOffWrite : dcOffWrite+dcMsg])
 	wr := from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
-		RemoteAddr: to.mr.Addr + dcOffWrite, RKey: to.mr.RKey, SGL: from.sge(dcOffSend, dcMsg)})
+		RemoteAddr: to.mr.Addr() + dcOffWrite, RKey: to.mr.RKey(), SGL: from.sge(dcOffSend, dcMsg)})
 	if stream {
 		wr.StreamID = from.nextStream(i)
 	}
@@ -373,7 +373,7 @@ func dcRead(t testing.TB, from, to *dcSide, i int, seed int) {
 	pattern(src, seed)
 	clear(from.buf[dcOffBack : dcOffBack+dcMsg])
 	wr := from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled,
-		RemoteAddr: to.mr.Addr + dcOffRead, RKey: to.mr.RKey, SGL: from.sge(dcOffBack, dcMsg)})
+		RemoteAddr: to.mr.Addr() + dcOffRead, RKey: to.mr.RKey(), SGL: from.sge(dcOffBack, dcMsg)})
 	from.post(t, i, wr)
 	expectCQ(t, from.cq, okLen(from.dcis[i], wr.WrID, mlx5.WCRDMARead, dcMsg))
 	quietCQ(t, to.cq, time.Millisecond)
@@ -437,7 +437,7 @@ func dcAtomics(t testing.TB, from, to *dcSide, i, depth, seed int) {
 	wants := make([]want, depth)
 	for k := range wrs {
 		wrs[k] = from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpAtomicFAA, Flags: mlx5.SendSignaled,
-			RemoteAddr: to.mr.Addr + dcOffAtomic, RKey: to.mr.RKey, SwapAdd: 2, SGL: from.sge(dcOffOld+8*k, 8)})
+			RemoteAddr: to.mr.Addr() + dcOffAtomic, RKey: to.mr.RKey(), SwapAdd: 2, SGL: from.sge(dcOffOld+8*k, 8)})
 		wants[k] = ok(from.dcis[i], wrs[k].WrID, mlx5.WCFetchAdd)
 	}
 	from.post(t, i, wrs...)
@@ -462,9 +462,9 @@ func dcAtomics(t testing.TB, from, to *dcSide, i, depth, seed int) {
 	swap := ^end
 	cas := []mlx5.SendWR{
 		from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpAtomicCAS, Flags: mlx5.SendSignaled,
-			RemoteAddr: to.mr.Addr + dcOffAtomic, RKey: to.mr.RKey, Compare: end, SwapAdd: swap, SGL: from.sge(dcOffOld, 8)}),
+			RemoteAddr: to.mr.Addr() + dcOffAtomic, RKey: to.mr.RKey(), Compare: end, SwapAdd: swap, SGL: from.sge(dcOffOld, 8)}),
 		from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpAtomicCAS, Flags: mlx5.SendSignaled,
-			RemoteAddr: to.mr.Addr + dcOffAtomic, RKey: to.mr.RKey, Compare: end, SwapAdd: 1, SGL: from.sge(dcOffOld+8, 8)}),
+			RemoteAddr: to.mr.Addr() + dcOffAtomic, RKey: to.mr.RKey(), Compare: end, SwapAdd: 1, SGL: from.sge(dcOffOld+8, 8)}),
 	}
 	from.post(t, i, cas...)
 	expectCQ(t, from.cq, ok(from.dcis[i], cas[0].WrID, mlx5.WCCompSwap), ok(from.dcis[i], cas[1].WrID, mlx5.WCCompSwap))
@@ -515,7 +515,7 @@ func dcStreamBurst(t testing.TB, from, to *dcSide, i, seed int) {
 		pattern(from.buf[dcOffSend+off:dcOffSend+off+size], seed*1000+k)
 		clear(to.buf[dcOffWrite+off : dcOffWrite+off+size])
 		wr := from.to(to, mlx5.SendWR{WrID: from.nextID(), Opcode: mlx5.OpRDMAWrite, StreamID: uint16(k % n),
-			RemoteAddr: to.mr.Addr + uint64(dcOffWrite+off), RKey: to.mr.RKey, SGL: from.sge(dcOffSend+off, size)})
+			RemoteAddr: to.mr.Addr() + uint64(dcOffWrite+off), RKey: to.mr.RKey(), SGL: from.sge(dcOffSend+off, size)})
 		if k >= n {
 			wr.Flags = mlx5.SendSignaled
 			wants = append(wants, ok(from.dcis[i], wr.WrID, mlx5.WCRDMAWrite))
@@ -562,7 +562,7 @@ func DCStreamRecovery(t *testing.T, c *mlx5.Context) {
 		}
 		wrs := []mlx5.SendWR{
 			client.to(server, mlx5.SendWR{WrID: client.nextID(), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, StreamID: s,
-				RemoteAddr: server.mr.Addr + dcOffWrite, RKey: server.mr.RKey, SGL: client.sge(dcOffSend, dcMsg)}),
+				RemoteAddr: server.mr.Addr() + dcOffWrite, RKey: server.mr.RKey(), SGL: client.sge(dcOffSend, dcMsg)}),
 			client.to(server, mlx5.SendWR{WrID: client.nextID(), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, StreamID: s, SGL: client.sge(dcOffSend, dcMsg)}),
 			client.to(server, mlx5.SendWR{WrID: client.nextID(), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, StreamID: other, SGL: client.sge(dcOffSend, dcMsg)}),
 		}
@@ -608,7 +608,7 @@ func DCQPRecovery(t *testing.T, c *mlx5.Context) {
 	for e := range limit {
 		s := client.nextStream(0)
 		wr := client.to(server, mlx5.SendWR{WrID: client.nextID(), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, StreamID: s,
-			RemoteAddr: server.mr.Addr + dcOffWrite, RKey: server.mr.RKey, SGL: client.sge(dcOffSend, dcMsg)})
+			RemoteAddr: server.mr.Addr() + dcOffWrite, RKey: server.mr.RKey(), SGL: client.sge(dcOffSend, dcMsg)})
 		client.post(t, 0, wr)
 		expectCQ(t, client.cq, want{wrID: wr.WrID, qp: dci, status: mlx5.WCRemAccessErr})
 		if e == limit-1 {

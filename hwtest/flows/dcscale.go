@@ -261,8 +261,8 @@ func newDCScaleRig(t *testing.T, c *mlx5.Context, load DCLoad, logErrored int) *
 		if tg.mr, err = r.tpd.RegMR(tg.mem, dcTargetAccess); err != nil {
 			t.Fatalf("target %d: reg mr: %v", k, err)
 		}
-		tg.addr = tg.mr.Addr
-		tg.state.Store(targetState(0, false, tg.mr.RKey))
+		tg.addr = tg.mr.Addr()
+		tg.state.Store(targetState(0, false, tg.mr.RKey()))
 		r.targets = append(r.targets, tg)
 	}
 
@@ -288,7 +288,7 @@ func newDCScaleRig(t *testing.T, c *mlx5.Context, load DCLoad, logErrored int) *
 		modifyQP(t, qp, mlx5.QPAttr{State: mlx5.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
 			mlx5.QPAttrState|mlx5.QPAttrTimeout|mlx5.QPAttrRetryCnt|mlx5.QPAttrRNRRetry|mlx5.QPAttrSQPSN|mlx5.QPAttrMaxQPRdAtomic)
 		mem := lbuf.Bytes()[i*local : (i+1)*local]
-		w := &dcWorker{rig: r, i: i, qp: qp, cq: cq, ah: ah, lkey: lmr.LKey, mem: mem, addr: lmr.Addr + uint64(i*local),
+		w := &dcWorker{rig: r, i: i, qp: qp, cq: cq, ah: ah, lkey: lmr.LKey(), mem: mem, addr: lmr.Addr() + uint64(i*local),
 			streams: make([]dcStream, 1<<load.LogStreams), perStream: make([]int, 1<<load.LogStreams), knownDown: make([]uint32, load.DCTs),
 			done: make([]uint64, dcScaleWindow), rng: rand.New(rand.NewPCG(load.Seed, uint64(i)))}
 		w.table = make([]dcPosting, 1<<bitsFor(4*qp.Caps().MaxSendWR))
@@ -328,7 +328,7 @@ func (r *dcScaleRig) chaos(deadline time.Time, stop *atomic.Bool, seed uint64) (
 			return n, fmt.Errorf("register a target's MR again: %w", err)
 		}
 		tg.mr = mr
-		tg.state.Store(targetState(gen+1, false, mr.RKey)) // once it works
+		tg.state.Store(targetState(gen+1, false, mr.RKey())) // once it works
 	}
 	return n, nil
 }

@@ -150,13 +150,13 @@ func DEVX(t *testing.T, c *mlx5.Context) {
 	cqc := prm.CreateCqIn.CqContext
 	prm.Cqc.CqeSz.At(cqc).Set(in, cqeSize64)
 	prm.Cqc.LogCqSize.At(cqc).Set(in, 6)
-	prm.Cqc.UarPage.At(cqc).Set(in, uint64(uar.PageID))
+	prm.Cqc.UarPage.At(cqc).Set(in, uint64(uar.PageID()))
 	prm.Cqc.CEqnOrApuElement.At(cqc).Set(in, uint64(eqn))
 	prm.Cqc.LogPageSize.At(cqc).Set(in, 0) // 4 KiB pages, in units of 4 KiB
 	prm.Cqc.DbrUmemValid.At(cqc).Set(in, 1)
-	prm.Cqc.DbrUmemId.At(cqc).Set(in, uint64(dbrMem.ID))
+	prm.Cqc.DbrUmemId.At(cqc).Set(in, uint64(dbrMem.ID()))
 	prm.CreateCqIn.CqUmemValid.Set(in, 1)
-	prm.CreateCqIn.CqUmemId.Set(in, uint64(bufMem.ID))
+	prm.CreateCqIn.CqUmemId.Set(in, uint64(bufMem.ID()))
 	out = make([]byte, prm.CreateCqOut.Layout().Size)
 	cq, err := c.CreateObj(in, out)
 	if err != nil {

@@ -85,9 +85,9 @@ func (lay layout) wr(wrID uint64, m *mlx5.Mkey, mr *mlx5.MR, access mlx5.AccessF
 	wr := &mlx5.MkeyConfigureWR{WrID: wrID, Mkey: m, Flags: mlx5.SendSignaled, SetAccess: true, Access: access}
 	for _, e := range lay.entries {
 		if lay.repeat == 0 {
-			wr.List = append(wr.List, mlx5.KLM{Addr: mr.Addr + uint64(e.off), ByteCount: uint32(e.n), Mkey: mr.LKey})
+			wr.List = append(wr.List, mlx5.KLM{Addr: mr.Addr() + uint64(e.off), ByteCount: uint32(e.n), Mkey: mr.LKey()})
 		} else {
-			wr.Interleaved = append(wr.Interleaved, mlx5.RepeatEntry{Addr: mr.Addr + uint64(e.off), ByteCount: uint32(e.n), Skip: uint32(e.skip), Mkey: mr.LKey})
+			wr.Interleaved = append(wr.Interleaved, mlx5.RepeatEntry{Addr: mr.Addr() + uint64(e.off), ByteCount: uint32(e.n), Skip: uint32(e.skip), Mkey: mr.LKey()})
 		}
 	}
 	wr.RepeatCount = uint32(lay.repeat)
@@ -182,9 +182,9 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 				fill(bufB, 's')
 				before := slices.Clone(bufB)
 				r, s := next(), next()
-				recv(t, l.B, r, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey})
+				recv(t, l.B, r, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey()})
 				post(t, l.A, mlx5.SendWR{WrID: s, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-					SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+					SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey()}}})
 				l.expect(t, ok(l.A, s, mlx5.WCSend), okLen(l.B, r, mlx5.WCRecv, uint32(n)))
 				if want := lay.scatter(before, 0, lay.gather(bufA)); !slices.Equal(bufB, want) {
 					t.Fatalf("SEND %d through the mkeys: B's buffer\n% x\nwant\n% x", i, bufB[:100], want[:100])
@@ -197,16 +197,16 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 			}
 			before := slices.Clone(bufB)
 			w := next()
-			post(t, l.A, mlx5.SendWR{WrID: w, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 5, RKey: mB.RKey,
-				SGL: []mlx5.SGE{{Addr: plainAMR.Addr, Length: uint32(n - 5), LKey: plainAMR.LKey}}})
+			post(t, l.A, mlx5.SendWR{WrID: w, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 5, RKey: mB.RKey(),
+				SGL: []mlx5.SGE{{Addr: plainAMR.Addr(), Length: uint32(n - 5), LKey: plainAMR.LKey()}}})
 			l.expect(t, ok(l.A, w, mlx5.WCRDMAWrite))
 			if want := lay.scatter(before, 5, plainA[:n-5]); !slices.Equal(bufB, want) {
 				t.Fatalf("RDMA WRITE into B's mkey at 5: B's buffer\n% x\nwant\n% x", bufB[:100], want[:100])
 			}
 			clear(plainA)
 			rd := next()
-			post(t, l.A, mlx5.SendWR{WrID: rd, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: mB.RKey,
-				SGL: []mlx5.SGE{{Addr: plainAMR.Addr, Length: uint32(n), LKey: plainAMR.LKey}}})
+			post(t, l.A, mlx5.SendWR{WrID: rd, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: mB.RKey(),
+				SGL: []mlx5.SGE{{Addr: plainAMR.Addr(), Length: uint32(n), LKey: plainAMR.LKey()}}})
 			l.expect(t, okLen(l.A, rd, mlx5.WCRDMARead, uint32(n)))
 			if want := lay.gather(bufB); !slices.Equal(plainA[:n], want) {
 				t.Fatalf("RDMA READ of B's mkey: % x, want % x", plainA[:n], want)
@@ -215,8 +215,8 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 			// 3. RDMA WRITE from A's mkey, RDMA READ into it.
 			clear(plainB)
 			w = next()
-			post(t, l.A, mlx5.SendWR{WrID: w, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: plainBMR.Addr, RKey: plainBMR.RKey,
-				SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+			post(t, l.A, mlx5.SendWR{WrID: w, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: plainBMR.Addr(), RKey: plainBMR.RKey(),
+				SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey()}}})
 			l.expect(t, ok(l.A, w, mlx5.WCRDMAWrite))
 			if want := lay.gather(bufA); !slices.Equal(plainB[:n], want) {
 				t.Fatalf("RDMA WRITE from A's mkey: % x, want % x", plainB[:n], want)
@@ -226,8 +226,8 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 			}
 			before = slices.Clone(bufA)
 			rd = next()
-			post(t, l.A, mlx5.SendWR{WrID: rd, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: plainBMR.Addr, RKey: plainBMR.RKey,
-				SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+			post(t, l.A, mlx5.SendWR{WrID: rd, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: plainBMR.Addr(), RKey: plainBMR.RKey(),
+				SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey()}}})
 			l.expect(t, okLen(l.A, rd, mlx5.WCRDMARead, uint32(n)))
 			if want := lay.scatter(before, 0, plainB[:n]); !slices.Equal(bufA, want) {
 				t.Fatalf("RDMA READ into A's mkey: A's buffer\n% x\nwant\n% x", bufA[:100], want[:100])
@@ -235,8 +235,8 @@ func MkeyLayouts(t *testing.T, c *mlx5.Context, objs Objects) {
 
 			// 4. rdma-core's invalidate_mkeys.
 			ia, ib := next(), next()
-			post(t, l.A, mlx5.SendWR{WrID: ia, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mA.LKey})
-			post(t, l.B, mlx5.SendWR{WrID: ib, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.LKey})
+			post(t, l.A, mlx5.SendWR{WrID: ia, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mA.LKey()})
+			post(t, l.B, mlx5.SendWR{WrID: ib, Opcode: mlx5.OpLocalInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.LKey()})
 			l.expect(t, ok(l.A, ia, mlx5.WCLocalInv), ok(l.B, ib, mlx5.WCLocalInv))
 		})
 	}
@@ -266,32 +266,32 @@ func RemoteInvalidate(t *testing.T, c *mlx5.Context, objs Objects) {
 	}
 	fill(bufB, 's')
 	before := slices.Clone(bufB)
-	recv(t, l.B, 100, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey})
-	post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+	recv(t, l.B, 100, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey()})
+	post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey()}}})
 	l.expect(t, ok(l.A, 3, mlx5.WCSend), okLen(l.B, 100, mlx5.WCRecv, uint32(n)))
 	if want := lay.scatter(before, 0, lay.gather(bufA)); !slices.Equal(bufB, want) {
 		t.Fatalf("SEND through the mkeys: B's buffer % x, want % x", bufB[:80], want[:80])
 	}
 
 	// SEND with invalidate of B's mkey, as rdma-core posts it: no data.
-	recv(t, l.B, 101, mlx5.SGE{Addr: 0, Length: 0, LKey: mB.LKey})
-	post(t, l.A, mlx5.SendWR{WrID: 4, Opcode: mlx5.OpSendInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.RKey,
-		SGL: []mlx5.SGE{{Addr: 0, Length: 0, LKey: mA.LKey}}})
+	recv(t, l.B, 101, mlx5.SGE{Addr: 0, Length: 0, LKey: mB.LKey()})
+	post(t, l.A, mlx5.SendWR{WrID: 4, Opcode: mlx5.OpSendInv, Flags: mlx5.SendSignaled, InvalidateKey: mB.RKey(),
+		SGL: []mlx5.SGE{{Addr: 0, Length: 0, LKey: mA.LKey()}}})
 	got := l.Wait(t, 2)
 	for _, w := range got {
 		switch {
 		case w.QPN == l.A.QPN() && w.WrID == 4 && w.Status == mlx5.WCSuccess && w.Opcode == mlx5.WCSend:
 		case w.QPN == l.B.QPN() && w.WrID == 101 && w.Status == mlx5.WCSuccess && w.Opcode == mlx5.WCRecv &&
-			w.WithInv && w.InvalidatedRkey == mB.RKey && w.ByteLen == 0:
+			w.WithInv && w.InvalidatedRkey == mB.RKey() && w.ByteLen == 0:
 		default:
-			t.Fatalf("SEND with invalidate: completion %+v (B's rkey %#x)", w, mB.RKey)
+			t.Fatalf("SEND with invalidate: completion %+v (B's rkey %#x)", w, mB.RKey())
 		}
 	}
 	l.quiet(t, time.Millisecond)
 
 	// Traffic through B's invalidated mkey fails.
-	recv(t, l.B, 102, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey})
-	post(t, l.A, mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey}}})
+	recv(t, l.B, 102, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: mB.LKey()})
+	post(t, l.A, mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: mA.LKey()}}})
 	for _, w := range l.Wait(t, 2) {
 		switch {
 		case w.QPN == l.B.QPN() && w.WrID == 102 && w.Status == mlx5.WCLocProtErr:
@@ -325,16 +325,16 @@ func MkeyPastLayout(t *testing.T, c *mlx5.Context, objs Objects) {
 		status mlx5.WCStatus
 	}{
 		{"send", func(mA, _ *mlx5.Mkey, _ *mlx5.MR) mlx5.SendWR {
-			return mlx5.SendWR{Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: 0, Length: past, LKey: mA.LKey}}}
+			return mlx5.SendWR{Opcode: mlx5.OpSend, SGL: []mlx5.SGE{{Addr: 0, Length: past, LKey: mA.LKey()}}}
 		}, mlx5.WCLocProtErr},
 		{"read into", func(mA, _ *mlx5.Mkey, plain *mlx5.MR) mlx5.SendWR {
-			return mlx5.SendWR{Opcode: mlx5.OpRDMARead, RemoteAddr: plain.Addr, RKey: plain.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: past, LKey: mA.LKey}}}
+			return mlx5.SendWR{Opcode: mlx5.OpRDMARead, RemoteAddr: plain.Addr(), RKey: plain.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: past, LKey: mA.LKey()}}}
 		}, mlx5.WCLocProtErr},
 		{"write at", func(_, mB *mlx5.Mkey, plain *mlx5.MR) mlx5.SendWR {
-			return mlx5.SendWR{Opcode: mlx5.OpRDMAWrite, RemoteAddr: 0, RKey: mB.RKey, SGL: []mlx5.SGE{{Addr: plain.Addr, Length: past, LKey: plain.LKey}}}
+			return mlx5.SendWR{Opcode: mlx5.OpRDMAWrite, RemoteAddr: 0, RKey: mB.RKey(), SGL: []mlx5.SGE{{Addr: plain.Addr(), Length: past, LKey: plain.LKey()}}}
 		}, mlx5.WCRemAccessErr},
 		{"read at", func(_, mB *mlx5.Mkey, plain *mlx5.MR) mlx5.SendWR {
-			return mlx5.SendWR{Opcode: mlx5.OpRDMARead, RemoteAddr: 0, RKey: mB.RKey, SGL: []mlx5.SGE{{Addr: plain.Addr, Length: past, LKey: plain.LKey}}}
+			return mlx5.SendWR{Opcode: mlx5.OpRDMARead, RemoteAddr: 0, RKey: mB.RKey(), SGL: []mlx5.SGE{{Addr: plain.Addr(), Length: past, LKey: plain.LKey()}}}
 		}, mlx5.WCRemAccessErr},
 	}
 	for i, tc := range cases {
@@ -350,7 +350,7 @@ func MkeyPastLayout(t *testing.T, c *mlx5.Context, objs Objects) {
 			configureWR(t, l, l.A, lay.wr(1, mA, mrA, all))
 			configureWR(t, l, l.B, lay.wr(2, mB, mrB, all))
 			if tc.name == "send" {
-				recv(t, l.B, 3, mlx5.SGE{Addr: 0, Length: past, LKey: mB.LKey})
+				recv(t, l.B, 3, mlx5.SGE{Addr: 0, Length: past, LKey: mB.LKey()})
 			}
 			wr := tc.wr(mA, mB, plainMR)
 			wr.WrID, wr.Flags = uint64(10+i), mlx5.SendSignaled

@@ -27,7 +27,7 @@ func pipelinedLoopback(t testing.TB, c *mlx5.Context, objs Objects, sendWR int) 
 		t.Skip("signature pipelining needs a verbs QP: a DEVX QP has no SQD to RTS")
 	case !c.DEVX():
 		t.Skip("signature pipelining needs DEVX (its INIT2INIT with drain_sigerr and cancel's QUERY_QP)")
-	case !c.Caps.SQD2RTS:
+	case !c.Caps().SQD2RTS:
 		t.Skip("the kernel does not move QPs from SQD to RTS (no MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS): no signature pipelining")
 	}
 	opt := mlx5.QPOptions{MaxSendWR: sendWR, MaxSendSGE: 1, MaxRecvWR: sendWR, MaxRecvSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1}
@@ -72,7 +72,7 @@ func pipelineSetup(t testing.TB, l *Loopback, checkMask sig.Mask) (mA, mB *mlx5.
 	mA, mB = sigMkey(t, l.PD), sigMkey(t, l.PD) // both with block signature, as rdma-core creates them; B's configured without one
 	configure(t, l, l.A, mA, mrA, 516, &sig.BlockAttr{Mem: crc32Domain(), CheckMask: checkMask}, lw)
 	configureWR(t, l, l.B, &mlx5.MkeyConfigureWR{WrID: 2, Mkey: mB, Flags: mlx5.SendSignaled, SetAccess: true,
-		Access: lw | mlx5.AccessRemoteWrite, List: []mlx5.KLM{{Addr: mrB.Addr, ByteCount: 512, Mkey: mrB.LKey}}})
+		Access: lw | mlx5.AccessRemoteWrite, List: []mlx5.KLM{{Addr: mrB.Addr(), ByteCount: 512, Mkey: mrB.LKey()}}})
 	ra, respA := buffer(t, l.PD, 16, lw)
 	copy(ra, "GOOD RESPONSE!!!")
 	_, respB = buffer(t, l.PD, 16, lw)
@@ -87,7 +87,7 @@ func pipelineTransaction(t testing.TB, l *Loopback, mA, mB *mlx5.Mkey, respA, re
 	t.Helper()
 	recv(t, l.B, 100, sge(respB, 16))
 	b := l.A.Begin()
-	b.Add(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, RemoteAddr: 0, RKey: mB.RKey, SGL: []mlx5.SGE{mkeySGE(mA, 512)}})
+	b.Add(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, RemoteAddr: 0, RKey: mB.RKey(), SGL: []mlx5.SGE{mkeySGE(mA, 512)}})
 	b.Add(&mlx5.SendWR{WrID: 1, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled | mlx5.SendFence, SGL: []mlx5.SGE{sge(respA, 16)}})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 		copy(resp[off:], word)
 		binary.LittleEndian.PutUint64(resp[off+8:], uint64(i))
 		wr := mlx5.SendWR{WrID: uint64(3*i + 2), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-			SGL: []mlx5.SGE{{Addr: respMR.Addr + off, Length: respLen, LKey: respMR.LKey}}}
+			SGL: []mlx5.SGE{{Addr: respMR.Addr() + off, Length: respLen, LKey: respMR.LKey()}}}
 		if !rs[i].plain {
 			wr.Flags |= mlx5.SendFence
 		}
@@ -376,18 +376,18 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 				free = free[:len(free)-1]
 				next++
 				rs[i].slot = slot
-				if err := l.B.PostRecv(uint64(i), []mlx5.SGE{{Addr: inboxMR.Addr + uint64(i*respLen), Length: respLen, LKey: inboxMR.LKey}}); err != nil {
+				if err := l.B.PostRecv(uint64(i), []mlx5.SGE{{Addr: inboxMR.Addr() + uint64(i*respLen), Length: respLen, LKey: inboxMR.LKey()}}); err != nil {
 					t.Fatal(err)
 				}
 				inflight = append(inflight, i)
-				remote := dstMR.Addr + uint64(slot*blocks*512)
+				remote := dstMR.Addr() + uint64(slot*blocks*512)
 				if rs[i].plain {
 					data := plain[slot*blocks*512 : (slot+1)*blocks*512]
 					for j := range data {
 						data[j] = byte(i*131 + (j/512*520+j%512)*7)
 					}
 					postA(b, &mlx5.SendWR{WrID: uint64(3*i + 1), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: remote,
-						RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: plainMR.Addr + uint64(slot*blocks*512), Length: blocks * 512, LKey: plainMR.LKey}}})
+						RKey: dstMR.RKey(), SGL: []mlx5.SGE{{Addr: plainMR.Addr() + uint64(slot*blocks*512), Length: blocks * 512, LKey: plainMR.LKey()}}})
 					gr := respond(i, true)
 					postA(b, &gr)
 					continue
@@ -406,9 +406,9 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 				seq[uint64(3*i)] = posted
 				posted++
 				b.AddMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: uint64(3 * i), Mkey: mks[slot], Flags: mlx5.SendSignaled,
-					List: []mlx5.KLM{{Addr: memMR.Addr + uint64(slot*stored), ByteCount: stored, Mkey: memMR.LKey}}, Sig: attr})
+					List: []mlx5.KLM{{Addr: memMR.Addr() + uint64(slot*stored), ByteCount: stored, Mkey: memMR.LKey()}}, Sig: attr})
 				postA(b, &mlx5.SendWR{WrID: uint64(3*i + 1), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: remote,
-					RKey: dstMR.RKey, SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mks[slot].LKey}}})
+					RKey: dstMR.RKey(), SGL: []mlx5.SGE{{Addr: 0, Length: blocks * 512, LKey: mks[slot].LKey()}}})
 				fenced = append(fenced, respond(i, true))
 				open = append(open, mlx5.SigTransfer{Mkey: mks[slot], Response: uint64(3*i + 2)})
 				openRead = append(openRead, i)

@@ -79,10 +79,12 @@ func badCheck(t testing.TB, eng *sig.Engine, d sig.SigDomain, buf []byte, typ si
 }
 
 func sge(mr *mlx5.MR, n int) mlx5.SGE {
-	return mlx5.SGE{Addr: mr.Addr, Length: uint32(n), LKey: mr.LKey}
+	return mlx5.SGE{Addr: mr.Addr(), Length: uint32(n), LKey: mr.LKey()}
 }
 
-func mkeySGE(m *mlx5.Mkey, n int) mlx5.SGE { return mlx5.SGE{Addr: 0, Length: uint32(n), LKey: m.LKey} }
+func mkeySGE(m *mlx5.Mkey, n int) mlx5.SGE {
+	return mlx5.SGE{Addr: 0, Length: uint32(n), LKey: m.LKey()}
+}
 
 func send(wrID uint64, s mlx5.SGE) mlx5.SendWR {
 	return mlx5.SendWR{WrID: wrID, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{s}}
@@ -162,7 +164,7 @@ func T10DIFTraffic(t *testing.T, c *mlx5.Context, objs Objects) {
 
 	// 4. RDMA WRITE through both mkeys.
 	clear(dst)
-	post(t, l.A, rdma(4, mlx5.OpRDMAWrite, 0, mB.RKey, mkeySGE(mA, wire)))
+	post(t, l.A, rdma(4, mlx5.OpRDMAWrite, 0, mB.RKey(), mkeySGE(mA, wire)))
 	l.expect(t, ok(l.A, 4, mlx5.WCRDMAWrite))
 	if !slices.Equal(dst, src) {
 		t.Fatal("RDMA WRITE through both mkeys: B's memory does not hold A's data")
@@ -172,11 +174,11 @@ func T10DIFTraffic(t *testing.T, c *mlx5.Context, objs Objects) {
 
 	// 5. RDMA READ of A's mkey.
 	clear(plainB)
-	post(t, l.B, rdma(5, mlx5.OpRDMARead, 0, mA.RKey, sge(plainBMR, wire)))
+	post(t, l.B, rdma(5, mlx5.OpRDMARead, 0, mA.RKey(), sge(plainBMR, wire)))
 	l.expect(t, okLen(l.B, 5, mlx5.WCRDMARead, wire))
 	sameBlocks(t, "RDMA READ of A's mkey", plainB, want, 520, 512)
 	clear(dst)
-	post(t, l.B, rdma(6, mlx5.OpRDMARead, 0, mA.RKey, mkeySGE(mB, wire)))
+	post(t, l.B, rdma(6, mlx5.OpRDMARead, 0, mA.RKey(), mkeySGE(mB, wire)))
 	l.expect(t, okLen(l.B, 6, mlx5.WCRDMARead, wire))
 	if !slices.Equal(dst, src) {
 		t.Fatal("RDMA READ of A's mkey into B's: B's memory does not hold A's data")
@@ -203,7 +205,7 @@ func T10DIFTraffic(t *testing.T, c *mlx5.Context, objs Objects) {
 	plainA[3*520+513] ^= 0x20
 	wantErr = badCheck(t, eng, sig.DomainWire, plainA, sig.MkeyErrBadGuard)
 	clear(dst)
-	post(t, l.B, rdma(8, mlx5.OpRDMARead, plainAMR.Addr, plainAMR.RKey, mkeySGE(mB, wire)))
+	post(t, l.B, rdma(8, mlx5.OpRDMARead, plainAMR.Addr(), plainAMR.RKey(), mkeySGE(mB, wire)))
 	l.expect(t, okLen(l.B, 8, mlx5.WCRDMARead, wire))
 	if !slices.Equal(dst, src) {
 		t.Error("an RDMA READ with a bad guard: the data did not arrive whole")
@@ -314,7 +316,7 @@ func SigBadGuard(t *testing.T, c *mlx5.Context, objs Objects) {
 	mA, mB := sigMkey(t, l.PD), sigMkey(t, l.PD)
 	configure(t, l, l.A, mA, mrA, 516, attr, lw)
 	configureWR(t, l, l.B, &mlx5.MkeyConfigureWR{WrID: 2, Mkey: mB, Flags: mlx5.SendSignaled, SetAccess: true, Access: lw,
-		List: []mlx5.KLM{{Addr: mrB.Addr, ByteCount: 512, Mkey: mrB.LKey}}})
+		List: []mlx5.KLM{{Addr: mrB.Addr(), ByteCount: 512, Mkey: mrB.LKey()}}})
 
 	recv(t, l.B, 100, mkeySGE(mB, 512))
 	post(t, l.A, send(3, mkeySGE(mA, 512)))

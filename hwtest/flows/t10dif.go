@@ -60,8 +60,8 @@ func T10DIF(t *testing.T, c *mlx5.Context, objs Objects) {
 	mA := sigMkey(t, l.PD)
 	configure(t, l, l.A, mA, srcMR, t10Data, attr, mlx5.AccessLocalWrite)
 	wire, wireMR := buffer(t, l.PD, t10Wire, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
-	write(t, l, mlx5.SendWR{WrID: 10, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: wireMR.Addr, RKey: wireMR.RKey,
-		SGL: []mlx5.SGE{{Addr: 0, Length: t10Wire, LKey: mA.LKey}}})
+	write(t, l, mlx5.SendWR{WrID: 10, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: wireMR.Addr(), RKey: wireMR.RKey(),
+		SGL: []mlx5.SGE{{Addr: 0, Length: t10Wire, LKey: mA.LKey()}}})
 	sameBlocks(t, "insert", wire, want, 520, 512)
 	checkMkey(t, l, mA, sig.MkeyErr{})
 
@@ -71,8 +71,8 @@ func T10DIF(t *testing.T, c *mlx5.Context, objs Objects) {
 	dst, dstMR := buffer(t, l.PD, t10Data, mlx5.AccessLocalWrite)
 	mB := sigMkey(t, l.PD)
 	configure(t, l, l.B, mB, dstMR, t10Data, attr, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
-	strip := mlx5.SendWR{WrID: 20, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: mB.RKey,
-		SGL: []mlx5.SGE{{Addr: inMR.Addr, Length: t10Wire, LKey: inMR.LKey}}}
+	strip := mlx5.SendWR{WrID: 20, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: mB.RKey(),
+		SGL: []mlx5.SGE{{Addr: inMR.Addr(), Length: t10Wire, LKey: inMR.LKey()}}}
 	write(t, l, strip)
 	if !slices.Equal(dst, src) {
 		t.Fatalf("strip: the memory domain does not hold the data")
@@ -115,7 +115,7 @@ func sigMkey(t testing.TB, pd *mlx5.PD) *mlx5.Mkey {
 func configure(t testing.TB, l *Loopback, qp *mlx5.QP, m *mlx5.Mkey, mr *mlx5.MR, n uint32, attr *sig.BlockAttr, access mlx5.AccessFlags) {
 	t.Helper()
 	err := qp.PostMkeyConfigure(&mlx5.MkeyConfigureWR{WrID: 1, Mkey: m, Flags: mlx5.SendSignaled, SetAccess: true, Access: access,
-		List: []mlx5.KLM{{Addr: mr.Addr, ByteCount: n, Mkey: mr.LKey}}, Sig: attr})
+		List: []mlx5.KLM{{Addr: mr.Addr(), ByteCount: n, Mkey: mr.LKey()}}, Sig: attr})
 	if errors.Is(err, mlx5.ErrUnsupported) {
 		t.Skipf("the device cannot do this signature: %v", err)
 	}
