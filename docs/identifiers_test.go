@@ -1,5 +1,6 @@
 // Package docs holds the test that keeps the documentation honest: every
-// Go identifier the docs (docs/*.md, README.md) name must exist.
+// Go identifier the docs (docs/*.md, README.md) name must exist, and what
+// they name as API must be API.
 package docs
 
 import (
@@ -29,6 +30,13 @@ const module = "github.com/mlx5go/mlx5go"
 // part is neither a package of the repository nor a capitalized Go
 // identifier (`ibv_post_send`, `errors.Is`, `qpc.state`) is not Go of
 // this repository and is skipped, as are file names (`MODEL.md`).
+//
+// A name the docs offer as API must be API: in a Go code block, and in
+// the first column of a table that maps rdma-core's calls (a header cell
+// names rdma-core, libmlx5, libibverbs, librdmacm or mlx5dv), a name that
+// is unexported, of an internal/ package or the seam (the model's
+// methods that implement it too) fails the test. Prose and the other
+// columns may name the internals.
 func TestDocIdentifiers(t *testing.T) {
 	repo := loadRepo(t)
 	docs, err := filepath.Glob("*.md")
@@ -47,13 +55,73 @@ func TestDocIdentifiers(t *testing.T) {
 				continue
 			}
 			checked++
-			if !repo.resolves(ref.parts) {
+			switch {
+			case !repo.resolves(ref.parts):
 				t.Errorf("%s:%d: `%s` names no Go identifier of the repository", filepath.Base(doc), ref.line, strings.Join(ref.parts, "."))
+			case ref.api && !repo.public(ref.parts):
+				t.Errorf("%s:%d: `%s` is named as API (%s) but is internal: unexported, in an internal/ package, or the seam", filepath.Base(doc), ref.line, strings.Join(ref.parts, "."), ref.where())
 			}
 		}
 	}
 	if checked < 100 {
 		t.Errorf("only %d identifiers checked: the extraction is broken", checked)
+	}
+}
+
+// TestDocIdentifiersCatchInternals: a name in an API position (the
+// mlx5go column of a table that maps rdma-core's calls, a Go code block)
+// must be one a user can call; elsewhere the docs may describe the
+// internals by name.
+func TestDocIdentifiersCatchInternals(t *testing.T) {
+	repo := loadRepo(t)
+	mapping := func(cell string) string {
+		return "| mlx5go | rdma-core |\n| --- | --- |\n| " + cell + " | `ibv_foo` |\n"
+	}
+	for _, c := range []struct {
+		text string
+		api  bool // the name is in an API position
+		ok   bool // and may be
+	}{
+		{mapping("`Context.CreateQP`"), true, true},
+		{mapping("`mlx5.QP.PostSend`, `CQ.Poll`"), true, true},
+		{mapping("`Context.Caps.SQD2RTS`"), true, true},
+		{mapping("`mlx5test.Open`"), true, true},
+		{mapping("`model.Options.NoDEVX`"), true, true},
+		{mapping("`seam.EventChannel`"), true, false},      // an internal package
+		{mapping("`EventChannel.Next`"), true, false},      // a type of one
+		{mapping("`Device.NewEventChannel`"), true, false}, // the seam, as the model implements it
+		{mapping("`QP.complete`"), true, false},            // unexported
+		{mapping("`mlx5abi.Mlx5IbCreateQp`"), true, false}, // internal
+		{"| seam | libmlx5 |\n| --- | --- |\n| `seam.Verbs` | x |\n", true, false},
+		{"```go\nx := seam.Device(nil)\n```\n", true, false},
+		{"```go\nc, err := mlx5test.Open(\"cx7\")\nqp, err := c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeRC})\n```\n", true, true},
+		{"| mlx5go | rdma-core |\n| --- | --- |\n| `CQ.Poll` | `seam.Device` |\n", true, true}, // seam.Device: not the API column
+		{"| rdma-core | seam |\n| --- | --- |\n| `ibv_foo` | `seam.Device` |\n", false, true},  // the first column is C
+		{"| seam | what |\n| --- | --- |\n| `seam.Verbs` | x |\n", false, true},                // no rdma-core column
+		{"`seam.Verbs` on a kernel context", false, true},
+		{"```\nseam.Device\n```\n", false, true}, // not Go
+	} {
+		refs := references(c.text)
+		if len(refs) == 0 {
+			t.Errorf("%q: nothing extracted", c.text)
+			continue
+		}
+		api, ok := false, true
+		for _, r := range refs {
+			if !repo.lookable(r.parts) {
+				continue
+			}
+			if !repo.resolves(r.parts) {
+				t.Errorf("%q: %v does not resolve", c.text, r.parts)
+			}
+			if r.api {
+				api = true
+				ok = ok && repo.public(r.parts)
+			}
+		}
+		if api != c.api || ok != c.ok {
+			t.Errorf("%q: in an API position %v, public %v; want %v, %v", c.text, api, ok, c.api, c.ok)
+		}
 	}
 }
 
@@ -110,6 +178,18 @@ func TestDocIdentifiersCatchRenames(t *testing.T) {
 type ref struct {
 	parts []string
 	line  int
+	// api: the name is in an API position, where the doc offers it as
+	// what a user calls: the first column of a table that maps
+	// rdma-core's calls (mapTable), or a Go code block. goCode tells
+	// which.
+	api, goCode bool
+}
+
+func (r ref) where() string {
+	if r.goCode {
+		return "in a Go code block"
+	}
+	return "in the mlx5go column of a table that maps rdma-core's calls"
 }
 
 var (
@@ -122,12 +202,16 @@ var (
 	// fileExt are the last parts that make a dotted name a file name.
 	fileExt = map[string]bool{"md": true, "go": true, "c": true, "h": true, "py": true, "json": true, "jsonl": true,
 		"diff": true, "txt": true, "sh": true, "s": true, "mod": true, "sum": true, "test": true, "ko": true, "deb": true}
+	// mapTable matches the header of a table that maps the C libraries'
+	// calls to mlx5go's: its first column is what a user calls instead.
+	mapTable = regexp.MustCompile(`(?i)\|\s*(rdma-core|libmlx5|libibverbs|librdmacm|mlx5dv|libibumad)\s*\|`)
 )
 
 // references extracts the dotted names of the code spans and code blocks
-// of a markdown text.
+// of a markdown text, marking those in an API position.
 func references(text string) []ref {
 	var out []ref
+	api, goCode := false, false
 	add := func(code string, line int) {
 		for _, m := range dotted.FindAllStringSubmatch(code, -1) {
 			parts := strings.Split(m[2], ".")
@@ -137,24 +221,45 @@ func references(text string) []ref {
 			if m[4] != "" {
 				parts[len(parts)-1] += "*"
 			}
-			out = append(out, ref{parts: parts, line: line})
+			out = append(out, ref{parts: parts, line: line, api: api, goCode: goCode})
 			if m[3] != "" {
 				for _, alt := range strings.Split(m[3][1:], "/") {
 					p := append(append([]string(nil), parts[:len(parts)-1]...), alt)
-					out = append(out, ref{parts: p, line: line})
+					out = append(out, ref{parts: p, line: line, api: api, goCode: goCode})
 				}
 			}
 		}
 	}
 	inBlock := false
+	inTable, mapping := false, false // in a table; its header maps rdma-core
 	for i, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+		trimmed := strings.TrimSpace(line)
+		if fence, ok := strings.CutPrefix(trimmed, "```"); ok {
 			inBlock = !inBlock
+			goCode = inBlock && strings.TrimSpace(fence) == "go"
 			continue
 		}
 		if inBlock {
+			api = goCode
 			add(line, i+1)
 			continue
+		}
+		api, goCode = false, false
+		row := strings.HasPrefix(trimmed, "|")
+		if row && !inTable {
+			mapping = mapTable.MatchString(trimmed + "|")
+		}
+		inTable = row
+		if row && mapping {
+			// The first cell is the API column; the rest is not.
+			if cells := strings.SplitN(trimmed, "|", 3); len(cells) == 3 {
+				api = true
+				for _, m := range codeSpan.FindAllStringSubmatch(cells[1], -1) {
+					add(m[1], i+1)
+				}
+				api = false
+				line = cells[2]
+			}
 		}
 		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
 			add(m[1], i+1)
@@ -171,6 +276,7 @@ type repo struct {
 	// examples are the Example functions of each package's tests (go doc
 	// shows them; `mlx5.Example_signaturePipelining`).
 	examples map[string]map[string]bool
+	seam     map[string]bool // seamMethods
 }
 
 // lookable reports whether a dotted name is one the check is for: its
@@ -215,6 +321,90 @@ func (r *repo) resolves(parts []string) bool {
 		}
 	}
 	return false
+}
+
+// public reports whether a name resolves to an identifier a user of the
+// repository can call: in a package that is not internal/, exported all
+// along, and not the seam (internal/seam, or a method by which a package
+// of seamImplementations implements it, as model.Device.NewEventChannel
+// does).
+func (r *repo) public(parts []string) bool {
+	api := func(p *types.Package) bool { return !strings.Contains(p.Path()+"/", "/internal/") }
+	for _, n := range parts {
+		if !token.IsExported(strings.TrimSuffix(n, "*")) && r.byName[n] == nil {
+			return false
+		}
+	}
+	if pkgs := r.byName[parts[0]]; len(pkgs) > 0 {
+		for _, p := range pkgs {
+			if !api(p) {
+				continue
+			}
+			if len(parts) == 2 && r.examples[parts[0]][parts[1]] {
+				return true
+			}
+			if prefix, ok := strings.CutSuffix(parts[1], "*"); ok && len(parts) == 2 {
+				for _, n := range p.Scope().Names() {
+					if strings.HasPrefix(n, prefix) && token.IsExported(n) {
+						return true
+					}
+				}
+				continue
+			}
+			if obj := p.Scope().Lookup(parts[1]); obj != nil && obj.Exported() && r.publicMembers(obj.Type(), p, parts[2:]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range r.all {
+		obj := p.Scope().Lookup(parts[0])
+		if _, ok := obj.(*types.TypeName); ok && api(p) && r.publicMembers(obj.Type(), p, parts[1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// publicMembers is members for public: each name exported, and no
+// method of the seam implemented by a package of seamImplementations.
+func (r *repo) publicMembers(typ types.Type, pkg *types.Package, names []string) bool {
+	for _, n := range names {
+		obj, _, _ := types.LookupFieldOrMethod(typ, true, pkg, n)
+		if obj == nil || !obj.Exported() {
+			return false
+		}
+		if _, ok := obj.(*types.Func); ok && seamImplementations[obj.Pkg().Path()] && r.seamMethods()[n] {
+			return false
+		}
+		typ = obj.Type()
+		if sig, ok := typ.(*types.Signature); ok {
+			if sig.Results().Len() == 0 {
+				typ = types.NewStruct(nil, nil)
+			} else {
+				typ = sig.Results().At(0).Type()
+			}
+		}
+	}
+	return true
+}
+
+// seamMethods are the method names of internal/seam's interfaces.
+func (r *repo) seamMethods() map[string]bool {
+	if r.seam != nil {
+		return r.seam
+	}
+	r.seam = map[string]bool{}
+	for _, p := range r.byName["seam"] {
+		for _, n := range p.Scope().Names() {
+			if it, ok := p.Scope().Lookup(n).Type().Underlying().(*types.Interface); ok {
+				for i := 0; i < it.NumMethods(); i++ {
+					r.seam[it.Method(i).Name()] = true
+				}
+			}
+		}
+	}
+	return r.seam
 }
 
 // members reports whether each name is a field or method of the type of
