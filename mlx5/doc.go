@@ -15,6 +15,12 @@
 // ErrInvalid (a method without an error, its zero value), and a closed
 // object returns ErrClosed; docs/MLX5.md, "Errors".
 //
+// Its objects are opaque handles: no exported field, so no assignment
+// changes what the driver checks or looks up. What a user may know of one
+// comes out through its methods, as copies (Context.Caps, MR.LKey,
+// Mkey.RKey, UAR.Page, ...); options and work requests go in as plain
+// data.
+//
 // It may import uverbs, prm, wqe, doorbell and sig; nothing imports it but
 // the command-line tools, hwtest and users.
 package mlx5
