@@ -740,12 +740,19 @@ type streamBook struct {
 	// poller's.
 	doneTo []uint16
 	ahead  []bool
+	// reach is the counter after the furthest work request a completion
+	// named, from the tail on; the poller's. The poster has published
+	// (rung) everything before it, so the tail walk reads the poster's
+	// records below it only: at and past it the poster may be writing
+	// the records of work it has not rung.
+	reach uint16
 }
 
 // retireStream records that the work request at counter at, ending at
 // next, completed (on a DCI every work request is one WQE), and moves the
 // tail over the work that is done: while the work request at the tail is
-// of a stream whose completions went past it. The poller's; no lock.
+// of a stream whose completions went past it, and no further than the
+// furthest completion (reach). The poller's; no lock.
 func (sq *sendQueue) retireStream(at, next uint16) {
 	ds := sq.streams
 	mask := len(sq.slots) - 1
@@ -755,8 +762,13 @@ func (sq *sendQueue) retireStream(at, next uint16) {
 	}
 	st := ds.stream[int(at)&mask]
 	ds.doneTo[st], ds.ahead[st] = next, true
-	t := tail
-	for int(t-tail) < len(sq.slots) {
+	if next-tail > ds.reach-tail {
+		ds.reach = next
+	}
+	// Every stream ahead is done to at most reach: where no work request
+	// of a stream ahead is left, reach at the latest, the walk ends.
+	t, end := tail, int(ds.reach-tail)
+	for int(t-tail) < end {
 		w := int(t) & mask
 		s := ds.stream[w]
 		if !ds.ahead[s] {

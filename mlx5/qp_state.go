@@ -241,6 +241,7 @@ func (qp *QP) restart() {
 		if ds := qp.sq.streams; ds != nil {
 			clear(ds.stream)
 			clear(ds.ahead)
+			ds.reach = 0
 		}
 		qp.dbSQ.Reset()
 	}
