@@ -46,7 +46,12 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 		DCIStreams: &mlx5.DCIStreams{LogConcurrent: 2, LogErrored: 2}})
 
 	const total = rounds * perRound
-	const unsignaled = mlx5.WCStatus(0xff)
+	// Not statuses: what the poster expects of a work request beyond one
+	// status. The round qpErrRound puts every stream in error: the work
+	// requests with a bad rkey fail or are flushed, the others complete
+	// or are flushed (whichever the streams' order makes them).
+	const unsignaled, errOrFlush, doneOrFlush = mlx5.WCStatus(0xff), mlx5.WCStatus(0xfe), mlx5.WCStatus(0xfd)
+	const qpErrRound = 21
 	// want[seq] is the status the poster expects of work request seq, or
 	// unsignaled for one that succeeds unsignaled (no completion); the
 	// poster's until both goroutines are done.
@@ -86,6 +91,7 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 			if round%4 == 3 {
 				bad = round / 4 % nStreams
 			}
+			qpErr := round == qpErrRound
 			for i := range perRound {
 				seq := round*perRound + i
 				s := i % nStreams
@@ -95,6 +101,11 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 					SGL: []mlx5.SGE{{Addr: r.addr(8 * uint64(seq%256)), Length: 8, LKey: r.mr.LKey}}}
 				want[seq] = mlx5.WCSuccess
 				switch {
+				case qpErr && i < nStreams:
+					wrs[i].RKey ^= 0xff
+					want[seq] = errOrFlush
+				case qpErr:
+					want[seq] = doneOrFlush
 				case s == bad && i == bad:
 					wrs[i].RKey ^= 0xff
 					want[seq] = mlx5.WCRemAccessErr
@@ -171,6 +182,22 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 				}
 				committed.Add(signaled(batch))
 			}
+			if qpErr {
+				// Every stream in error: the DCI in ERR, everything
+				// flushed; once all completed, RESET and RTS again.
+				if err := waitSeen(committed.Load()); err != nil {
+					posterErr = err
+					return
+				}
+				if a, err := dci.Query(mlx5.QPAttrState); err != nil || a.State != mlx5.QPStateErr {
+					posterErr = errors.Join(errors.New("with every stream in error the DCI is not in ERR: "+a.State.String()), err)
+					return
+				}
+				if posterErr = dciRecover(dci, r.path); posterErr != nil {
+					return
+				}
+				continue
+			}
 			if bad < 0 {
 				continue
 			}
@@ -210,7 +237,7 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 				}
 				got[seq]++
 				status[seq] = c.Status
-				if c.Status != mlx5.WCSuccess {
+				if round := seq / perRound; c.Status != mlx5.WCSuccess && round%4 == 3 && round != qpErrRound {
 					failed[s].Add(1)
 				}
 			}
@@ -232,8 +259,36 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 		switch w := want[seq]; {
 		case w == unsignaled && got[seq] != 0:
 			t.Errorf("unsignaled work request %d reported %d times (%v)", seq, got[seq], status[seq])
+		case w == errOrFlush || w == doneOrFlush:
+			ok := mlx5.WCSuccess
+			if w == errOrFlush {
+				ok = mlx5.WCRemAccessErr
+			}
+			if st := status[seq]; got[seq] != 1 || (st != ok && st != mlx5.WCWRFlushErr) {
+				t.Errorf("work request %d of the round that takes the DCI to ERR: %d completions, the last %v; want one, %v or flushed", seq, got[seq], st, ok)
+			}
 		case w != unsignaled && (got[seq] != 1 || status[seq] != w):
 			t.Errorf("work request %d: %d completions, the last %v; want one, %v", seq, got[seq], status[seq], w)
 		}
 	}
+}
+
+// dciRecover takes a DCI in ERR through RESET back to RTS (dcRig.toRTS,
+// returning the error rather than failing the test: for a goroutine).
+func dciRecover(q *mlx5.QP, path mlx5.AddressPath) error {
+	for _, m := range []struct {
+		a    mlx5.QPAttr
+		mask mlx5.QPAttrMask
+	}{
+		{mlx5.QPAttr{State: mlx5.QPStateReset}, mlx5.QPAttrState},
+		{mlx5.QPAttr{State: mlx5.QPStateInit, Port: 1}, mlx5.QPAttrState | mlx5.QPAttrPKeyIndex | mlx5.QPAttrPort},
+		{mlx5.QPAttr{State: mlx5.QPStateRTR, Path: path}, mlx5.QPAttrState | mlx5.QPAttrPathMTU | mlx5.QPAttrAV},
+		{mlx5.QPAttr{State: mlx5.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			mlx5.QPAttrState | mlx5.QPAttrTimeout | mlx5.QPAttrRetryCnt | mlx5.QPAttrRNRRetry | mlx5.QPAttrSQPSN | mlx5.QPAttrMaxQPRdAtomic},
+	} {
+		if err := q.Modify(&m.a, m.mask); err != nil {
+			return err
+		}
+	}
+	return nil
 }
