@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -68,7 +69,11 @@ type CQ struct {
 	qpCache [qpCacheSize]*QP
 	qpsSeen *map[uint32]*QP
 	// fault is the CQ error the device reported (an overrun), for Poll.
-	fault     atomic.Pointer[Error]
+	fault atomic.Pointer[Error]
+	// cleaned are the completions of SRQ receives whose CQEs a clean
+	// removed (cleanPaused), oldest first, for Poll to report before the
+	// ring. Written by cleans, with the poller paused; Poll's otherwise.
+	cleaned   []Completion
 	errClosed error
 
 	mu     sync.Mutex // attach, detach, clean, refs and Close
@@ -465,9 +470,10 @@ func (cq *CQ) detachLocked(qp *QP) {
 // the first CQE the device still owns, the completions that name qpn are
 // dropped and the others move up, in order, so that a later QP with the
 // same number never sees them. Signature error CQEs stay: they report an
-// mkey, not the QP's work. The receive WQEs of an SRQ that the dropped
-// CQEs consumed go back to the SRQ. The poller waits meanwhile; cq.mu is
-// held.
+// mkey, not the QP's work. A receive CQE of the QP's SRQ is not dropped
+// with the QP's: the receive is the SRQ's work request, consumed and
+// done, so its completion is kept for Poll (cq.cleaned) and its WQE goes
+// back to the SRQ. The poller waits meanwhile; cq.mu is held.
 func (cq *CQ) cleanLocked(qpn uint32, srq *SRQ) {
 	if cq.closed {
 		return
@@ -504,12 +510,13 @@ func (cq *CQ) cleanPaused(qpn uint32, srq *SRQ) {
 		pi++
 	}
 	var freed uint32
+	kept := len(cq.cleaned)
 	for p := pi; p != cq.ci; {
 		p--
 		b := slot(p)
 		if cqeQPN(b) == qpn {
 			if srq != nil && isResponder(b) {
-				srq.free(binary.BigEndian.Uint16(b[60:]))
+				cq.keepSRQRecv(b, qpn, srq)
 			}
 			freed++
 			continue
@@ -521,10 +528,41 @@ func (cq *CQ) cleanPaused(qpn uint32, srq *SRQ) {
 			d[cqeSize-1] = b[cqeSize-1]&^1 | uint8(to>>cq.logSize)&1
 		}
 	}
+	slices.Reverse(cq.cleaned[kept:]) // kept newest first
 	if freed > 0 {
 		cq.ci += freed
 		cq.db.SetCI(cq.ci)
 	}
+}
+
+// keepSRQRecv keeps for Poll the completion of b, a receive CQE of QP qpn
+// that consumed a WQE of srq, as Poll would have made it, and gives the
+// WQE back to the SRQ (as Poll does). A CQE of no QP attached with srq
+// (which no clean sees: the QP is detached after its clean) only gives
+// the WQE back.
+func (cq *CQ) keepSRQRecv(b []byte, qpn uint32, srq *SRQ) {
+	var qp *QP
+	if m := cq.qps.Load(); m != nil {
+		qp = (*m)[qpn]
+	}
+	var wc Completion
+	if qp == nil || qp.srq != srq || !qp.completeRecv(b, b[cqeSize-1]>>4, &wc) {
+		srq.free(binary.BigEndian.Uint16(b[60:]))
+		return
+	}
+	cq.cleaned = append(cq.cleaned, wc)
+}
+
+// pollCleaned is Poll's for the completions cleans kept (cq.cleaned):
+// as many as wc holds, oldest first.
+//
+//go:noinline
+func (cq *CQ) pollCleaned(wc []Completion) int {
+	n := copy(wc, cq.cleaned)
+	if cq.cleaned = cq.cleaned[n:]; len(cq.cleaned) == 0 {
+		cq.cleaned = nil
+	}
+	return n
 }
 
 // cqeQPN is the QP a completion CQE names, or ^0 for a CQE that names
@@ -576,7 +614,9 @@ func (cq *CQ) failedEvent() {
 //   - ErrClosed after Close.
 //
 // A work request of several WQEs (an mkey configure) completes once,
-// whatever happened to each WQE. Signature error reports (SIG_ERR CQEs)
+// whatever happened to each WQE. The receives of an SRQ that a QP
+// consumed before its Close or its move to RESET come first, as the
+// device reported them (QP.Close). Signature error reports (SIG_ERR CQEs)
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
@@ -595,6 +635,9 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 	}
 	ring := unsafe.Pointer(unsafe.SliceData(cq.ring))
 	n := 0
+	if len(cq.cleaned) != 0 {
+		n = cq.pollCleaned(wc)
+	}
 	var err error
 	for n < len(wc) && size != 0 {
 		// In the ring: ci&(size-1) < size, and the ring holds size

@@ -625,6 +625,20 @@ func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, 
 // never reported, in particular not as those of a later QP that gets the
 // same number. If the device refuses the destroy, the QP stays as it was
 // and usable. Closing twice is safe.
+//
+// The receives of its SRQ that the QP consumed (a DCT's, or an RC QP's on
+// an SRQ) are the SRQ's work requests, not the QP's, and each completes
+// once: one whose CQE the CQ holds at Close is reported by the CQ's next
+// Poll, ahead of the completions the CQ holds, as the device wrote it
+// (its wr_id, status, byte count and sender, and this QP's number), and
+// its WQE goes back to the SRQ. A move to RESET reports them the same
+// way. mlx5_ib drains a DCT before it destroys it (DRAIN_DCT, then the
+// DCT_DRAINED event), so a DCT's receives have all completed by then. An
+// RC QP may be taking a message at Close: a receive the device consumed
+// but had not completed when the QP went is never reported, and its WQE
+// is not given back. To close such a QP with none in flight, move it to
+// ERR, wait for EventQPLastWQEReached (it consumes no receive after it)
+// and poll, as the IB specification has QPs on an SRQ torn down.
 func (qp *QP) Close() error {
 	const op = "destroy qp"
 	if err := qp.usable(op); err != nil {
@@ -740,12 +754,19 @@ type streamBook struct {
 	// poller's.
 	doneTo []uint16
 	ahead  []bool
+	// reach is the counter after the furthest work request a completion
+	// named, from the tail on; the poller's. The poster has published
+	// (rung) everything before it, so the tail walk reads the poster's
+	// records below it only: at and past it the poster may be writing
+	// the records of work it has not rung.
+	reach uint16
 }
 
 // retireStream records that the work request at counter at, ending at
 // next, completed (on a DCI every work request is one WQE), and moves the
 // tail over the work that is done: while the work request at the tail is
-// of a stream whose completions went past it. The poller's; no lock.
+// of a stream whose completions went past it, and no further than the
+// furthest completion (reach). The poller's; no lock.
 func (sq *sendQueue) retireStream(at, next uint16) {
 	ds := sq.streams
 	mask := len(sq.slots) - 1
@@ -755,8 +776,13 @@ func (sq *sendQueue) retireStream(at, next uint16) {
 	}
 	st := ds.stream[int(at)&mask]
 	ds.doneTo[st], ds.ahead[st] = next, true
-	t := tail
-	for int(t-tail) < len(sq.slots) {
+	if next-tail > ds.reach-tail {
+		ds.reach = next
+	}
+	// Every stream ahead is done to at most reach: where no work request
+	// of a stream ahead is left, reach at the latest, the walk ends.
+	t, end := tail, int(ds.reach-tail)
+	for int(t-tail) < end {
 		w := int(t) & mask
 		s := ds.stream[w]
 		if !ds.ahead[s] {

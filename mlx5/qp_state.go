@@ -135,7 +135,8 @@ func pathOf(a *seam.AHAttr, mtu uint8) AddressPath {
 // attributes mask names (ibv_modify_qp): any legal transition of the QP's
 // type with the attributes the IB specification asks for, checked by the
 // kernel for a verbs QP. After a move to RESET the QP's completions are
-// cleaned out of its CQs and its queues start over, as libmlx5 does; a
+// cleaned out of its CQs and its queues start over, as libmlx5 does (the
+// receives of its SRQ it consumed still complete: QP.Close); a
 // signature-pipelining QP moved to INIT gets drain_sigerr; a DCT gets its
 // number (QPN) when it reaches RTR. A DEVX QP takes
 // the transitions its commands have (RESET, INIT, RTR, RTS, SQE to RTS,
@@ -241,6 +242,7 @@ func (qp *QP) restart() {
 		if ds := qp.sq.streams; ds != nil {
 			clear(ds.stream)
 			clear(ds.ahead)
+			ds.reach = 0
 		}
 		qp.dbSQ.Reset()
 	}

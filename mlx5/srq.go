@@ -364,7 +364,10 @@ func (s *SRQ) unref() {
 }
 
 // Close destroys the SRQ; the QPs on it must be closed first (EBUSY).
-// Closing twice is safe.
+// Closing twice is safe. A receive that a QP consumed completes on that
+// QP's receive CQ, even once the QP is closed (QP.Close); the receives
+// still posted at Close, which no QP consumed, end with the SRQ and never
+// complete: their buffers are the caller's again when Close returns.
 func (s *SRQ) Close() error {
 	const op = "destroy srq"
 	if err := s.usable(op); err != nil {
