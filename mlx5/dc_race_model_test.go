@@ -97,8 +97,8 @@ func dciPosterPoller(t *testing.T, opt model.Options) {
 				s := i % nStreams
 				wrs[i] = mlx5.SendWR{WrID: uint64(seq)<<4 | uint64(s), Opcode: mlx5.OpRDMAWrite, StreamID: uint16(s),
 					AH: r.ah, RemoteQPN: dct.QPN(), DCAccessKey: key,
-					RemoteAddr: r.addr(0x4000 + 8*uint64(seq%256)), RKey: r.mr.RKey,
-					SGL: []mlx5.SGE{{Addr: r.addr(8 * uint64(seq%256)), Length: 8, LKey: r.mr.LKey}}}
+					RemoteAddr: r.addr(0x4000 + 8*uint64(seq%256)), RKey: r.mr.RKey(),
+					SGL: []mlx5.SGE{{Addr: r.addr(8 * uint64(seq%256)), Length: 8, LKey: r.mr.LKey()}}}
 				want[seq] = mlx5.WCSuccess
 				switch {
 				case qpErr && i < nStreams:

@@ -121,11 +121,11 @@ func TestSRQReceiveOfClosedQPCompletes(t *testing.T) {
 			// Nothing outstanding: the SRQ takes what it grants, and no more.
 			n := srq.Caps().MaxWR
 			for i := range n {
-				if err := srq.PostRecv(uint64(1000+i), []mlx5.SGE{{Addr: r.addr(0x8000), Length: 256, LKey: r.mr.LKey}}); err != nil {
+				if err := srq.PostRecv(uint64(1000+i), []mlx5.SGE{{Addr: r.addr(0x8000), Length: 256, LKey: r.mr.LKey()}}); err != nil {
 					t.Fatalf("receive %d of the %d the SRQ grants: %v", i, n, err)
 				}
 			}
-			if err := srq.PostRecv(1, []mlx5.SGE{{Addr: r.addr(0x8000), Length: 256, LKey: r.mr.LKey}}); !errors.Is(err, mlx5.ErrQueueFull) {
+			if err := srq.PostRecv(1, []mlx5.SGE{{Addr: r.addr(0x8000), Length: 256, LKey: r.mr.LKey()}}); !errors.Is(err, mlx5.ErrQueueFull) {
 				t.Errorf("a receive past the %d the SRQ grants: %v, want ErrQueueFull", n, err)
 			}
 		})
