@@ -42,9 +42,14 @@ type Listener struct {
 	mu      sync.Mutex
 	queue   []*Request
 	pending map[*Request]bool // taken by Accept, not yet answered
-	wake    chan struct{}
-	closed  bool
-	err     error // why the listener stopped (its device went)
+	// wake is a request queued: one token for one waiting Accept, which
+	// hands it on while the queue holds more.
+	wake chan struct{}
+	// stop is closed, once, when Close begins or the device goes:
+	// every waiting Accept returns.
+	stop   chan struct{}
+	closed bool
+	err    error // why the listener stopped (its device went)
 }
 
 // Listen listens on address ("host:port"; an empty host listens on every
@@ -83,9 +88,12 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		}
 		return nil, opErr(op, obj, stepErr("create id", err))
 	}
-	l := &Listener{m: m, id: id, backlog: backlog, pending: map[*Request]bool{}, wake: make(chan struct{}, 1)}
+	l := &Listener{m: m, id: id, backlog: backlog, pending: map[*Request]bool{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	fail := func(step string, err error) (*Listener, error) {
 		id.destroy()
+		if errors.Is(err, mlx5.ErrClosed) || errors.Is(err, errIDGone) {
+			return nil, closedErr(op, obj)
+		}
 		return nil, opErr(op, obj, stepErr(step, err))
 	}
 	one := []byte{1, 0, 0, 0} // an int, host order
@@ -135,8 +143,8 @@ func (l *Listener) request(ev seam.CMEvent) bool {
 		return false
 	}
 	id := l.m.adopt(ev.ID, l.addr.Space)
-	a, err := l.m.s.QueryAddr(ev.ID)
-	if err != nil {
+	var a seam.CMAddr
+	if err := l.m.use(func() (err error) { a, err = l.m.s.QueryAddr(ev.ID); return }); err != nil {
 		return false
 	}
 	r := &Request{l: l, id: id, local: Addr{Space: l.addr.Space, AddrPort: a.Src}, remote: Addr{Space: l.addr.Space, AddrPort: a.Dst},
@@ -151,10 +159,7 @@ func (l *Listener) request(ev seam.CMEvent) bool {
 		return false
 	}
 	l.queue = append(l.queue, r)
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	l.signal()
 	return true
 }
 
@@ -165,8 +170,15 @@ func (l *Listener) onEvent(ev seam.CMEvent) {
 		return
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && !l.closed {
+		close(l.stop)
+	}
 	l.err = ErrDeviceRemoved
-	l.mu.Unlock()
+}
+
+// signal wakes one waiting Accept: there is a request to take.
+func (l *Listener) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -175,7 +187,9 @@ func (l *Listener) onEvent(ev seam.CMEvent) {
 
 // Accept waits for the next connection request, until ctx is done. The
 // request must then be accepted or rejected. A listener whose device went
-// away returns ErrDeviceRemoved: close it.
+// away returns ErrDeviceRemoved: close it. Any number of goroutines may
+// wait in Accept: each request goes to one of them, and Close (or the
+// device's removal) releases them all.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	const op = "accept"
 	if l == nil || l.id == nil {
@@ -192,6 +206,11 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 			r := l.queue[0]
 			l.queue = l.queue[1:]
 			l.pending[r] = true
+			if len(l.queue) > 0 {
+				// Another request's token may have found the slot
+				// full: hand it on.
+				l.signal()
+			}
 			l.mu.Unlock()
 			return r, nil
 		}
@@ -203,6 +222,7 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 		l.mu.Unlock()
 		select {
 		case <-l.wake:
+		case <-l.stop:
 		case <-ctx.Done():
 			return nil, opErr(op, obj, ctx.Err())
 		case <-l.m.done:
@@ -213,8 +233,8 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 
 // Close stops listening: requests not yet answered are rejected (their
 // Accept and Reject then return mlx5.ErrClosed), and Accept returns
-// mlx5.ErrClosed. Connections accepted from the listener
-// stay up. Closing twice is safe.
+// mlx5.ErrClosed, in every goroutine waiting in it. Connections accepted
+// from the listener stay up. Closing twice is safe.
 func (l *Listener) Close() error {
 	if l == nil || l.id == nil {
 		return nil
@@ -228,6 +248,9 @@ func (l *Listener) close(managerClosing bool) error {
 		l.mu.Unlock()
 		return nil
 	}
+	if l.err == nil {
+		close(l.stop) // every waiting Accept returns ErrClosed
+	}
 	l.closed = true
 	reqs := append([]*Request(nil), l.queue...)
 	for r := range l.pending {
@@ -235,10 +258,6 @@ func (l *Listener) close(managerClosing bool) error {
 	}
 	l.queue, l.pending = nil, nil
 	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 	err := l.id.destroy()
 	for _, r := range reqs {
 		r.drop()
