@@ -56,8 +56,8 @@ type Listener struct {
 // RDMA device, port 0 takes a free port, which Addr then tells) in
 // network "tcp" (tcp4, tcp6) for RC connections or "udp" (udp4, udp6)
 // for UD. ctx bounds a host name's lookup. An address no RDMA device
-// holds is refused (unix.ENODEV, or unix.EADDRNOTAVAIL for one that is
-// not this host's).
+// holds is refused with ErrResolve (unix.ENODEV, or unix.EADDRNOTAVAIL
+// for one that is not this host's).
 func (m *Manager) Listen(ctx context.Context, network, address string, opt *ListenOptions) (*Listener, error) {
 	const op = "listen"
 	if m == nil {
@@ -109,6 +109,10 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		}
 	}
 	if err := id.call(func(kid uint32) error { return m.s.Bind(kid, a.AddrPort) }); err != nil {
+		if isResolveErrno(err) {
+			id.destroy()
+			return nil, opErr(op, obj, resolveStepErr("bind", err))
+		}
 		return fail("bind", err)
 	}
 	id.qmu.Lock()
