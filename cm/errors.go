@@ -98,11 +98,25 @@ func opErr(op, obj string, err error) error { return &mlx5.Error{Op: op, Obj: ob
 
 // invalid is misuse or a bad argument: mlx5.ErrInvalid and EINVAL.
 func invalid(op, obj, format string, args ...any) error {
-	return opErr(op, obj, &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrInvalid, unix.EINVAL}})
+	return opErr(op, obj, invalidCause(format, args...))
+}
+
+func invalidCause(format string, args ...any) error {
+	return &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrInvalid, unix.EINVAL}}
 }
 
 func unsupported(op, obj, format string, args ...any) error {
-	return opErr(op, obj, &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrUnsupported, unix.EOPNOTSUPP}})
+	return opErr(op, obj, unsupportedCause(format, args...))
+}
+
+func unsupportedCause(format string, args ...any) error {
+	return &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrUnsupported, unix.EOPNOTSUPP}}
+}
+
+// rejectedCause is the cause of a failed Request.Accept that answered
+// the request with a reject, saying so.
+func rejectedCause(err error) error {
+	return &causeError{msg: err.Error() + " (the request was rejected)", errs: []error{err}}
 }
 
 func closedErr(op, obj string) error { return opErr(op, obj, mlx5.ErrClosed) }

@@ -341,10 +341,22 @@ type AcceptOptions struct {
 // connection manager's attributes, as librdmacm's rdma_accept moves it,
 // the accept goes to the peer with opt.PrivateData, and Accept waits,
 // until ctx is done, for the peer to complete the handshake (a UD accept
-// completes at once). On failure nothing is left half-made: the request
-// is rejected (the peer sees ErrRejected), its QP in ERR. A request is
-// answered once: a second Accept, or an Accept after Reject, is
-// mlx5.ErrInvalid and sends nothing.
+// completes at once).
+//
+// On failure nothing is left half-made and the peer is answered, as the
+// kernel's rdma_accept answers a failed accept: the request is rejected
+// (reason RejectConsumerDefined with no private data, or for UD the SIDR
+// reject: the peer's Dial returns a *RejectError at once), and the
+// error, which says the request was rejected, is mlx5.ErrInvalid for bad
+// options (too much private data, a QP missing, of the wrong type, not
+// in RESET or on another device), checked before anything is sent or
+// the QP moved. A QP Accept moved goes to ERR (its work requests flush);
+// one it did not move is left as it was: a QP refused by the checks (it
+// may serve something else), one still in RESET (the verbs take no
+// RESET to ERR; it can be used again), a UD QP already in RTS (it serves
+// other peers). A request is answered once: a second Accept, or an
+// Accept after Reject, is mlx5.ErrInvalid and sends nothing; one whose
+// listener closed is mlx5.ErrClosed.
 func (r *Request) Accept(ctx context.Context, opt *AcceptOptions) (*Conn, error) {
 	const op = "accept"
 	if r == nil || r.id == nil {
@@ -354,33 +366,55 @@ func (r *Request) Accept(ctx context.Context, opt *AcceptOptions) (*Conn, error)
 	if opt == nil {
 		opt = &AcceptOptions{}
 	}
-	limit := MaxReplyData
-	if r.local.Space == UDP {
-		limit = MaxUDReplyData
-	}
-	if len(opt.PrivateData) > limit {
-		return nil, invalid(op, obj, "%d bytes of private data: a %v accept carries at most %d", len(opt.PrivateData), r.local.Space, limit)
-	}
-	ready, err := checkQP(opt.QP, r.local.Space)
-	if err != nil {
-		if errors.Is(err, errDEVX) {
-			return nil, unsupported(op, obj, "%v", err)
-		}
-		return nil, invalid(op, obj, "%v", err)
-	}
-	if g, ok, err := qpDevice(opt.QP); err != nil {
-		return nil, opErr(op, obj, stepErr("query the QP's device", err))
-	} else if ok && g != r.nodeGUID {
-		return nil, invalid(op, obj, "the request came in on device %s, the QP is on device %s", guidString(r.nodeGUID), guidString(g))
-	}
+	ready, cause := r.check(opt)
 	if err := r.answer(op, obj); err != nil {
 		return nil, err
+	}
+	if cause != nil {
+		r.refuse()
+		return nil, opErr(op, obj, rejectedCause(cause))
 	}
 	c, err := r.accept(ctx, opt, ready)
 	if err != nil {
 		return nil, opErr(op, obj, err)
 	}
 	return c, nil
+}
+
+// check checks an accept's options before anything is sent or moved:
+// ready is a UD QP already in RTS; cause says what is wrong.
+func (r *Request) check(opt *AcceptOptions) (ready bool, cause error) {
+	ready, err := checkQP(opt.QP, r.local.Space)
+	if err != nil {
+		if errors.Is(err, errDEVX) {
+			return false, unsupportedCause("%v", err)
+		}
+		return false, invalidCause("%v", err)
+	}
+	if g, ok, err := qpDevice(opt.QP); err != nil {
+		return false, stepErr("query the QP's device", err)
+	} else if ok && g != r.nodeGUID {
+		return false, invalidCause("the request came in on device %s, the QP is on device %s", guidString(r.nodeGUID), guidString(g))
+	}
+	limit := MaxReplyData
+	if r.local.Space == UDP {
+		limit = MaxUDReplyData
+	}
+	if len(opt.PrivateData) > limit {
+		return false, invalidCause("%d bytes of private data: a %v accept carries at most %d", len(opt.PrivateData), r.local.Space, limit)
+	}
+	return ready, nil
+}
+
+// refuse answers a request whose accept failed its checks as the
+// kernel's rdma_accept answers a failed accept: a reject (consumer
+// defined, no private data; the SIDR reject for UD), then the id
+// destroyed. The QP was not moved.
+func (r *Request) refuse() {
+	defer r.settled()
+	m := r.l.m
+	r.id.call(func(kid uint32) error { return m.s.Reject(kid, RejectConsumerDefined, nil) })
+	r.id.destroy()
 }
 
 // answer marks the request answered, once: a request answered before is
@@ -412,9 +446,12 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 	m, id, qp := r.l.m, r.id, opt.QP
 	defer r.settled()
 	moved := false
-	fail := func(step string, err error) (*Conn, error) {
-		// rdma_accept's error path: the QP to ERR, the request rejected
-		// (destroying the id sends the REJ).
+	// ended is a failure that leaves nothing to answer (the peer's
+	// reject or disconnect, the device gone, the manager or listener
+	// closed); fail one that rejects the request.
+	ended := func(step string, err error) (*Conn, error) {
+		// rdma_accept's error path: the QP to ERR, the id destroyed,
+		// which sends the REJ if the request still waits for one.
 		if moved {
 			toError(qp)
 		}
@@ -426,6 +463,13 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 			return nil, err
 		}
 		return nil, stepErr(step, err)
+	}
+	fail := func(step string, err error) (*Conn, error) {
+		c, err := ended(step, err)
+		if !errors.Is(err, mlx5.ErrClosed) {
+			err = rejectedCause(err)
+		}
+		return c, err
 	}
 	if !m.register(id) {
 		return fail("accept", mlx5.ErrClosed)
@@ -484,13 +528,13 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 	switch ev.Type {
 	case evEstablished:
 	case evRejected:
-		return fail("wait for the peer's RTU", &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData})
+		return ended("wait for the peer's RTU", &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData})
 	case evDisconnected:
-		return fail("wait for the peer's RTU", ErrDisconnected)
+		return ended("wait for the peer's RTU", ErrDisconnected)
 	case evDeviceRemoval:
-		return fail("wait for the peer's RTU", ErrDeviceRemoved)
+		return ended("wait for the peer's RTU", ErrDeviceRemoved)
 	default:
-		return fail("wait for the peer's RTU", statusErr(ErrUnreachable, fmt.Sprintf("event %d", ev.Type), ev.Status))
+		return ended("wait for the peer's RTU", statusErr(ErrUnreachable, fmt.Sprintf("event %d", ev.Type), ev.Status))
 	}
 	c := newConn(m, id, qp, r.local, r.remote, r.privateData, r.nodeGUID, r.port)
 	if err := c.start(); err != nil {
@@ -503,7 +547,9 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 // for it; or RejectVendorOptionNotSupported: the two the kernel sends for
 // an application) and privateData (at most MaxRejectData bytes, or
 // MaxUDReplyData for UD), which the peer's Dial returns in its
-// *RejectError. A request is answered once.
+// *RejectError. A request is answered once. A Reject refused for its
+// arguments (a reason or private data the CM does not take) sends
+// nothing: the request still waits for an answer.
 func (r *Request) Reject(reason int, privateData []byte) error {
 	const op = "reject"
 	if r == nil || r.id == nil {
