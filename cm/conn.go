@@ -78,7 +78,10 @@ const (
 // Conn is an established connection: a QP connected to the peer's (RC),
 // or a UD QP with the peer's QP number and Q_Key (UD). The connection
 // manager moved the QP to RTS; the application posts on it and polls its
-// CQs as usual, and the connection moves it to ERR when it ends.
+// CQs as usual. An RC connection moves its QP to ERR when it ends. A UD
+// QP may serve many connections (many peers): closing one leaves the QP
+// as it is, as librdmacm's rdma_destroy_id does; only its device's
+// removal moves it to ERR.
 type Conn struct {
 	m           *Manager
 	id          *cmID
@@ -267,9 +270,10 @@ func (c *Conn) Disconnect() error {
 	return nil
 }
 
-// Close ends the connection: an established one is disconnected (its QP
-// moved to ERR), and the CM's id is destroyed, so no more events come.
-// The QP is the caller's to close. Closing twice is safe.
+// Close ends the connection: an established RC one is disconnected (its
+// QP moved to ERR), and the CM's id is destroyed, so no more events come.
+// A UD connection's QP is left as it is, serving the others. The QP is
+// the caller's to close. Closing twice is safe.
 func (c *Conn) Close() error {
 	if c == nil || c.id == nil {
 		return nil
@@ -283,7 +287,7 @@ func (c *Conn) close(managerClosing bool) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if c.state == connEstablished || c.state == connDisconnecting {
+	if (c.state == connEstablished || c.state == connDisconnecting) && c.local.Space != UDP {
 		toError(c.qp)
 	}
 	if c.state != connDisconnected {

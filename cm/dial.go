@@ -76,7 +76,8 @@ type DialOptions struct {
 // is withdrawn, which the peer sees as a reject), the QP in ERR if it was
 // moved. A refused connection is a *RejectError (ErrRejected), one that
 // nobody answered ErrUnreachable, an address with no RDMA device behind
-// it ErrResolve with unix.ENODEV.
+// it, or no route to it, ErrResolve with the errno (unix.ENODEV,
+// unix.ENETUNREACH, ...).
 func (m *Manager) Dial(ctx context.Context, network, address string, opt *DialOptions) (*Conn, error) {
 	const op = "dial"
 	if m == nil {
@@ -158,6 +159,16 @@ func (d *dialer) fail(step string, err error) error {
 	return opErr(d.op, d.obj, stepErr(step, err))
 }
 
+// failResolve is fail for the resolve commands: an errno that says the
+// address or route has none is ErrResolve, as the resolve's error event
+// would be.
+func (d *dialer) failResolve(step string, err error) error {
+	if isResolveErrno(err) {
+		return opErr(d.op, d.obj, resolveStepErr(step, err))
+	}
+	return d.fail(step, err)
+}
+
 // peerGaveUp is the reject or unreachable event of the id, if the peer
 // ended the connection while Dial was moving the QP after the peer's
 // accept: a step then fails because the IB CM left the connection's
@@ -231,7 +242,7 @@ func (d *dialer) dial(ctx context.Context) (*Conn, error) {
 		timeout = uint32(max(1, opt.ResolveTimeout.Milliseconds()))
 	}
 	if err := id.call(func(kid uint32) error { return m.s.ResolveAddr(kid, opt.Source, d.dst.AddrPort, timeout) }); err != nil {
-		return nil, d.fail("resolve address", err)
+		return nil, d.failResolve("resolve address", err)
 	}
 	ev, err := id.waitFor(ctx)
 	if err != nil {
@@ -255,7 +266,7 @@ func (d *dialer) dial(ctx context.Context) (*Conn, error) {
 		return nil, invalid(d.op, d.obj, "the address resolves to device %s, the QP is on device %s", guidString(a.NodeGUID), guidString(g))
 	}
 	if err := id.call(func(kid uint32) error { return m.s.ResolveRoute(kid, timeout) }); err != nil {
-		return nil, d.fail("resolve route", err)
+		return nil, d.failResolve("resolve route", err)
 	}
 	if ev, err = id.waitFor(ctx); err != nil {
 		return nil, d.fail("resolve route", err)

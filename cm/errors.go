@@ -23,9 +23,12 @@ var (
 	// out: unix.ETIMEDOUT) or the connection could not be completed.
 	ErrUnreachable = errors.New("peer unreachable")
 	// ErrResolve: the address or the route could not be resolved to an
-	// RDMA device and a path; the kernel's errno comes with it
-	// (unix.ENODEV: no RDMA device behind the address, unix.EADDRNOTAVAIL:
-	// the address is not this host's, unix.ETIMEDOUT, unix.ENETUNREACH).
+	// RDMA device and a path, whether the kernel refused the resolve (or
+	// a listener's bind) at once or its event said so; the kernel's errno
+	// comes with it (unix.ENODEV: no RDMA device behind the address,
+	// unix.EADDRNOTAVAIL: the address, or a Dial's Source, is not this
+	// host's, unix.ETIMEDOUT: the neighbour or the path did not answer in
+	// time, unix.ENETUNREACH or unix.EHOSTUNREACH: no route to it).
 	ErrResolve = errors.New("address resolution failed")
 	// ErrDisconnected: the connection was disconnected.
 	ErrDisconnected = errors.New("disconnected")
@@ -95,11 +98,25 @@ func opErr(op, obj string, err error) error { return &mlx5.Error{Op: op, Obj: ob
 
 // invalid is misuse or a bad argument: mlx5.ErrInvalid and EINVAL.
 func invalid(op, obj, format string, args ...any) error {
-	return opErr(op, obj, &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrInvalid, unix.EINVAL}})
+	return opErr(op, obj, invalidCause(format, args...))
+}
+
+func invalidCause(format string, args ...any) error {
+	return &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrInvalid, unix.EINVAL}}
 }
 
 func unsupported(op, obj, format string, args ...any) error {
-	return opErr(op, obj, &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrUnsupported, unix.EOPNOTSUPP}})
+	return opErr(op, obj, unsupportedCause(format, args...))
+}
+
+func unsupportedCause(format string, args ...any) error {
+	return &causeError{msg: fmt.Sprintf(format, args...), errs: []error{mlx5.ErrUnsupported, unix.EOPNOTSUPP}}
+}
+
+// rejectedCause is the cause of a failed Request.Accept that answered
+// the request with a reject, saying so.
+func rejectedCause(err error) error {
+	return &causeError{msg: err.Error() + " (the request was rejected)", errs: []error{err}}
 }
 
 func closedErr(op, obj string) error { return opErr(op, obj, mlx5.ErrClosed) }
@@ -122,6 +139,27 @@ func statusErr(sentinel error, what string, status int32) error {
 		return &causeError{msg: fmt.Sprintf("%s: %v", what, errno), errs: []error{sentinel, errno}}
 	}
 	return &causeError{msg: fmt.Sprintf("%s (status %d)", what, status), errs: []error{sentinel}}
+}
+
+// resolveErrnos are the errnos of a resolve or bind command that say the
+// address or its route could not be resolved, as ErrResolve lists them
+// (others, EINVAL or EADDRINUSE, are misuse or a port taken).
+var resolveErrnos = []unix.Errno{unix.ENODEV, unix.EADDRNOTAVAIL, unix.ETIMEDOUT, unix.ENETUNREACH, unix.EHOSTUNREACH}
+
+func isResolveErrno(err error) bool {
+	for _, e := range resolveErrnos {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveStepErr is stepErr with ErrResolve.
+func resolveStepErr(step string, err error) error {
+	ce := stepErr(step, err).(*causeError)
+	ce.errs = append(ce.errs, ErrResolve)
+	return ce
 }
 
 // stepErr is the cause of a failed step of an operation, naming it.

@@ -281,7 +281,9 @@ func TestLabCMPrivateDataBothWays(t *testing.T) {
 }
 
 // TestLabCMNoRDMADevice: the kernel's answers for addresses with no RDMA
-// device behind them, the ones the model gives (TestNoRDMADevice).
+// device behind them, the ones the model gives (TestNoRDMADevice), each
+// ErrResolve whether the kernel refuses the command at once or reports
+// it in an event.
 func TestLabCMNoRDMADevice(t *testing.T) {
 	labenv.Require(t)
 	noKernelLeak(t)
@@ -292,9 +294,9 @@ func TestLabCMNoRDMADevice(t *testing.T) {
 		addr  string
 		errno unix.Errno
 	}{{"127.0.0.1:4420", unix.ENODEV}, {"198.51.100.7:4420", unix.EADDRNOTAVAIL}} {
-		if l, err := m.Listen(ctx, "tcp", c.addr, nil); !errors.Is(err, c.errno) {
+		if l, err := m.Listen(ctx, "tcp", c.addr, nil); !errors.Is(err, c.errno) || !errors.Is(err, cm.ErrResolve) {
 			l.Close()
-			t.Errorf("listen on %s: %v, want %v", c.addr, err, c.errno)
+			t.Errorf("listen on %s: %v, want ErrResolve with %v", c.addr, err, c.errno)
 		}
 	}
 	for _, c := range []struct {
@@ -302,8 +304,8 @@ func TestLabCMNoRDMADevice(t *testing.T) {
 		errno unix.Errno
 	}{{"127.0.0.1:4420", unix.ENODEV}, {"198.51.100.7:4420", unix.ENETUNREACH}} {
 		qp := r.qp(t, mlx5.QPTypeRC)
-		if _, err := m.Dial(ctx, "tcp", c.addr, &cm.DialOptions{QP: qp}); !errors.Is(err, c.errno) {
-			t.Errorf("dial %s: %v, want %v", c.addr, err, c.errno)
+		if _, err := m.Dial(ctx, "tcp", c.addr, &cm.DialOptions{QP: qp}); !errors.Is(err, c.errno) || !errors.Is(err, cm.ErrResolve) {
+			t.Errorf("dial %s: %v, want ErrResolve with %v", c.addr, err, c.errno)
 		}
 		if a, _ := qp.Query(mlx5.QPAttrState); a.State != mlx5.QPStateReset {
 			t.Errorf("the QP moved to %v", a.State)

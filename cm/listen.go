@@ -42,17 +42,22 @@ type Listener struct {
 	mu      sync.Mutex
 	queue   []*Request
 	pending map[*Request]bool // taken by Accept, not yet answered
-	wake    chan struct{}
-	closed  bool
-	err     error // why the listener stopped (its device went)
+	// wake is a request queued: one token for one waiting Accept, which
+	// hands it on while the queue holds more.
+	wake chan struct{}
+	// stop is closed, once, when Close begins or the device goes:
+	// every waiting Accept returns.
+	stop   chan struct{}
+	closed bool
+	err    error // why the listener stopped (its device went)
 }
 
 // Listen listens on address ("host:port"; an empty host listens on every
 // RDMA device, port 0 takes a free port, which Addr then tells) in
 // network "tcp" (tcp4, tcp6) for RC connections or "udp" (udp4, udp6)
 // for UD. ctx bounds a host name's lookup. An address no RDMA device
-// holds is refused (unix.ENODEV, or unix.EADDRNOTAVAIL for one that is
-// not this host's).
+// holds is refused with ErrResolve (unix.ENODEV, or unix.EADDRNOTAVAIL
+// for one that is not this host's).
 func (m *Manager) Listen(ctx context.Context, network, address string, opt *ListenOptions) (*Listener, error) {
 	const op = "listen"
 	if m == nil {
@@ -83,9 +88,12 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		}
 		return nil, opErr(op, obj, stepErr("create id", err))
 	}
-	l := &Listener{m: m, id: id, backlog: backlog, pending: map[*Request]bool{}, wake: make(chan struct{}, 1)}
+	l := &Listener{m: m, id: id, backlog: backlog, pending: map[*Request]bool{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	fail := func(step string, err error) (*Listener, error) {
 		id.destroy()
+		if errors.Is(err, mlx5.ErrClosed) || errors.Is(err, errIDGone) {
+			return nil, closedErr(op, obj)
+		}
 		return nil, opErr(op, obj, stepErr(step, err))
 	}
 	one := []byte{1, 0, 0, 0} // an int, host order
@@ -101,6 +109,10 @@ func (m *Manager) Listen(ctx context.Context, network, address string, opt *List
 		}
 	}
 	if err := id.call(func(kid uint32) error { return m.s.Bind(kid, a.AddrPort) }); err != nil {
+		if isResolveErrno(err) {
+			id.destroy()
+			return nil, opErr(op, obj, resolveStepErr("bind", err))
+		}
 		return fail("bind", err)
 	}
 	id.qmu.Lock()
@@ -135,8 +147,8 @@ func (l *Listener) request(ev seam.CMEvent) bool {
 		return false
 	}
 	id := l.m.adopt(ev.ID, l.addr.Space)
-	a, err := l.m.s.QueryAddr(ev.ID)
-	if err != nil {
+	var a seam.CMAddr
+	if err := l.m.use(func() (err error) { a, err = l.m.s.QueryAddr(ev.ID); return }); err != nil {
 		return false
 	}
 	r := &Request{l: l, id: id, local: Addr{Space: l.addr.Space, AddrPort: a.Src}, remote: Addr{Space: l.addr.Space, AddrPort: a.Dst},
@@ -151,10 +163,7 @@ func (l *Listener) request(ev seam.CMEvent) bool {
 		return false
 	}
 	l.queue = append(l.queue, r)
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	l.signal()
 	return true
 }
 
@@ -165,8 +174,15 @@ func (l *Listener) onEvent(ev seam.CMEvent) {
 		return
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && !l.closed {
+		close(l.stop)
+	}
 	l.err = ErrDeviceRemoved
-	l.mu.Unlock()
+}
+
+// signal wakes one waiting Accept: there is a request to take.
+func (l *Listener) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -175,7 +191,9 @@ func (l *Listener) onEvent(ev seam.CMEvent) {
 
 // Accept waits for the next connection request, until ctx is done. The
 // request must then be accepted or rejected. A listener whose device went
-// away returns ErrDeviceRemoved: close it.
+// away returns ErrDeviceRemoved: close it. Any number of goroutines may
+// wait in Accept: each request goes to one of them, and Close (or the
+// device's removal) releases them all.
 func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 	const op = "accept"
 	if l == nil || l.id == nil {
@@ -192,6 +210,11 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 			r := l.queue[0]
 			l.queue = l.queue[1:]
 			l.pending[r] = true
+			if len(l.queue) > 0 {
+				// Another request's token may have found the slot
+				// full: hand it on.
+				l.signal()
+			}
 			l.mu.Unlock()
 			return r, nil
 		}
@@ -203,6 +226,7 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 		l.mu.Unlock()
 		select {
 		case <-l.wake:
+		case <-l.stop:
 		case <-ctx.Done():
 			return nil, opErr(op, obj, ctx.Err())
 		case <-l.m.done:
@@ -213,8 +237,8 @@ func (l *Listener) Accept(ctx context.Context) (*Request, error) {
 
 // Close stops listening: requests not yet answered are rejected (their
 // Accept and Reject then return mlx5.ErrClosed), and Accept returns
-// mlx5.ErrClosed. Connections accepted from the listener
-// stay up. Closing twice is safe.
+// mlx5.ErrClosed, in every goroutine waiting in it. Connections accepted
+// from the listener stay up. Closing twice is safe.
 func (l *Listener) Close() error {
 	if l == nil || l.id == nil {
 		return nil
@@ -228,6 +252,9 @@ func (l *Listener) close(managerClosing bool) error {
 		l.mu.Unlock()
 		return nil
 	}
+	if l.err == nil {
+		close(l.stop) // every waiting Accept returns ErrClosed
+	}
 	l.closed = true
 	reqs := append([]*Request(nil), l.queue...)
 	for r := range l.pending {
@@ -235,10 +262,6 @@ func (l *Listener) close(managerClosing bool) error {
 	}
 	l.queue, l.pending = nil, nil
 	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 	err := l.id.destroy()
 	for _, r := range reqs {
 		r.drop()
@@ -318,10 +341,22 @@ type AcceptOptions struct {
 // connection manager's attributes, as librdmacm's rdma_accept moves it,
 // the accept goes to the peer with opt.PrivateData, and Accept waits,
 // until ctx is done, for the peer to complete the handshake (a UD accept
-// completes at once). On failure nothing is left half-made: the request
-// is rejected (the peer sees ErrRejected), its QP in ERR. A request is
-// answered once: a second Accept, or an Accept after Reject, is
-// mlx5.ErrInvalid and sends nothing.
+// completes at once).
+//
+// On failure nothing is left half-made and the peer is answered, as the
+// kernel's rdma_accept answers a failed accept: the request is rejected
+// (reason RejectConsumerDefined with no private data, or for UD the SIDR
+// reject: the peer's Dial returns a *RejectError at once), and the
+// error, which says the request was rejected, is mlx5.ErrInvalid for bad
+// options (too much private data, a QP missing, of the wrong type, not
+// in RESET or on another device), checked before anything is sent or
+// the QP moved. A QP Accept moved goes to ERR (its work requests flush);
+// one it did not move is left as it was: a QP refused by the checks (it
+// may serve something else), one still in RESET (the verbs take no
+// RESET to ERR; it can be used again), a UD QP already in RTS (it serves
+// other peers). A request is answered once: a second Accept, or an
+// Accept after Reject, is mlx5.ErrInvalid and sends nothing; one whose
+// listener closed is mlx5.ErrClosed.
 func (r *Request) Accept(ctx context.Context, opt *AcceptOptions) (*Conn, error) {
 	const op = "accept"
 	if r == nil || r.id == nil {
@@ -331,33 +366,55 @@ func (r *Request) Accept(ctx context.Context, opt *AcceptOptions) (*Conn, error)
 	if opt == nil {
 		opt = &AcceptOptions{}
 	}
-	limit := MaxReplyData
-	if r.local.Space == UDP {
-		limit = MaxUDReplyData
-	}
-	if len(opt.PrivateData) > limit {
-		return nil, invalid(op, obj, "%d bytes of private data: a %v accept carries at most %d", len(opt.PrivateData), r.local.Space, limit)
-	}
-	ready, err := checkQP(opt.QP, r.local.Space)
-	if err != nil {
-		if errors.Is(err, errDEVX) {
-			return nil, unsupported(op, obj, "%v", err)
-		}
-		return nil, invalid(op, obj, "%v", err)
-	}
-	if g, ok, err := qpDevice(opt.QP); err != nil {
-		return nil, opErr(op, obj, stepErr("query the QP's device", err))
-	} else if ok && g != r.nodeGUID {
-		return nil, invalid(op, obj, "the request came in on device %s, the QP is on device %s", guidString(r.nodeGUID), guidString(g))
-	}
+	ready, cause := r.check(opt)
 	if err := r.answer(op, obj); err != nil {
 		return nil, err
+	}
+	if cause != nil {
+		r.refuse()
+		return nil, opErr(op, obj, rejectedCause(cause))
 	}
 	c, err := r.accept(ctx, opt, ready)
 	if err != nil {
 		return nil, opErr(op, obj, err)
 	}
 	return c, nil
+}
+
+// check checks an accept's options before anything is sent or moved:
+// ready is a UD QP already in RTS; cause says what is wrong.
+func (r *Request) check(opt *AcceptOptions) (ready bool, cause error) {
+	ready, err := checkQP(opt.QP, r.local.Space)
+	if err != nil {
+		if errors.Is(err, errDEVX) {
+			return false, unsupportedCause("%v", err)
+		}
+		return false, invalidCause("%v", err)
+	}
+	if g, ok, err := qpDevice(opt.QP); err != nil {
+		return false, stepErr("query the QP's device", err)
+	} else if ok && g != r.nodeGUID {
+		return false, invalidCause("the request came in on device %s, the QP is on device %s", guidString(r.nodeGUID), guidString(g))
+	}
+	limit := MaxReplyData
+	if r.local.Space == UDP {
+		limit = MaxUDReplyData
+	}
+	if len(opt.PrivateData) > limit {
+		return false, invalidCause("%d bytes of private data: a %v accept carries at most %d", len(opt.PrivateData), r.local.Space, limit)
+	}
+	return ready, nil
+}
+
+// refuse answers a request whose accept failed its checks as the
+// kernel's rdma_accept answers a failed accept: a reject (consumer
+// defined, no private data; the SIDR reject for UD), then the id
+// destroyed. The QP was not moved.
+func (r *Request) refuse() {
+	defer r.settled()
+	m := r.l.m
+	r.id.call(func(kid uint32) error { return m.s.Reject(kid, RejectConsumerDefined, nil) })
+	r.id.destroy()
 }
 
 // answer marks the request answered, once: a request answered before is
@@ -389,9 +446,12 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 	m, id, qp := r.l.m, r.id, opt.QP
 	defer r.settled()
 	moved := false
-	fail := func(step string, err error) (*Conn, error) {
-		// rdma_accept's error path: the QP to ERR, the request rejected
-		// (destroying the id sends the REJ).
+	// ended is a failure that leaves nothing to answer (the peer's
+	// reject or disconnect, the device gone, the manager or listener
+	// closed); fail one that rejects the request.
+	ended := func(step string, err error) (*Conn, error) {
+		// rdma_accept's error path: the QP to ERR, the id destroyed,
+		// which sends the REJ if the request still waits for one.
 		if moved {
 			toError(qp)
 		}
@@ -403,6 +463,13 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 			return nil, err
 		}
 		return nil, stepErr(step, err)
+	}
+	fail := func(step string, err error) (*Conn, error) {
+		c, err := ended(step, err)
+		if !errors.Is(err, mlx5.ErrClosed) {
+			err = rejectedCause(err)
+		}
+		return c, err
 	}
 	if !m.register(id) {
 		return fail("accept", mlx5.ErrClosed)
@@ -461,13 +528,13 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 	switch ev.Type {
 	case evEstablished:
 	case evRejected:
-		return fail("wait for the peer's RTU", &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData})
+		return ended("wait for the peer's RTU", &RejectError{Reason: int(ev.Status), PrivateData: ev.Conn.PrivateData})
 	case evDisconnected:
-		return fail("wait for the peer's RTU", ErrDisconnected)
+		return ended("wait for the peer's RTU", ErrDisconnected)
 	case evDeviceRemoval:
-		return fail("wait for the peer's RTU", ErrDeviceRemoved)
+		return ended("wait for the peer's RTU", ErrDeviceRemoved)
 	default:
-		return fail("wait for the peer's RTU", statusErr(ErrUnreachable, fmt.Sprintf("event %d", ev.Type), ev.Status))
+		return ended("wait for the peer's RTU", statusErr(ErrUnreachable, fmt.Sprintf("event %d", ev.Type), ev.Status))
 	}
 	c := newConn(m, id, qp, r.local, r.remote, r.privateData, r.nodeGUID, r.port)
 	if err := c.start(); err != nil {
@@ -480,7 +547,9 @@ func (r *Request) accept(ctx context.Context, opt *AcceptOptions, ready bool) (*
 // for it; or RejectVendorOptionNotSupported: the two the kernel sends for
 // an application) and privateData (at most MaxRejectData bytes, or
 // MaxUDReplyData for UD), which the peer's Dial returns in its
-// *RejectError. A request is answered once.
+// *RejectError. A request is answered once. A Reject refused for its
+// arguments (a reason or private data the CM does not take) sends
+// nothing: the request still waits for an answer.
 func (r *Request) Reject(reason int, privateData []byte) error {
 	const op = "reject"
 	if r == nil || r.id == nil {

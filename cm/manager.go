@@ -34,6 +34,12 @@ type Manager struct {
 	nextUID uint64
 	closed  bool
 	readErr error
+
+	// smu orders every call on s before s.Close: a call holds it shared
+	// (use), Close exclusively, and once sClosed no call is made, for the
+	// closed file's descriptor number may by then be another file's.
+	smu     sync.RWMutex
+	sClosed bool
 }
 
 type closer interface {
@@ -61,7 +67,10 @@ func newManager(s seam.CM) *Manager {
 // Close closes every listener and connection of the manager (each
 // connection is disconnected, each pending request rejected), stops its
 // reader and closes the event channel. Calls waiting on the manager
-// return mlx5.ErrClosed. Closing twice is safe.
+// return mlx5.ErrClosed, and so do calls under way (a Dial, a Listen, an
+// Accept racing Close): Close waits for the commands they have in flight
+// to the event channel, and none is issued after it. Closing twice is
+// safe.
 func (m *Manager) Close() error {
 	if m == nil {
 		return nil
@@ -82,10 +91,25 @@ func (m *Manager) Close() error {
 	}
 	m.cancel()
 	<-m.done
-	if err := m.s.Close(); err != nil {
+	m.smu.Lock()
+	m.sClosed = true
+	err := m.s.Close()
+	m.smu.Unlock()
+	if err != nil {
 		return opErr("close", "rdma_cm", err)
 	}
 	return nil
+}
+
+// use runs fn, a call on the event channel, unless Close closed the
+// channel: then it is mlx5.ErrClosed, and nothing is issued.
+func (m *Manager) use(fn func() error) error {
+	m.smu.RLock()
+	defer m.smu.RUnlock()
+	if m.sClosed {
+		return mlx5.ErrClosed
+	}
+	return fn()
 }
 
 // read takes the events of the channel until the manager closes.
@@ -115,7 +139,7 @@ func (m *Manager) dispatch(ev seam.CMEvent) {
 	if ev.Type == evConnectRequest {
 		if id == nil || !id.request(ev) {
 			// Nobody takes it: destroying the new id rejects it.
-			m.s.DestroyID(ev.ID)
+			m.use(func() error { return m.s.DestroyID(ev.ID) })
 		}
 		return
 	}
@@ -230,7 +254,8 @@ func (m *Manager) newID(ps PortSpace) (*cmID, error) {
 	if ps == UDP {
 		qpType = uint8(mlx5.QPTypeUD)
 	}
-	kid, err := m.s.CreateID(id.uid, uint16(ps), qpType)
+	var kid uint32
+	err := m.use(func() (err error) { kid, err = m.s.CreateID(id.uid, uint16(ps), qpType); return })
 	if err != nil {
 		m.forget(id)
 		return nil, err
@@ -266,17 +291,20 @@ func (m *Manager) forget(id *cmID) {
 	m.mu.Unlock()
 }
 
-// call runs fn on the kernel id unless it was destroyed.
+// call runs fn on the kernel id unless it was destroyed (errIDGone) or
+// the manager's channel closed (mlx5.ErrClosed).
 func (id *cmID) call(fn func(kid uint32) error) error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	if id.destroyed {
 		return errIDGone
 	}
-	return fn(id.kid)
+	return id.m.use(func() error { return fn(id.kid) })
 }
 
-// destroy destroys the kernel id once and stops its events.
+// destroy destroys the kernel id once and stops its events. Once the
+// manager's channel is closed there is nothing to destroy: closing it
+// destroyed its ids.
 func (id *cmID) destroy() error {
 	id.mu.Lock()
 	if id.destroyed {
@@ -284,7 +312,10 @@ func (id *cmID) destroy() error {
 		return nil
 	}
 	id.destroyed = true
-	err := id.m.s.DestroyID(id.kid)
+	err := id.m.use(func() error { return id.m.s.DestroyID(id.kid) })
+	if errors.Is(err, mlx5.ErrClosed) {
+		err = nil
+	}
 	id.mu.Unlock()
 	id.m.forget(id)
 	id.signal()

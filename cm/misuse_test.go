@@ -78,7 +78,8 @@ func TestAcceptTwice(t *testing.T) {
 
 // TestPrivateDataTooLong: more private data than the IB CM message
 // carries is refused with a clear error before anything is sent; a
-// request refused so can still be answered.
+// request whose Reject is refused so can still be answered, and an
+// Accept refused so answers it with a reject.
 func TestPrivateDataTooLong(t *testing.T) {
 	srv, cli := pair(t)
 	ctx := testCtx(t)
@@ -102,17 +103,26 @@ func TestPrivateDataTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	sqp, cqp := srv.qp(t, mlx5.QPTypeRC), cli.qp(t, mlx5.QPTypeRC)
+	sqp := srv.qp(t, mlx5.QPTypeRC)
 	done := serveOne(ctx, l, func(r *cm.Request) (*cm.Conn, error) {
-		if _, err := r.Accept(ctx, &cm.AcceptOptions{QP: sqp, PrivateData: make([]byte, cm.MaxReplyData+1)}); !isInvalid(err) {
-			t.Errorf("accept with %d bytes: %v", cm.MaxReplyData+1, err)
-		}
 		if err := r.Reject(0, make([]byte, cm.MaxRejectData+1)); !isInvalid(err) {
 			t.Errorf("reject with %d bytes: %v", cm.MaxRejectData+1, err)
 		}
+		_, err := r.Accept(ctx, &cm.AcceptOptions{QP: sqp, PrivateData: make([]byte, cm.MaxReplyData+1)})
+		if !isInvalid(err) || !strings.Contains(err.Error(), "rejected") {
+			t.Errorf("accept with %d bytes: %v", cm.MaxReplyData+1, err)
+		}
+		return nil, nil
+	})
+	var rej *cm.RejectError
+	if _, err := cli.m.Dial(ctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: cli.qp(t, mlx5.QPTypeRC)}); !errors.As(err, &rej) {
+		t.Errorf("dial whose accept had too much private data: %v, want its reject", err)
+	}
+	<-done
+	done = serveOne(ctx, l, func(r *cm.Request) (*cm.Conn, error) {
 		return r.Accept(ctx, &cm.AcceptOptions{QP: sqp, PrivateData: make([]byte, cm.MaxReplyData)})
 	})
-	conn, err := cli.m.Dial(ctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: cqp, PrivateData: make([]byte, cm.MaxRequestData)})
+	conn, err := cli.m.Dial(ctx, "tcp", l.Addr().String(), &cm.DialOptions{QP: cli.qp(t, mlx5.QPTypeRC), PrivateData: make([]byte, cm.MaxRequestData)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +155,11 @@ func TestNoRDMADevice(t *testing.T) {
 		addr     string
 		errno    unix.Errno
 		sentinel error
-	}{{"127.0.0.1:4420", unix.ENODEV, cm.ErrResolve}, {"[::1]:4420", unix.ENODEV, cm.ErrResolve}, {"198.51.100.7:4420", unix.ENETUNREACH, nil}} {
+	}{{"127.0.0.1:4420", unix.ENODEV, cm.ErrResolve}, {"[::1]:4420", unix.ENODEV, cm.ErrResolve}, {"198.51.100.7:4420", unix.ENETUNREACH, cm.ErrResolve}} {
 		qp := cli.qp(t, mlx5.QPTypeRC)
 		_, err := cli.m.Dial(ctx, "tcp", c.addr, &cm.DialOptions{QP: qp})
-		if !errors.Is(err, c.errno) || (c.sentinel != nil && !errors.Is(err, c.sentinel)) {
-			t.Errorf("dial %s: %v, want %v", c.addr, err, c.errno)
+		if !errors.Is(err, c.errno) || !errors.Is(err, c.sentinel) {
+			t.Errorf("dial %s: %v, want %v with %v", c.addr, err, c.sentinel, c.errno)
 		}
 		nothingLeft(t, cli.c, 0, qp)
 	}

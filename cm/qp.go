@@ -11,8 +11,10 @@ import (
 // in RESET on the device the address resolves to and hand it to Dial or
 // Request.Accept, which move it through INIT, RTR and RTS with the
 // attributes the connection manager gives (init_qp_attr), as librdmacm's
-// rdma_connect and rdma_accept do, and to ERR when the connection ends.
-// The QP stays the caller's: closing the connection does not close it.
+// rdma_connect and rdma_accept do, and an RC QP to ERR when the
+// connection ends (a UD QP, which may serve many connections, stays in
+// RTS when one closes). The QP stays the caller's: closing the
+// connection does not close it.
 //
 // Type must be RC for a TCP address and UD for a UDP one. A QP that also
 // has a Context() *mlx5.Context method (as *mlx5.QP has) is checked to be
