@@ -176,7 +176,7 @@ func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer) {
 	}
 	defer mr.Close()
 	const grh = 40
-	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr, Length: grh + 256, LKey: mr.LKey}}); err != nil {
+	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr(), Length: grh + 256, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cqp.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{[]byte("still served")},
