@@ -29,7 +29,11 @@ func rxeRecorder(need map[uint16]int) Recorder {
 		if have < n {
 			return unix.EINVAL
 		}
-		c.Attrs[0].Data = 7 // the new object's handle (attribute 0 of each create)
+		for i, a := range c.Attrs {
+			if a.AttrID == 0 { // UVERBS_ATTR_CREATE_{CQ,QP,SRQ}_HANDLE: the new object's handle
+				c.Attrs[i].Data = 7
+			}
+		}
 		return 0
 	}
 }
