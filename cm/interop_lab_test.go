@@ -23,84 +23,34 @@ import (
 // the kernel's (rdma_ucm, rdma_cm, ib_cm) over rxe0, against itself and
 // against Debian's librdmacm programs (rdmacm-utils), which the lab puts
 // in the guest. mlx5go's data path is mlx5's, so on rxe the QPs are
-// generic verbs QPs through package uverbs, driven by cm through its QP
-// interface.
+// generic verbs QPs, cm.OpenVerbs' (over package uverbs), driven by cm
+// through its QP interface.
 
 const labAddr = "192.0.2.1"
 
-// rxe holds rxe0's verbs objects for one side.
-type rxe struct {
-	c  *uverbs.Context
-	pd *uverbs.PD
-	cq *uverbs.CQ
-}
-
-// rxe's driver data sizes (<rdma/rdma_user_rxe.h>): rxe requires room
-// for its responses.
-const (
-	rxeCreateCQResp = 16 // struct rxe_create_cq_resp
-	rxeCreateQPResp = 32 // struct rxe_create_qp_resp
-)
+// rxe is rxe0 for one side, opened through cm's adapter for devices
+// that are not mlx5 (cm.OpenVerbs).
+type rxe struct{ d *cm.VerbsDevice }
 
 func openRXE(t *testing.T) *rxe {
 	t.Helper()
-	c, err := uverbs.Open(labenv.RXEDevice, nil)
+	d, err := cm.OpenVerbs(labenv.RXEDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	r := &rxe{c: c}
-	if r.pd, err = c.AllocPD(nil); err != nil {
-		t.Fatal(err)
-	}
-	if r.cq, err = c.CreateCQ(uverbs.CQOptions{CQE: 256, DriverOut: make([]byte, rxeCreateCQResp)}); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	t.Cleanup(func() { d.Close() })
+	return &rxe{d: d}
 }
 
-// rxeQP is a verbs QP on rxe0 as cm drives it.
-type rxeQP struct {
-	qp  *uverbs.QP
-	typ mlx5.QPType
-}
-
-func (r *rxe) qp(t *testing.T, typ mlx5.QPType) *rxeQP {
+// qp makes a QP in RESET on rxe0, closed when the test ends.
+func (r *rxe) qp(t *testing.T, typ mlx5.QPType) *cm.VerbsQP {
 	t.Helper()
-	ut := uverbs.QPTypeRC
-	if typ == mlx5.QPTypeUD {
-		ut = uverbs.QPTypeUD
-	}
-	qp, err := r.c.CreateQP(uverbs.QPInit{Type: ut, PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq,
-		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, DriverOut: make([]byte, rxeCreateQPResp)})
+	qp, err := r.d.CreateQP(typ)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { qp.Close() })
-	return &rxeQP{qp: qp, typ: typ}
-}
-
-func (q *rxeQP) QPN() uint32       { return q.qp.QPN }
-func (q *rxeQP) Type() mlx5.QPType { return q.typ }
-
-func (q *rxeQP) Modify(a *mlx5.QPAttr, mask mlx5.QPAttrMask) error {
-	p := &a.Path
-	ua := uverbs.QPAttr{State: uverbs.QPState(a.State), CurState: uverbs.QPState(a.CurState), PathMTU: uverbs.MTU(p.MTU),
-		QKey: a.QKey, RQPSN: a.RQPSN, SQPSN: a.SQPSN, DestQPN: a.DestQPN, AccessFlags: uverbs.AccessFlags(a.Access),
-		AH: uverbs.AHAttr{GRH: uverbs.GlobalRoute{DGID: p.GID, FlowLabel: p.FlowLabel, SGIDIndex: p.SGIDIndex, HopLimit: p.HopLimit,
-			TrafficClass: p.TrafficClass}, DLID: p.LID, SL: p.SL, SrcPathBits: p.SrcPathBits, StaticRate: p.StaticRate,
-			IsGlobal: p.GRH, Port: p.Port},
-		PKeyIndex: a.PKeyIndex, MaxRdAtomic: a.MaxRdAtomic, MaxDestRdAtomic: a.MaxDestRdAtomic, MinRNRTimer: a.MinRNRTimer,
-		Port: a.Port, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, EnSQDAsyncNotify: a.EnSQDAsyncNotify}
-	return q.qp.Modify(&ua, uverbs.QPAttrMask(mask))
-}
-
-func (q *rxeQP) Query(mask mlx5.QPAttrMask) (mlx5.QPAttr, error) {
-	a, err := q.qp.Query(uverbs.QPAttrMask(mask) | uverbs.QPAttrState)
-	if err != nil {
-		return mlx5.QPAttr{}, err
-	}
-	return mlx5.QPAttr{State: mlx5.QPState(a.State), DestQPN: a.DestQPN, QKey: a.QKey, Port: a.Port}, nil
+	return qp
 }
 
 func labCM(t *testing.T) *cm.Manager {
@@ -193,12 +143,12 @@ func TestLabCMPrivateDataBothWays(t *testing.T) {
 		if pd := dc.PrivateData(); len(pd) != cm.MaxReplyData || string(pd[:23]) != "reply from the listener" {
 			t.Errorf("the kernel delivered reply private data % x", pd)
 		}
-		for _, q := range []*rxeQP{sqp, cqp} {
+		for _, q := range []*cm.VerbsQP{sqp, cqp} {
 			if a, err := q.Query(mlx5.QPAttrState); err != nil || a.State != mlx5.QPStateRTS {
 				t.Errorf("QP %#x: %v, %v; want RTS", q.QPN(), a.State, err)
 			}
 		}
-		if a, _ := cqp.qp.Query(uverbs.QPAttrDestQPN); a.DestQPN != sqp.QPN() {
+		if a, _ := cqp.Query(mlx5.QPAttrDestQPN); a.DestQPN != sqp.QPN() {
 			t.Errorf("the dialer's QP is connected to %#x, want %#x", a.DestQPN, sqp.QPN())
 		}
 		first, other := dc, lc

@@ -17,8 +17,9 @@ import (
 // connection does not close it.
 //
 // Type must be RC for a TCP address and UD for a UDP one. A QP that also
-// has a Context() *mlx5.Context method (as *mlx5.QP has) is checked to be
-// on the device the address resolves to; one with DEVX() bool reporting a
+// has a Context() *mlx5.Context method (as *mlx5.QP has), and a *VerbsQP
+// (a QP on a device that is not mlx5, rxe's), is checked to be on the
+// device the address resolves to; one with DEVX() bool reporting a
 // DEVX QP is refused (the connection manager does not give the peer's MAC,
 // which a DEVX QP on RoCE needs); one with SRQ() *mlx5.SRQ tells the peer
 // whether it receives from an SRQ.
@@ -118,6 +119,9 @@ func hasSRQ(qp QP) bool {
 
 // qpDevice is the node GUID of the QP's device, if the QP can say.
 func qpDevice(qp QP) (uint64, bool, error) {
+	if v, ok := qp.(*VerbsQP); ok {
+		return v.dev.guid, true, nil
+	}
 	c, ok := qp.(interface{ Context() *mlx5.Context })
 	if !ok || c.Context() == nil {
 		return 0, false, nil

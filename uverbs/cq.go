@@ -93,7 +93,7 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.noteDriverOut(err, outCQ, "CQOptions.DriverOut", len(o.DriverOut))
 	}
 	if err := c.adopt(cq); err != nil {
 		return nil, err

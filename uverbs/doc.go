@@ -4,8 +4,12 @@
 //
 // It is the generic half of the driver and knows nothing of mlx5: providers
 // (package mlx5) pass their driver-specific data through it as opaque
-// attributes. It imports only golang.org/x/sys/unix and mlx5go's internal
-// netlink client and ABI mirror (internal/uverbsabi).
+// attributes. The one provider fact it holds is the size of the driver
+// data out rxe's kernel driver requires with a create (DriverOutSizesOf),
+// so that the bare EINVAL rxe gives without it becomes an error that says
+// what is missing. It imports only golang.org/x/sys/unix and mlx5go's
+// internal netlink client, netpoller descriptors and ABI mirrors
+// (internal/uverbsabi, and internal/rxeabi for rxe's sizes).
 //
 // Open returns a Context; on it live PDs, MRs, CQs, completion channels,
 // QPs, AHs and SRQs, each with an idempotent Close, all released when the

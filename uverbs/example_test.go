@@ -23,14 +23,16 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// rxe requires room for its queue descriptions in the driver data.
-	cq, err := c.CreateCQ(uverbs.CQOptions{CQE: 64, DriverOut: make([]byte, 16)})
+	// rxe requires room for its queue descriptions in the driver data
+	// out (without it, EINVAL that says how much).
+	sz, _ := uverbs.DriverOutSizesOf(uverbs.DriverRXE)
+	cq, err := c.CreateCQ(uverbs.CQOptions{CQE: 64, DriverOut: make([]byte, sz.CQ)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	qp, err := c.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, PD: pd, SendCQ: cq, RecvCQ: cq,
 		Cap:       uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
-		DriverOut: make([]byte, 32)})
+		DriverOut: make([]byte, sz.QP)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,15 +13,17 @@ import (
 	"unsafe"
 
 	"github.com/mlx5go/mlx5go/internal/labenv"
+	"github.com/mlx5go/mlx5go/internal/rxeabi"
 	"golang.org/x/sys/unix"
 )
 
-// rxe's driver data sizes (<rdma/rdma_user_rxe.h>): rxe requires room for
-// its responses, which describe the queues it lets the provider mmap.
+// rxe's driver data sizes (internal/rxeabi, <rdma/rdma_user_rxe.h>): rxe
+// requires room for its responses, which describe the queues it lets the
+// provider mmap.
 const (
-	rxeCreateCQResp  = 16 // struct rxe_create_cq_resp
-	rxeCreateQPResp  = 32 // struct rxe_create_qp_resp
-	rxeCreateSRQResp = 24 // struct rxe_create_srq_resp
+	rxeCreateCQResp  = int(unsafe.Sizeof(rxeabi.RxeCreateCqResp{}))
+	rxeCreateQPResp  = int(unsafe.Sizeof(rxeabi.RxeCreateQpResp{}))
+	rxeCreateSRQResp = int(unsafe.Sizeof(rxeabi.RxeCreateSrqResp{}))
 )
 
 // labMem maps n bytes of anonymous memory outside the Go heap.

@@ -271,7 +271,7 @@ func (c *Context) CreateQP(init QPInit) (*QP, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.noteDriverOut(err, outQP, "QPInit.DriverOut", len(init.DriverOut))
 	}
 	if err := c.adopt(qp); err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func (p *PD) CreateSRQ(o SRQOptions) (*SRQ, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.noteDriverOut(err, outSRQ, "SRQOptions.DriverOut", len(o.DriverOut))
 	}
 	if err := c.adopt(s); err != nil {
 		return nil, err
