@@ -262,6 +262,7 @@ type queueMemory struct {
 	buf, dbr     []byte
 	bufID, dbrID uint32 // umem ids
 	uar          *UAR
+	bufMap       *Buffer // buf's mapping
 }
 
 // queueMemory makes it, adding each piece to res. The pieces belong to
@@ -274,6 +275,7 @@ func (c *Context) queueMemory(res *resources, size int, uarType UARType) (queueM
 		return q, err
 	}
 	res.add(buf)
+	q.bufMap = buf
 	dbr, err := allocBuffer(4096)
 	if err != nil {
 		return q, err
