@@ -368,7 +368,10 @@ func (c *Context) DEVX() bool { return c != nil && c.devx }
 // Close closes everything created on the context, newest first (mkeys,
 // QPs, CQs, DEVX objects, MRs, PDs, UARs, UMEMs, asynchronous queues:
 // each after what was made with it), then the context itself. Calls on
-// those objects then fail with ErrClosed. A child the device refuses to
+// those objects then fail with ErrClosed. The work outstanding on them
+// ends as each one's Close says (QP.Close: work the device had not run
+// never completes, and the completions not yet polled are removed; a
+// batch left open ends with the QP, Batch). A child the device refuses to
 // destroy is tried again after the others, and left to the kernel, which
 // releases everything of a closed context. Other goroutines may close
 // the children meanwhile: each is closed once, by whichever Close comes

@@ -333,8 +333,10 @@ func (cq *CQ) usable(op string) error {
 }
 
 // Close destroys the CQ; the QPs on it must be closed first (EBUSY
-// otherwise). If the device refuses the destroy, the CQ stays as it was
-// and usable. Closing twice is safe.
+// otherwise), which removes their completions from it (QP.Close). What
+// is left unpolled, signature error reports, goes with the CQ. If the
+// device refuses the destroy, the CQ stays as it was and usable. Closing
+// twice is safe.
 func (cq *CQ) Close() error {
 	const op = "destroy cq"
 	if err := cq.usable(op); err != nil {

@@ -364,7 +364,9 @@ func (s *SRQ) unref() {
 }
 
 // Close destroys the SRQ; the QPs on it must be closed first (EBUSY).
-// Closing twice is safe.
+// Receives posted to it that no QP consumed go with it: they never
+// complete (QP.Close says what becomes of those a QP consumed). Closing
+// twice is safe.
 func (s *SRQ) Close() error {
 	const op = "destroy srq"
 	if err := s.usable(op); err != nil {
