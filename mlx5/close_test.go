@@ -210,3 +210,70 @@ func TestCloseEndsAbandonedBatch(t *testing.T) {
 		})
 	}
 }
+
+// Issue 23 item 3: a poster in the middle of a batch (its Adds writing
+// the work queue) while QP.Close or Context.Close runs: no fault, no
+// race, Close returns, the poster's Commit gets ErrClosed once Close has
+// begun, and the work queue's mapping goes when the batch ends.
+func TestBatchRacesClose(t *testing.T) {
+	for round := range 40 {
+		base := mlx5.LiveBuffers()
+		r := newRig(t, "cx7", model.Options{}, 1024)
+		qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 64}, true)
+		ctx := round%2 == 1
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		var bad error
+		go func() { // the poster: batches of 4 until Close
+			defer wg.Done()
+			for j := uint64(0); ; j += 4 {
+				b := qp.Begin()
+				for k := range uint64(4) {
+					b.Add(r.write(j+k, mlx5.SendSignaled, r.mr.RKey))
+					runtime.Gosched()
+				}
+				err := b.Commit()
+				if errors.Is(err, mlx5.ErrClosed) {
+					return
+				}
+				if err != nil && !errors.Is(err, mlx5.ErrQueueFull) {
+					bad = err
+					return
+				}
+			}
+		}()
+		go func() { // the poller
+			defer wg.Done()
+			wc := make([]mlx5.Completion, 16)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r.cq.Poll(wc)
+			}
+		}()
+		time.Sleep(time.Duration(round%5) * 200 * time.Microsecond)
+		closeIt := qp.Close
+		if ctx {
+			closeIt = r.c.Close
+		}
+		if err := within(t, "Close with a poster in a batch", 5*time.Second, closeIt, nil); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		if bad != nil {
+			t.Fatalf("round %d: the poster: %v", round, bad)
+		}
+		if f := r.dev.Faults(); len(f) > 0 {
+			t.Fatalf("round %d: %d model faults, the first %q", round, len(f), f[0])
+		}
+		r.c.Close()
+		if got := mlx5.LiveBuffers(); got != base+1 { // the rig's own buffer
+			t.Fatalf("round %d: %d buffer mappings, want %d", round, got, base+1)
+		}
+	}
+}
