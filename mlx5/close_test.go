@@ -277,3 +277,39 @@ func TestBatchRacesClose(t *testing.T) {
 		}
 	}
 }
+
+// Begin racing Close: a Begin that Close refuses must not look like an
+// open batch to Close, which would leave the work queue's mapping to a
+// batch that never was (until a GC found the QP). Right after Close and
+// the poster's last Commit, every mapping of the QP is gone.
+func TestBeginRacesClose(t *testing.T) {
+	r := newRig(t, "cx7", model.Options{}, 64)
+	if err := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, false).Close(); err != nil { // the context's shared pieces
+		t.Fatal(err)
+	}
+	for round := range 200 {
+		before := mlx5.LiveBuffers()
+		qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 8}, false)
+		done, stop := make(chan struct{}), make(chan struct{})
+		go func() { // Begins as fast as it can, refused from Close on
+			defer close(done)
+			for {
+				qp.Begin().Commit()
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+		time.Sleep(50 * time.Microsecond)
+		if err := qp.Close(); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		<-done
+		if got := mlx5.LiveBuffers(); got != before {
+			t.Fatalf("round %d: %d buffer mappings after Close, want %d", round, got, before)
+		}
+	}
+}

@@ -71,26 +71,30 @@ func (g *guard) enterSlow(v int32) bool {
 func (g *guard) exit() { g.v.Add(-1) }
 
 // hold is enter for a hold, which Close does not wait for: false once the
-// object is closed, or if it was never opened.
+// object is closed, or if it was never opened. It sets the bit only on a
+// guard open and not closed (a compare-and-swap, not an add taken back):
+// a hold refused never shows, even for a moment, to the handOff of a
+// Close, which would leave the unmapping to a holder that is not there.
+// The common case is a guard open with nothing inside.
 func (g *guard) hold() bool {
-	v := g.v.Add(guardHeld)
-	return v&(guardOpen|guardClosed|guardPaused) == guardOpen || g.holdSlow(v)
+	return g.v.CompareAndSwap(guardOpen, guardOpen|guardHeld) || g.holdSlow()
 }
 
-// holdSlow is hold after its add found v: the object closed, paused or
-// not open. It takes the add back, and waits out a pause.
+// holdSlow is hold when the guard is not just open: calls inside (a
+// receive posted meanwhile), or closed, paused or not open. It waits
+// out a pause.
 //
 //go:noinline
-func (g *guard) holdSlow(v int32) bool {
+func (g *guard) holdSlow() bool {
 	for {
-		g.v.Add(-guardHeld)
+		v := g.v.Load()
 		if v&(guardOpen|guardClosed) != guardOpen {
 			return false
 		}
-		runtime.Gosched()
-		if v = g.v.Add(guardHeld); v&(guardOpen|guardClosed|guardPaused) == guardOpen {
+		if v&guardPaused == 0 && g.v.CompareAndSwap(v, v|guardHeld) {
 			return true
 		}
+		runtime.Gosched()
 	}
 }
 
