@@ -19,10 +19,18 @@ import (
 // request. libmlx5 leaves the bytes it wrote past the counter; this leaves
 // none.
 //
-// Between Begin and Commit (or Abort) the batch holds the QP, as
-// ibv_wr_start holds libmlx5's QP lock: Close waits for it. A QP has one
-// batch, reused, so batches do not allocate. One goroutine at a time posts
-// on a QP.
+// Close does not wait for an open batch (libmlx5's ibv_wr_start holds
+// the QP's lock until ibv_wr_complete, and a destroy meanwhile waits for
+// ever): a batch still open when the QP is closed, by QP.Close or
+// Context.Close, ends with it. Its work requests are never rung: Commit
+// posts nothing and returns ErrClosed, whatever was added before or
+// after Close, and Abort just ends it. Until it ends, the QP's work
+// queue stays mapped, so that an Add racing Close writes into memory
+// that is still the batch's; a batch its poster abandons for good (a
+// forgotten Commit, a panic recovered between Begin and Commit) gives
+// it up when the QP becomes unreachable, or at the next Begin. A QP has
+// one batch, reused, so batches do not allocate. One goroutine at a
+// time posts on a QP.
 type Batch struct {
 	qp   *QP
 	err  error
@@ -78,7 +86,7 @@ func (qp *QP) Begin() *Batch {
 		return nilQPBatch()
 	}
 	b := &qp.batch
-	if b.open || !qp.g.enter() {
+	if b.open || !qp.g.hold() {
 		return qp.beginRefused()
 	}
 	b.qp, b.err, b.n, b.extra = qp, nil, 0, 0
@@ -98,9 +106,13 @@ func (qp *QP) beginRefused() *Batch {
 	b.ready = false
 	if b.open {
 		// A batch that was not committed or aborted: a misuse, not a
-		// state to build on. Abort it and fail the new one.
+		// state to build on (or one that Close ended). Abort it and
+		// fail the new one.
 		b.Abort()
 		b.start, b.err = qp.sq.pi, invalid("post send", qp.name, "Begin while a batch is open (Commit or Abort it first)")
+		if qp.g.closed() {
+			b.err = qp.refused(postSend)
+		}
 		b.open = false
 		return b
 	}
@@ -460,27 +472,47 @@ func (b *Batch) growUndo() {
 
 // Commit rings one doorbell for the batch's work requests and ends the
 // batch; or, if a work request failed, undoes the batch and returns that
-// failure. A batch of nothing rings nothing.
+// failure. A batch of nothing rings nothing. If the QP was closed since
+// Begin, nothing is rung: the batch is undone and Commit returns
+// ErrClosed.
 func (b *Batch) Commit() error {
 	if b == nil || !b.open || b.err != nil {
 		return b.commitFailed()
 	}
 	qp := b.qp
-	b.open, b.ready = false, false
-	var err error
-	if n := b.n + b.extra; n > 0 {
-		qp.sq.sync.publish()
-		err = qp.ring(b.lastDB, n)
+	// The ring is a call in flight, which Close waits for before it
+	// destroys the QP: a doorbell never names a destroyed QP.
+	n := b.n + b.extra
+	if n == 0 || !qp.g.enter() {
+		return b.commitNothing()
 	}
-	qp.g.exit()
+	b.open, b.ready = false, false
+	qp.sq.sync.publish()
+	err := qp.ring(b.lastDB, n)
+	qp.g.exitHeld()
 	if err != nil {
 		return qp.ringErr(err)
 	}
 	return nil
 }
 
+// commitNothing is Commit of an open batch that rings nothing: one of no
+// work requests, or one whose QP Close closed (enter failed).
+//
+//go:noinline
+func (b *Batch) commitNothing() error {
+	if b.n+b.extra > 0 || b.qp.g.closed() {
+		b.err = b.qp.refused(postSend)
+		return b.commitFailed()
+	}
+	b.open, b.ready = false, false
+	b.end()
+	return nil
+}
+
 // commitFailed is Commit of a batch that is not open, or failed: it
-// rolls a failed batch back and returns its error.
+// rolls a failed batch back and returns its error (ErrClosed if the QP
+// was closed since Begin).
 //
 //go:noinline
 func (b *Batch) commitFailed() error {
@@ -490,8 +522,19 @@ func (b *Batch) commitFailed() error {
 	b.ready = false
 	b.rollback()
 	b.open = false
-	b.qp.g.exit()
+	if b.qp.g.closed() {
+		b.err = b.qp.refused(postSend)
+	}
+	b.end()
 	return b.err
+}
+
+// end lets go of the QP's hold, and unmaps the work queue if Close left
+// that to the batch (handOff).
+func (b *Batch) end() {
+	if b.qp.g.unhold() {
+		b.qp.releaseWQ()
+	}
 }
 
 // notOpen is Commit's error for a batch that is not open: the error it
@@ -525,7 +568,7 @@ func (b *Batch) Abort() {
 	}
 	b.rollback()
 	b.open, b.ready = false, false
-	b.qp.g.exit()
+	b.end()
 }
 
 // rollback zeroes what the batch wrote and restores the QP and mkeys.

@@ -62,8 +62,8 @@ type cancelBox struct {
 //
 // Like a post, it belongs to the QP's poster: call it from the goroutine
 // that posts, not during a batch. It needs DEVX (ErrNoDEVX) and returns
-// ErrClosed after Close (one racing Close may fail with the kernel's
-// error for the QP being destroyed). It works on verbs and DEVX QPs and
+// ErrClosed after Close (Close waits for a cancel in flight before it
+// destroys the QP). It works on verbs and DEVX QPs and
 // does not require QPOptions.SigPipelining (libmlx5 does not either): the
 // query decides, and on mlx5_ib only a signature-pipelining QP stops in
 // SQD.

@@ -147,6 +147,12 @@ type Context struct {
 // child is an object of the context that Context.Close closes.
 type child interface{ Close() error }
 
+// agedChild is a child and its creation sequence number.
+type agedChild struct {
+	x   child
+	seq uint64
+}
+
 // adopt records x as a child of the context; it fails once Close has
 // begun, and the caller then releases x.
 func (c *Context) adopt(x child) error {
@@ -375,9 +381,14 @@ func (c *Context) DEVX() bool { return c != nil && c.devx }
 // Close closes everything created on the context, newest first (mkeys,
 // QPs, CQs, DEVX objects, MRs, PDs, UARs, UMEMs, asynchronous queues:
 // each after what was made with it), then the context itself. Calls on
-// those objects then fail with ErrClosed. A child the device refuses to
+// those objects then fail with ErrClosed. The work outstanding on them
+// ends as each one's Close says (QP.Close: work the device had not run
+// never completes, and the completions not yet polled are removed; a
+// batch left open ends with the QP, Batch). A child the device refuses to
 // destroy is tried again after the others, and left to the kernel, which
-// releases everything of a closed context. Closing twice is safe.
+// releases everything of a closed context. Other goroutines may close
+// the children meanwhile: each is closed once, by whichever Close comes
+// first. Closing twice is safe.
 func (c *Context) Close() error {
 	if err := c.usable("close context"); err != nil {
 		return err
@@ -388,13 +399,20 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closing = true
-	kids := make([]child, 0, len(c.children))
-	for x := range c.children {
-		kids = append(kids, x)
+	// A copy, with each child's sequence number: the children close
+	// themselves meanwhile, and forget deletes them from the map under
+	// the lock. A child found here that closes itself first makes its
+	// Close below return nil; none is made after (adopt refuses).
+	byAge := make([]agedChild, 0, len(c.children))
+	for x, n := range c.children {
+		byAge = append(byAge, agedChild{x, n})
 	}
-	seq := c.children
 	c.mu.Unlock()
-	sort.Slice(kids, func(i, j int) bool { return seq[kids[i]] > seq[kids[j]] })
+	sort.Slice(byAge, func(i, j int) bool { return byAge[i].seq > byAge[j].seq })
+	kids := make([]child, len(byAge))
+	for i := range byAge {
+		kids[i] = byAge[i].x
+	}
 	for pass := 0; pass < 3 && len(kids) > 0; pass++ {
 		left := kids[:0]
 		for _, x := range kids {

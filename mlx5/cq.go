@@ -267,6 +267,7 @@ type queueMemory struct {
 	buf, dbr     []byte
 	bufID, dbrID uint32 // umem ids
 	uar          *UAR
+	bufMap       *Buffer // buf's mapping
 }
 
 // queueMemory makes it, adding each piece to res. The pieces belong to
@@ -279,6 +280,7 @@ func (c *Context) queueMemory(res *resources, size int, uarType UARType) (queueM
 		return q, err
 	}
 	res.add(buf)
+	q.bufMap = buf
 	dbr, err := allocBuffer(4096)
 	if err != nil {
 		return q, err
@@ -336,8 +338,10 @@ func (cq *CQ) usable(op string) error {
 }
 
 // Close destroys the CQ; the QPs on it must be closed first (EBUSY
-// otherwise). If the device refuses the destroy, the CQ stays as it was
-// and usable. Closing twice is safe.
+// otherwise), which removes their completions from it (QP.Close). What
+// is left unpolled, signature error reports, goes with the CQ. If the
+// device refuses the destroy, the CQ stays as it was and usable. Closing
+// twice is safe.
 func (cq *CQ) Close() error {
 	const op = "destroy cq"
 	if err := cq.usable(op); err != nil {

@@ -14,6 +14,13 @@ import (
 // fails until the object that owns it is made (open), so that a zero
 // value of the object (&QP{}) is refused by the same test as a closed
 // one, at no cost to the hot path.
+//
+// A hold is an entry Close does not wait for: a QP's open batch, which
+// its poster may leave open for as long as it likes (or forever). Close
+// goes on without it; what the holder may still write stays mapped, and
+// handOff and unhold decide who unmaps it: the holder when it lets go
+// after Close, or Close when no hold is left. One hold at a time (the
+// holder serialises them).
 type guard struct {
 	v atomic.Int32
 }
@@ -22,7 +29,9 @@ const (
 	guardClosed = 1 << 30
 	guardPaused = 1 << 29
 	guardOpen   = 1 << 28
-	guardCount  = guardOpen - 1
+	guardHeld   = 1 << 27 // a hold is taken
+	guardHanded = 1 << 26 // Close left the unmapping to the holder
+	guardCount  = guardHanded - 1
 )
 
 // open makes enter succeed: the object is made.
@@ -61,6 +70,52 @@ func (g *guard) enterSlow(v int32) bool {
 
 func (g *guard) exit() { g.v.Add(-1) }
 
+// hold is enter for a hold, which Close does not wait for: false once the
+// object is closed, or if it was never opened. It sets the bit only on a
+// guard open and not closed (a compare-and-swap, not an add taken back):
+// a hold refused never shows, even for a moment, to the handOff of a
+// Close, which would leave the unmapping to a holder that is not there.
+// The common case is a guard open with nothing inside.
+func (g *guard) hold() bool {
+	return g.v.CompareAndSwap(guardOpen, guardOpen|guardHeld) || g.holdSlow()
+}
+
+// holdSlow is hold when the guard is not just open: calls inside (a
+// receive posted meanwhile), or closed, paused or not open. It waits
+// out a pause.
+//
+//go:noinline
+func (g *guard) holdSlow() bool {
+	for {
+		v := g.v.Load()
+		if v&(guardOpen|guardClosed) != guardOpen {
+			return false
+		}
+		if v&guardPaused == 0 && g.v.CompareAndSwap(v, v|guardHeld) {
+			return true
+		}
+		runtime.Gosched()
+	}
+}
+
+// unhold lets the hold go, and reports whether Close handed the holder
+// the unmapping (handOff): the holder then does it.
+func (g *guard) unhold() (handed bool) { return g.v.Add(-guardHeld)&guardHanded != 0 }
+
+// exitHeld is exit and unhold at once, for a holder that entered (a
+// Commit ringing its doorbell). Close waits for the entry, so it cannot
+// have handed anything over meanwhile.
+func (g *guard) exitHeld() { g.v.Add(-1 - guardHeld) }
+
+// handOff is Close's, after close: it reports whether a hold is taken,
+// in which case the holder unmaps what it may write when it lets go
+// (unhold says so); else nobody holds any more and Close unmaps it.
+func (g *guard) handOff() (held bool) { return g.v.Or(guardHanded)&guardHeld != 0 }
+
+// reopen undoes close, for an object whose destroy the device refused:
+// enter succeeds again.
+func (g *guard) reopen() { g.v.And(^int32(guardClosed)) }
+
 // closed reports whether close was called.
 func (g *guard) closed() bool { return g.v.Load()&guardClosed != 0 }
 
@@ -68,8 +123,8 @@ func (g *guard) closed() bool { return g.v.Load()&guardClosed != 0 }
 // have been closed since).
 func (g *guard) opened() bool { return g.v.Load()&guardOpen != 0 }
 
-// close makes every later enter fail and waits until the calls that
-// entered before it have exited.
+// close makes every later enter and hold fail and waits until the calls
+// that entered before it have exited; it does not wait for a hold.
 func (g *guard) close() {
 	g.v.Or(guardClosed)
 	g.drain()

@@ -241,6 +241,12 @@ func (m *Mkey) release() error {
 // Close destroys the mkey and its PSVs; configures of it are refused from
 // then on (ErrClosed). If the device refuses the destroy, the mkey stays
 // usable. Closing twice is safe.
+//
+// Close waits for no work: close an mkey once the configures posted for
+// it and the transfers through it have completed. A configure the device
+// had not run when the mkey went fails when it runs (on the model with
+// WCLocProtErr, which moves its QP to ERR), as does a transfer through
+// the mkey.
 func (m *Mkey) Close() error {
 	const op = "destroy mkey"
 	if err := m.usable(op); err != nil {

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -86,7 +87,7 @@ type DCIStreams struct {
 // libmlx5 does), or as a DEVX object on UMEMs. One goroutine at a time may
 // post on it (the Post methods take no lock); another may poll its CQs,
 // and any may Close it: posts in flight finish first, later ones return
-// ErrClosed.
+// ErrClosed, and an open batch ends with Close.
 type QP struct {
 	c             *Context
 	pd            *PD
@@ -142,6 +143,9 @@ type QP struct {
 	mu     sync.Mutex
 	res    resources
 	closed bool
+	// wq is the mapping of the work queue (in res): what an open batch
+	// writes, which Close leaves to the batch (releaseWQ).
+	wq *Buffer
 }
 
 // sqSlot is the send queue's record of the work request that uses a
@@ -497,8 +501,20 @@ func (c *Context) checkQPOptions(o *QPOptions, verbs bool) error {
 	return nil
 }
 
-// release frees what a QP made besides its device object.
+// release frees what a QP made besides its device object. The work
+// queue's mapping stays if a batch is open, until the batch ends
+// (releaseWQ), or until the QP is unreachable.
 func (qp *QP) release() {
+	if qp.wq != nil && qp.g.handOff() {
+		res := qp.res[:0:0]
+		for _, r := range qp.res {
+			if r != qp.wq {
+				res = append(res, r)
+			}
+		}
+		qp.res = res
+		runtime.AddCleanup(qp, func(wq *Buffer) { wq.Close() }, qp.wq)
+	}
 	qp.res.close()
 	c := qp.c
 	if qp.hasBF {
@@ -514,6 +530,11 @@ func (qp *QP) release() {
 		qp.user = 0
 	}
 }
+
+// releaseWQ unmaps the work queue Close left to the batch that was open
+// (release). The Buffer's Close is idempotent: the QP's cleanup calls it
+// again.
+func (qp *QP) releaseWQ() { qp.wq.Close() }
 
 // rings places the queues in the work queue buffer wq, receive queue
 // first, as libmlx5 lays them out.
@@ -534,6 +555,7 @@ func (qp *QP) rings(wq []byte, sq sqGeometry, rq rqGeometry) {
 func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	c := qp.c
 	q, err := c.queueMemory(&qp.res, rq.wqeCnt<<rq.wqeShift+sq.wqeCnt*wqe.WQEBB, UARBlueFlame)
+	qp.wq = q.bufMap
 	if err != nil {
 		return err
 	}
@@ -619,26 +641,52 @@ func (qp *QP) modify(name string, opcode uint16, l *prm.Layout, outSize uint32, 
 	return qp.c.modifyObj("modify", qp.name, qp.obj.handle, in, make([]byte, outSize))
 }
 
-// Close destroys the QP and frees its queues. Posts in flight finish
-// first; later ones return ErrClosed. The QP's completions still in its
-// CQs are removed, unread (libmlx5's __mlx5_cq_clean), so that they are
-// never reported, in particular not as those of a later QP that gets the
-// same number. If the device refuses the destroy, the QP stays as it was
-// and usable. Closing twice is safe.
+// Close destroys the QP and frees its queues. It stops new posts first
+// (they return ErrClosed) and waits for those in flight to finish, then
+// asks the device to destroy the QP, so that no doorbell follows the
+// destroy. It does not wait for an open batch, which ends with it
+// (Batch). If the device refuses the destroy, the QP is as it was and
+// usable (a post racing that Close may have got ErrClosed), and Close
+// may be called again. Closing twice is safe.
 //
-// The receives of its SRQ that the QP consumed (a DCT's, or an RC QP's on
-// an SRQ) are the SRQ's work requests, not the QP's, and each completes
-// once: one whose CQE the CQ holds at Close is reported by the CQ's next
-// Poll, ahead of the completions the CQ holds, as the device wrote it
-// (its wr_id, status, byte count and sender, and this QP's number), and
-// its WQE goes back to the SRQ. A move to RESET reports them the same
-// way. mlx5_ib drains a DCT before it destroys it (DRAIN_DCT, then the
-// DCT_DRAINED event), so a DCT's receives have all completed by then. An
-// RC QP may be taking a message at Close: a receive the device consumed
-// but had not completed when the QP went is never reported, and its WQE
-// is not given back. To close such a QP with none in flight, move it to
-// ERR, wait for EventQPLastWQEReached (it consumes no receive after it)
-// and poll, as the IB specification has QPs on an SRQ torn down.
+// The work outstanding at Close, posted and its completion not yet
+// polled, ends as with libmlx5's ibv_destroy_qp (the kernel destroys a
+// QP without flushing it), except for SRQ receives the QP consumed:
+//   - Sends (RDMA and atomic operations too) and mkey configures that
+//     the device had not completed never complete: the destroy moves
+//     the QP to RESET, which writes no CQE. Their completions already in
+//     the send CQ, unread, are removed (libmlx5's __mlx5_cq_clean), so
+//     that they are never reported, in particular not as those of a
+//     later QP that gets the same number. A configure that did not
+//     complete may or may not have changed its mkey: configure the mkey
+//     again before it is used.
+//   - Receives posted to the QP's own receive queue: likewise, never
+//     completed, and their completions in the receive CQ removed.
+//   - Receives of the QP's SRQ that it had not consumed stay in the SRQ
+//     for its other QPs.
+//   - Receives of its SRQ that the QP consumed (a DCT's, or an RC QP's
+//     on an SRQ) are the SRQ's work requests, not the QP's, and each
+//     completes once: one whose CQE the CQ holds at Close is reported by
+//     the CQ's next Poll, ahead of the completions the CQ holds, as the
+//     device wrote it (its wr_id, status, byte count and sender, and
+//     this QP's number), and its WQE goes back to the SRQ. libmlx5
+//     drops these; a move to RESET reports them the same way. mlx5_ib
+//     drains a DCT before it destroys it (DRAIN_DCT, then the
+//     DCT_DRAINED event), so a DCT's receives have all completed by
+//     then. An RC QP may be taking a message at Close: a receive the
+//     device consumed but had not completed when the QP went is never
+//     reported, and its WQE is not given back. To close such a QP with
+//     none in flight, move it to ERR, wait for EventQPLastWQEReached (it
+//     consumes no receive after it) and poll, as the IB specification
+//     has QPs on an SRQ torn down.
+//   - On a DCI, the work of every stream, and the flushes of a stream
+//     in error, as sends.
+//   - Signature error reports (Mkey.Check) stay in the CQ: they are an
+//     mkey's, not the QP's.
+//
+// To have every work request complete, move the QP to ERR (Modify) and
+// poll its CQs until each has (WCWRFlushErr for those that had not run)
+// before Close.
 func (qp *QP) Close() error {
 	const op = "destroy qp"
 	if err := qp.usable(op); err != nil {
@@ -649,8 +697,12 @@ func (qp *QP) Close() error {
 	if qp.closed {
 		return nil
 	}
-	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
-	defer unlock()
+	// No post starts from here, and those in flight finish (a batch's
+	// ring among them) before the device is told: on a ConnectX a
+	// doorbell after the destroy names a QP number the firmware may
+	// already have given to a new QP. An open batch is not waited for;
+	// it ends with Close (Batch).
+	qp.g.close()
 	var err error
 	if qp.verbs {
 		if !qp.c.closedNow() {
@@ -660,9 +712,11 @@ func (qp *QP) Close() error {
 		err = qp.obj.Close()
 	}
 	if err != nil {
+		qp.g.reopen() // the QP is as it was, and usable
 		return wrapAs(op, qp.name, "", err)
 	}
-	qp.g.close()
+	unlock := lockCQs(qp.sendCQ, qp.recvCQ)
+	defer unlock()
 	qp.sendCQ.refs-- // one reference per role, as CreateQP took them
 	qp.recvCQ.refs--
 	cqs := []*CQ{qp.sendCQ, qp.recvCQ}

@@ -66,6 +66,7 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 				return err
 			}
 			qp.res.add(buf)
+			qp.wq = buf
 			wq = buf.mem
 		}
 		dbr, err := allocBuffer(4096)
