@@ -27,7 +27,7 @@ func openCM(t *testing.T, d *Device) *CMFile {
 
 func nextEv(t *testing.T, f *CMFile) seam.CMEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	defer cancel()
 	ev, err := f.NextEvent(ctx)
 	if err != nil {

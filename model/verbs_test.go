@@ -344,7 +344,7 @@ func TestOracleSigPipelining(t *testing.T) {
 	if err := r.d.InjectSigErr(got.QPN); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextAsync(t, r.d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventSQDrained, Element: 0x5151}) {
+	if e := nextAsync(t, r.d, mustCome); e != (seam.AsyncEvent{Type: ibEventSQDrained, Element: 0x5151}) {
 		t.Fatalf("async event %+v, want SQ_DRAINED of the QP", e)
 	}
 	attr, err := r.d.QueryQP(h, maskState)
