@@ -365,7 +365,7 @@ func TestPollFindsQPAttachedDuringPoll(t *testing.T) {
 		if len(sends) > 0 {
 			inCall++
 		}
-		for end := time.Now().Add(time.Second); (len(sends) < 8 || len(recvs) < 8 || writes < backlog) && time.Now().Before(end); {
+		for end := time.Now().Add(mustCome); (len(sends) < 8 || len(recvs) < 8 || writes < backlog) && time.Now().Before(end); {
 			n, err := r.cq.Poll(wc)
 			if err != nil {
 				t.Fatal(err)

@@ -1638,7 +1638,7 @@ func badLKey(s *ppSide, i int) *ppSend {
 // waitEvents waits for the asynchronous events want (type and QP), in
 // any order among others.
 func (p *pingpong) waitEvents(want ...mlx5.Event) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	defer cancel()
 	var got []string
 	for len(want) > 0 {
