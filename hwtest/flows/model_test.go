@@ -233,6 +233,24 @@ func TestDCScaleInterleavedOnModel(t *testing.T) {
 	}
 }
 
+// TestDCScaleShortRun: a run too short for its chaos to revoke a target
+// under load (1 ms: a slow machine, qemu-user, gets as little done in a
+// second) goes on making work until it has seen a stream error and a
+// reset, which are what it checks.
+func TestDCScaleShortRun(t *testing.T) {
+	dev, err := model.New("cx7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mlx5hook.NewContext(dev).(*mlx5.Context)
+	defer c.Close()
+	st := flows.DCScale(t, c, flows.DCLoad{Duration: time.Millisecond, DCTs: 64, Seed: 3})
+	t.Log(st)
+	if st.Errors == 0 || st.Resets == 0 {
+		t.Errorf("%v: no stream error or reset", st)
+	}
+}
+
 // dcScaleOnModel runs the scale scenario once on each profile, on
 // contexts opened with opt, and check (if not nil) on its figures.
 func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flows.DCScaleStats)) {
