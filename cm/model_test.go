@@ -57,7 +57,7 @@ func (h *host) qp(t *testing.T, typ mlx5.QPType) *mlx5.QP {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -170,7 +170,7 @@ func exchange(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP) {
 	}
 	var wc [2]mlx5.Completion
 	got := map[uint64]mlx5.Completion{}
-	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(mustCome); len(got) < 2 && time.Now().Before(deadline); {
 		for _, cq := range []*mlx5.CQ{srv.cq, cli.cq} {
 			n, err := cq.Poll(wc[:])
 			if err != nil {
@@ -228,7 +228,7 @@ func TestRejectWithPrivateData(t *testing.T) {
 func waitIDs(t *testing.T, c *mlx5.Context, want int) {
 	t.Helper()
 	var n int
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(mustCome); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		var err error
 		if n, err = mlx5test.CMIDs(c); err != nil {
 			t.Fatal(err)

@@ -163,7 +163,7 @@ func TestManagerCloseTearsDown(t *testing.T) {
 			srv.m.Close()
 			waitIDs(t, srv.c, 0)
 			var g int
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for deadline := time.Now().Add(mustCome); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 				if g = runtime.NumGoroutine(); g <= base {
 					return
 				}

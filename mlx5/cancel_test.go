@@ -510,7 +510,7 @@ func TestCancelPostedSendsRing(t *testing.T) {
 				if wc != w {
 					t.Fatalf("completion %d: %+v, want %+v", i, wc, w)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(mustCome):
 				t.Fatalf("completion %d: none, want %+v", i, w)
 			}
 		}

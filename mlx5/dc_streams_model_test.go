@@ -313,7 +313,7 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 		// The stalled stream: an unsignaled WRITE (it runs; its WQEBBs are
 		// freed only by the stream's next completion), the SEND that
 		// waits, an unsignaled WRITE behind it and a signaled one.
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(mustCome)
 		for !tryPost(func() []*stallWR {
 			before := newWR(stall, false)
 			stalled = newWR(stall, true)
@@ -380,7 +380,7 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 	}
 	st.laps = st.posted / 16 // the ring holds 16 work requests
 	// Everything posted is accounted for; nothing else comes.
-	for end := time.Now().Add(10 * time.Second); len(live) > 0; time.Sleep(20 * time.Microsecond) {
+	for end := time.Now().Add(mustCome); len(live) > 0; time.Sleep(20 * time.Microsecond) {
 		if poll() == 0 && time.Now().After(end) {
 			t.Fatalf("%d work requests outstanding at the end", len(live))
 		}

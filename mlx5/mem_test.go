@@ -333,7 +333,7 @@ func poster(qp *mlx5.QP, cq *mlx5.CQ, src []byte, smr *mlx5.MR, dst []byte, mr *
 			return err
 		}
 		n := 0
-		for end := time.Now().Add(5 * time.Second); n == 0 && time.Now().Before(end); {
+		for end := time.Now().Add(mustCome); n == 0 && time.Now().Before(end); {
 			var err error
 			if n, err = cq.Poll(wc); err != nil {
 				return err

@@ -243,7 +243,7 @@ func recoverWindow(t *testing.T, stop model.SigStop) []int {
 	want := []uint64{11, 20, 21, 30, 31, 40, 12, 22, 32, 50, 112, 132}
 	var stops []int
 	wc := make([]mlx5.Completion, 3)
-	for end := time.Now().Add(5 * time.Second); len(done) < len(want); {
+	for end := time.Now().Add(mustCome); len(done) < len(want); {
 		n, err := r.scq.Poll(wc)
 		if err != nil {
 			t.Fatal(err)

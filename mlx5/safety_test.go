@@ -96,13 +96,17 @@ func t10dif() *sig.BlockAttr {
 	return &sig.BlockAttr{Mem: d(), Wire: d(), CheckMask: 0xff}
 }
 
-// poll polls the rig's CQ for d, or until want completions (want < 0:
-// the whole d), and returns them with the first error Poll gave.
+// poll polls the rig's CQ until want completions, for d at most (or
+// mustCome if that is longer: they must come), or for the whole d when
+// want < 0, and returns them with the first error Poll gave.
 func (r *rig) poll(t testing.TB, want int, d time.Duration) ([]mlx5.Completion, error) {
 	t.Helper()
 	var got []mlx5.Completion
 	wc := make([]mlx5.Completion, 16)
 	var first error
+	if want >= 0 {
+		d = max(d, mustCome) // a bound on completions that must come
+	}
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Microsecond) {
 		n, err := r.cq.Poll(wc)
 		got = append(got, wc[:n]...)
@@ -567,7 +571,7 @@ func TestFirmwareErrorPrintsStatusOnce(t *testing.T) {
 // waitState waits until the model's QP qpn is in state st.
 func waitState(t *testing.T, dev *model.Device, qpn uint32, st uint8) {
 	t.Helper()
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+	for end := time.Now().Add(mustCome); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
 		if s, _ := dev.QPState(qpn); s == st {
 			return
 		}
@@ -625,7 +629,7 @@ func TestCQOverrunIsReported(t *testing.T) {
 	var got []mlx5.Completion
 	var err error
 	wc := make([]mlx5.Completion, 8)
-	for end := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(mustCome); err == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
 		var n int
 		n, err = r.cq.Poll(wc)
 		got = append(got, wc[:n]...)

@@ -185,7 +185,7 @@ func (r *sigRig) poll(t *testing.T, want int) []Completion {
 	t.Helper()
 	var got []Completion
 	wc := make([]Completion, 8)
-	for end := time.Now().Add(time.Second); len(got) < want && time.Now().Before(end); time.Sleep(50 * time.Microsecond) {
+	for end := time.Now().Add(mustCome); len(got) < want && time.Now().Before(end); time.Sleep(50 * time.Microsecond) {
 		n, err := r.cq.Poll(wc)
 		if err != nil {
 			t.Fatal(err)

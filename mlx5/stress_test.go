@@ -191,7 +191,7 @@ func TestStress(t *testing.T) {
 	close(stop)
 	posters.Wait()
 	// Let the live QPs finish, then close the poller.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for time.Now().Before(deadline) && s.pending(cur[:]) > 0 {
 		time.Sleep(time.Millisecond)
 	}

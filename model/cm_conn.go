@@ -496,10 +496,12 @@ func (n *cmNet) dreq(c *cmID) {
 }
 
 // drep answers the peer's DREQ: both sides enter timewait, and the peer,
-// which sent the DREQ, gets DISCONNECTED.
+// which sent the DREQ, gets DISCONNECTED (ib_send_cm_drep, then
+// cm_drep_handler). The peer is read before c's timewait leaves it.
 func (n *cmNet) drep(c *cmID) {
+	a := c.peer
 	n.timewait(c)
-	if a := c.peer; a != nil && a.ib == ibDreqSent {
+	if a != nil && a.ib == ibDreqSent {
 		if a.timer != nil {
 			a.timer.Stop()
 			a.timer = nil

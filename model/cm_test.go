@@ -27,7 +27,7 @@ func openCM(t *testing.T, d *Device) *CMFile {
 
 func nextEv(t *testing.T, f *CMFile) seam.CMEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	defer cancel()
 	ev, err := f.NextEvent(ctx)
 	if err != nil {
@@ -332,6 +332,33 @@ func TestCMDisconnectUnanswered(t *testing.T) {
 	if err := cli.Disconnect(cid); err != nil {
 		t.Errorf("disconnect after the end: %v (the kernel sends nothing and succeeds)", err)
 	}
+}
+
+// TestCMDisconnectAnswered: a DREQ the peer answers with rdma_disconnect
+// (a DREP) ends the requester's wait at once: DISCONNECTED with status 0
+// (cma_ib_handler's DREP_RECEIVED), long before the DREQ's timeout, then
+// TIMEWAIT_EXIT on both sides (cm_enter_timewait on each).
+func TestCMDisconnectAnswered(t *testing.T) {
+	d := newDev(t, "cx7")
+	srv, cli, sid, cid := connectedPair(t, d)
+	start := time.Now()
+	if err := cli.Disconnect(cid); err != nil {
+		t.Fatal(err)
+	}
+	expectEv(t, nextEv(t, srv), cmEvDisconnected, 0)
+	if err := srv.Disconnect(sid); err != nil {
+		t.Fatal(err)
+	}
+	ev := nextEv(t, cli)
+	el := time.Since(start)
+	if ev.Type != cmEvDisconnected || ev.Status != 0 {
+		t.Fatalf("the requester got event %d (status %d) after %v, want DISCONNECTED (status 0): the DREP was not delivered", ev.Type, ev.Status, el)
+	}
+	if el >= dreqTimeout {
+		t.Errorf("the DREP came after %v, the DREQ's timeout (%v)", el, dreqTimeout)
+	}
+	expectEv(t, nextEv(t, cli), cmEvTimewaitExit, 0)
+	expectEv(t, nextEv(t, srv), cmEvTimewaitExit, 0)
 }
 
 // TestCMDestroyEnds: destroying one side of an established connection

@@ -394,7 +394,7 @@ func TestErrorsAndFlush(t *testing.T) {
 		// waits.
 		a, _ = pair(t, r, qpOpts{})
 		a.post(twqe{opcode: tOpSend, fm: tSignaled, dsOverride: 0x3f})
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(mustCome)
 		for len(r.d.Faults()) < 2 && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Microsecond)
 		}
@@ -454,7 +454,7 @@ func TestDoorbellFaults(t *testing.T) {
 
 func waitFaults(t *testing.T, d *Device, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for len(d.Faults()) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("faults %q, want %d", d.Faults(), n)
@@ -507,7 +507,7 @@ func TestCQWrap(t *testing.T) {
 // waitCQ waits for CQ cqn's producer counter to reach n.
 func waitCQ(t *testing.T, d *Device, cqn, n uint32) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for {
 		d.h.mu.Lock()
 		pi := d.h.cqs[cqn].pi
@@ -565,7 +565,7 @@ func TestPollerLifetime(t *testing.T) {
 	if n := d.Objects(); n != 0 {
 		t.Errorf("Objects() = %d", n)
 	}
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(mustCome)
 	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -601,7 +601,7 @@ func TestConcurrentQPs(t *testing.T) {
 				off := 16 * (k % 256)
 				idx := j.a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(j.dst[off:]), rkey: j.dk,
 					sges: []tsge{{16, j.sk, addr(j.src[off:])}}})
-				c, ok := j.a.scq.wait(5 * time.Second)
+				c, ok := j.a.scq.wait(mustCome)
 				if !ok {
 					errs <- fmt.Errorf("QP %#x: no CQE for WQE %d", j.a.qpn, idx)
 					return
@@ -675,7 +675,9 @@ func TestRNRRetryWhileOthersRing(t *testing.T) {
 	idx := a.post(twqe{opcode: tOpSend, fm: tSignaled, sges: []tsge{{10, smr.LKey, addr(src)}}})
 	time.Sleep(5 * time.Millisecond) // a few RNR NAKs
 	rb := b.recv(tsge{10, dmr.LKey, addr(dst)})
-	b.rcq.timeout, a.scq.timeout = time.Second, time.Second
+	// Due by the clock (0.01 ms), not starved by the rings: 10 s, not
+	// the minute a lost CQE gets.
+	b.rcq.timeout, a.scq.timeout = 10*time.Second, 10*time.Second
 	checkCQE(t, "receive after RNR, the device busy", b.rcq.next(), b.wantResp(2, rb, 10, 0, a.qpn, 0))
 	checkCQE(t, "SEND after RNR, the device busy", a.scq.next(), a.wantReq(tOpSend, idx, 0, 0))
 }

@@ -303,7 +303,7 @@ func TestDCIRingIsTheDevicesUntilRun(t *testing.T) {
 			if !atFetch {
 				want := fmt.Sprintf("the send counter %d is %d WQEBBs past the earliest WQE not run, %d; the ring has %d", q.pi, q.pi-idx[0], idx[0], n)
 				f := r.d.Faults()
-				for end := time.Now().Add(5 * time.Second); len(f) == 0 && time.Now().Before(end); f = r.d.Faults() {
+				for end := time.Now().Add(mustCome); len(f) == 0 && time.Now().Before(end); f = r.d.Faults() {
 					time.Sleep(20 * time.Microsecond)
 				}
 				if len(f) == 0 || !strings.Contains(f[0], want) {

@@ -291,7 +291,7 @@ func TestNoDEVXVerbs(t *testing.T) {
 	if err := d.ModifyQP(s.h, &toErr, maskState, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextAsync(t, d, 5*time.Second); e.Type != ibEventQPLastWQEReached || e.Element != 0x9000+5 {
+	if e := nextAsync(t, d, mustCome); e.Type != ibEventQPLastWQEReached || e.Element != 0x9000+5 {
 		t.Errorf("async event %+v, want LAST_WQE_REACHED of the SRQ's QP", e)
 	}
 

@@ -121,6 +121,13 @@ func (r *rig) createH(in []byte, outLen int) (seam.Handle, []byte) {
 	return h, out
 }
 
+// mustCome bounds a wait for something that must come (a CQE, an
+// event, a state, a fault): the wait ends as soon as it comes, so the
+// bound costs nothing when all is well, and it is long enough that a
+// loaded machine or qemu-user does not fail a test that is right, while
+// a loss still fails it, a minute late.
+const mustCome = 60 * time.Second
+
 // tcq is a CQ of 64-byte CQEs in the misc UMEM.
 type tcq struct {
 	r       *rig
@@ -154,7 +161,7 @@ func (r *rig) cq(log uint) *tcq {
 	prm.CreateCqIn.CqUmemId.Set(in, uint64(r.miscID))
 	prm.CreateCqIn.CqUmemOffset.Set(in, uint64(off))
 	h, out := r.createH(in, 16)
-	return &tcq{r: r, h: h, cqn: uint32(prm.CreateCqOut.Cqn.Get(out)), log: log, buf: buf, dbr: dbr, timeout: 5 * time.Second}
+	return &tcq{r: r, h: h, cqn: uint32(prm.CreateCqOut.Cqn.Get(out)), log: log, buf: buf, dbr: dbr, timeout: mustCome}
 }
 
 // opOwn reads a CQE's last byte atomically (with its word).
@@ -509,7 +516,7 @@ func (q *tqp) state() uint8 {
 // waitState waits for the QP to reach state s.
 func (q *tqp) waitState(s uint8) {
 	q.r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for q.state() != s {
 		if time.Now().After(deadline) {
 			q.r.t.Fatalf("QP %#x in state %#x, want %#x", q.qpn, q.state(), s)

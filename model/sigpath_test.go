@@ -399,7 +399,7 @@ func TestSignatureMkeys(t *testing.T) {
 		if !bytes.Equal(dst[:8*512], want) {
 			t.Error("the corrupted transfer did not complete as the engine's")
 		}
-		ev := nextEvent(t, ch, 5*time.Second)
+		ev := nextEvent(t, ch, mustCome)
 		if _, qpn := ev.qpSrq(); ev.cookie != 5 || ev.typ != evSQDrained || qpn != a.qpn {
 			t.Errorf("event %+v, want SQ_DRAINED for QP %#x", ev, a.qpn)
 		}

@@ -111,7 +111,7 @@ func (s *stopRig) hw(t *testing.T) (uint8, uint16) {
 // stopped waits for a's SQ_DRAINED and returns where the QP stopped.
 func (s *stopRig) stopped(t *testing.T) uint16 {
 	t.Helper()
-	if ev := nextEvent(t, s.ch, 5*time.Second); ev.typ != evSQDrained {
+	if ev := nextEvent(t, s.ch, mustCome); ev.typ != evSQDrained {
 		t.Fatalf("event %#x, want SQ_DRAINED", ev.typ)
 	}
 	st, hw := s.hw(t)

@@ -63,7 +63,7 @@ func TestVerbsRCEndToEnd(t *testing.T) {
 	if !bytes.Equal(mem[8192:8192+300], mem[:300]) {
 		t.Error("the message did not arrive")
 	}
-	got := []uint64{nextComp(t, ch, 5*time.Second), nextComp(t, ch, 5*time.Second)}
+	got := []uint64{nextComp(t, ch, mustCome), nextComp(t, ch, mustCome)}
 	slices.Sort(got)
 	if !slices.Equal(got, []uint64{0xc0 + 63, 0xc0 + 127}) {
 		t.Errorf("completion events %#x", got)
@@ -251,7 +251,7 @@ func TestDEVXCompEvent(t *testing.T) {
 	copy(r.page[0x20:0x28], w[:])
 	b.recv()
 	a.post(twqe{opcode: tOpNOP, fm: tSignaled})
-	e := nextEvent(t, ch, 5*time.Second)
+	e := nextEvent(t, ch, mustCome)
 	if e.cookie != 0xc0de || e.eqe[eqeType] != evComp || binary.BigEndian.Uint32(e.eqe[eqeData+compCQN:])&0xffffff != cq.cqn {
 		t.Errorf("event %+v", e)
 	}
@@ -285,7 +285,7 @@ func TestVerbsAsyncEvents(t *testing.T) {
 		a.post(wqe.Send{Opcode: wqe.OpcodeSend, SGL: []wqe.SGE{{Addr: addr(mem), Length: 8, LKey: mr.LKey}}})
 		cq.next()
 	}
-	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventCommEst, Element: 0x9002}) {
+	if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: ibEventCommEst, Element: 0x9002}) {
 		t.Errorf("event %+v, want COMM_EST of QP 2", e)
 	}
 	noAsync(t, d, 20*time.Millisecond)
@@ -310,7 +310,7 @@ func TestVerbsAsyncEvents(t *testing.T) {
 		if c := decode(t, cq.next()); c.Opcode != wqe.CQEReqErr || c.Syndrome != tc.synd {
 			t.Errorf("requester CQE %+v, want syndrome %#x", c, tc.synd)
 		}
-		if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: tc.event, Element: 0x9004}) {
+		if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: tc.event, Element: 0x9004}) {
 			t.Errorf("event %+v, want %d of QP 4", e, tc.event)
 		}
 		if at, _ := d.QueryQP(q.h, maskState); at.State != QPStateErr {
@@ -331,7 +331,7 @@ func TestVerbsAsyncEvents(t *testing.T) {
 		p.post(wqe.Send{Opcode: wqe.OpcodeSend, Flags: wqe.SendSignaled, SGL: []wqe.SGE{{Addr: addr(mem), Length: 8, LKey: mr.LKey}}})
 		cq.next()
 	}
-	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventCQErr, Element: 0xc0 + 1}) {
+	if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: ibEventCQErr, Element: 0xc0 + 1}) {
 		t.Errorf("event %+v, want CQ_ERR", e)
 	}
 
@@ -355,14 +355,14 @@ func TestVerbsAsyncEvents(t *testing.T) {
 	noAsync(t, d, 20*time.Millisecond)
 	u.post(wqe.Send{Opcode: wqe.OpcodeSend, SGL: []wqe.SGE{{Addr: addr(mem), Length: 8, LKey: mr.LKey}}})
 	cq.next()
-	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventSRQLimitReached, Element: 0x5e0}) {
+	if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: ibEventSRQLimitReached, Element: 0x5e0}) {
 		t.Errorf("event %+v, want SRQ_LIMIT_REACHED", e)
 	}
 	toErr := seam.QPAttr{State: QPStateErr}
 	if err := d.ModifyQP(s.h, &toErr, maskState, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventQPLastWQEReached, Element: 0x9007}) {
+	if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: ibEventQPLastWQEReached, Element: 0x9007}) {
 		t.Errorf("event %+v, want QP_LAST_WQE_REACHED", e)
 	}
 
@@ -1005,7 +1005,7 @@ func TestCQArmSharedDoorbell(t *testing.T) {
 	c2.armRaw(false)
 	send()
 	sendB()
-	got := []uint64{nextComp(t, ch, 5*time.Second), nextComp(t, ch, 5*time.Second)}
+	got := []uint64{nextComp(t, ch, mustCome), nextComp(t, ch, mustCome)}
 	slices.Sort(got)
 	if !slices.Equal(got, []uint64{0xc0 + 15, 0xc0 + 31}) {
 		t.Errorf("completion events %#x", got)
@@ -1048,7 +1048,7 @@ func TestVerbsSQDraining(t *testing.T) {
 	if err := d.FinishDrain(a.qpn); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextAsync(t, d, 5*time.Second); e != (seam.AsyncEvent{Type: ibEventSQDrained, Element: 0x9001}) {
+	if e := nextAsync(t, d, mustCome); e != (seam.AsyncEvent{Type: ibEventSQDrained, Element: 0x9001}) {
 		t.Errorf("event %+v, want SQ_DRAINED", e)
 	}
 	if at, _ := d.QueryQP(a.h, maskState); at.State != QPStateSQD || at.SQDraining {

@@ -160,7 +160,7 @@ func (c *vcqT) ready() []byte {
 // index.
 func (c *vcqT) next() []byte {
 	c.r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for {
 		if slot := c.ready(); slot != nil {
 			out := append([]byte(nil), slot...)
@@ -198,7 +198,7 @@ func (c *vcqT) setWord(i int, v uint32) {
 func (c *vcqT) arm(solicited bool) {
 	c.r.t.Helper()
 	c.armRaw(solicited)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.r.ncPage[0x20]))) != 0 {
 		if time.Now().After(deadline) {
 			c.r.t.Fatal("the CQ doorbell was not taken")
@@ -229,7 +229,7 @@ func (c *vcqT) armRaw(solicited bool) {
 // event, which must be this CQ's, and the arm sequence number advances.
 func (c *vcqT) event(ch seam.CompChannel, user uint64) {
 	c.r.t.Helper()
-	got := nextComp(c.r.t, ch, 5*time.Second)
+	got := nextComp(c.r.t, ch, mustCome)
 	if got != user {
 		c.r.t.Fatalf("completion event for %#x, want %#x", got, user)
 	}

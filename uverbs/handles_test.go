@@ -244,7 +244,7 @@ func TestRecordingContext(t *testing.T) {
 	if err := c.RecordAsyncEvent(EventSRQLimitReached, 0x55); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ev, err := c.NextAsyncEvent(ctx)
 	if err != nil || ev.Type != EventSRQLimitReached || ev.Element != 0x55 {
@@ -272,7 +272,7 @@ func TestCompChannelNextUserHandle(t *testing.T) {
 	var d [8]byte
 	binary.NativeEndian.PutUint64(d[:], 0x7777)
 	unix.Write(p[1], d[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if h, err := ch.NextUserHandle(ctx); err != nil || h != 0x7777 {
 		t.Errorf("NextUserHandle %#x, %v", h, err)

@@ -88,13 +88,19 @@ func newLoopback(t testing.TB, c *mlx5.Context, cqOpt mlx5.CQOptions, optA, optB
 	return l
 }
 
-// Wait polls the CQ until n completions arrived, failing the test after 10
-// seconds.
+// mustCome bounds the flows' waits for what must come (completions,
+// events, responses, progress): a wait ends as soon as it comes, and the
+// bound is long enough that a loaded machine or qemu-user does not fail a
+// flow that is right, while a loss still fails it, a minute late.
+const mustCome = 60 * time.Second
+
+// Wait polls the CQ until n completions arrived, failing the test after
+// mustCome.
 func (l *Loopback) Wait(t testing.TB, n int) []mlx5.Completion {
 	t.Helper()
 	wc := make([]mlx5.Completion, n)
 	got := 0
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(mustCome)
 	for got < n {
 		k, err := l.CQ.Poll(wc[got:])
 		if err != nil {
@@ -102,7 +108,7 @@ func (l *Loopback) Wait(t testing.TB, n int) []mlx5.Completion {
 		}
 		got += k
 		if got < n && time.Now().After(deadline) {
-			t.Fatalf("%d of %d completions after 10 s: %+v", got, n, wc[:got])
+			t.Fatalf("%d of %d completions after %v: %+v", got, n, mustCome, wc[:got])
 		}
 		if got < n {
 			time.Sleep(50 * time.Microsecond)

@@ -250,19 +250,20 @@ func expectCQ(t testing.TB, cq *mlx5.CQ, wants ...want) []mlx5.Completion {
 	return got
 }
 
-// waitCQ polls cq until n completions came, failing the test after 10 s.
+// waitCQ polls cq until n completions came, failing the test after
+// mustCome.
 func waitCQ(t testing.TB, cq *mlx5.CQ, n int) []mlx5.Completion {
 	t.Helper()
 	wc := make([]mlx5.Completion, n)
 	got := 0
-	for deadline := time.Now().Add(10 * time.Second); got < n; {
+	for deadline := time.Now().Add(mustCome); got < n; {
 		k, err := cq.Poll(wc[got:])
 		if err != nil {
 			t.Fatalf("poll after %d of %d completions: %v", got, n, err)
 		}
 		got += k
 		if got < n && time.Now().After(deadline) {
-			t.Fatalf("%d of %d completions after 10 s: %+v", got, n, wc[:got])
+			t.Fatalf("%d of %d completions after %v: %+v", got, n, mustCome, wc[:got])
 		}
 		if got < n && k == 0 {
 			time.Sleep(50 * time.Microsecond)

@@ -15,9 +15,11 @@ import (
 	"github.com/mlx5go/mlx5go/mlx5"
 )
 
-// DCLoad is what DCScale runs: how long it posts new work, how many DCTs
-// an initiator of how many DCIs, of 2^LogStreams streams each, reaches.
-// The zero value of a field takes its default.
+// DCLoad is what DCScale runs: how long it posts new work (longer, by a
+// minute at most, until it has seen a stream error and a reset, which a
+// slow machine may not see in the time), how many DCTs an initiator of
+// how many DCIs, of 2^LogStreams streams each, reaches. The zero value of
+// a field takes its default.
 type DCLoad struct {
 	Duration   time.Duration // 2 s
 	DCTs       int           // 256
@@ -179,6 +181,32 @@ type dcScaleRig struct {
 	targets []*dcTarget
 	tpd     *mlx5.PD
 	workers []*dcWorker
+	// errors and resets are the workers' stream errors and resets so
+	// far, for making.
+	errors, resets atomic.Int64
+}
+
+// dcScaleGrace is how long past its Duration a run goes on making work
+// until it has seen a stream error and a reset; dcScaleDrain how long
+// its work may take to complete once the last is made. Both are bounds
+// on what must come, long because a loaded machine or qemu-user is slow:
+// there the chaos goroutine, which sleeps a few milliseconds between
+// revocations, gets little time (one revocation in 1.4 s under qemu-user,
+// where a second natively has about sixty), and the workers too.
+const (
+	dcScaleGrace = 60 * time.Second
+	dcScaleDrain = 60 * time.Second
+)
+
+// making reports whether the run still makes new work (and revokes MRs):
+// until the deadline, then, for dcScaleGrace more at most, until a stream
+// error and a reset have come. It never turns true again once false.
+func (r *dcScaleRig) making(deadline time.Time) bool {
+	now := time.Now()
+	if now.Before(deadline) {
+		return true
+	}
+	return now.Before(deadline.Add(dcScaleGrace)) && (r.errors.Load() == 0 || r.resets.Load() == 0)
 }
 
 // dcTarget is one target: its DCT and key, its memory (a header that
@@ -306,13 +334,13 @@ func bitsFor(n int) int {
 	return b
 }
 
-// chaos revokes a random target's MR at random moments until the deadline
-// (or stop), registers it again under a new rkey after a while, and
-// returns how many times it did.
+// chaos revokes a random target's MR at random moments while the run is
+// making work (until stop), registers it again under a new rkey after a
+// while, and returns how many times it did.
 func (r *dcScaleRig) chaos(deadline time.Time, stop *atomic.Bool, seed uint64) (int, error) {
 	rng := rand.New(rand.NewPCG(seed, 0xc4a05))
 	n := 0
-	for !stop.Load() && time.Now().Before(deadline) {
+	for !stop.Load() && r.making(deadline) {
 		time.Sleep(time.Duration(1+rng.IntN(5)) * time.Millisecond)
 		tg := r.targets[rng.IntN(len(r.targets))]
 		gen, _, rkey := splitState(tg.state.Load())
@@ -423,8 +451,8 @@ func (w *dcWorker) newWork() dcWork {
 	return it
 }
 
-// run posts and polls until the deadline (or stop), then until all work
-// is done.
+// run posts and polls while the run is making work (until stop), then
+// until all work is done.
 func (w *dcWorker) run(deadline time.Time, stop *atomic.Bool) error {
 	const batch = 32
 	wrs := make([]mlx5.SendWR, 0, batch)
@@ -435,15 +463,15 @@ func (w *dcWorker) run(deadline time.Time, stop *atomic.Bool) error {
 		if stop.Load() && drainEnd.IsZero() {
 			return nil // another goroutine failed
 		}
-		making := time.Now().Before(deadline)
+		making := w.rig.making(deadline)
 		if !making && drainEnd.IsZero() {
-			drainEnd = time.Now().Add(10 * time.Second)
+			drainEnd = time.Now().Add(dcScaleDrain)
 		}
 		if !making && w.low == w.next && len(w.pending) == 0 {
 			return w.finish(wc)
 		}
 		if !drainEnd.IsZero() && time.Now().After(drainEnd) {
-			return fmt.Errorf("DCI %d: %d work items not done 10 s after the last was made (%d waiting, streams %+v)", w.i, w.next-w.low, len(w.pending), w.streams)
+			return fmt.Errorf("DCI %d: %d work items not done %v after the last was made (%d waiting, streams %+v)", w.i, w.next-w.low, dcScaleDrain, len(w.pending), w.streams)
 		}
 		for making && len(w.pending) < batch && w.next-w.low < dcScaleWindow {
 			w.pending = append(w.pending, w.newWork())
@@ -650,6 +678,7 @@ func (w *dcWorker) complete(wc *mlx5.Completion) error {
 		}
 		st.errored = true
 		w.errors++
+		w.rig.errors.Add(1)
 		w.knownDown[p.w.dct] = p.gen + 1
 	case mlx5.WCWRFlushErr:
 		if !st.errored {
@@ -708,6 +737,7 @@ func (w *dcWorker) resetStreams() error {
 			return fmt.Errorf("DCI %d: %w", w.i, err)
 		}
 		w.resets++
+		w.rig.resets.Add(1)
 		st.errored = false
 		w.pending = append(st.failed, w.pending...)
 		st.failed = nil

@@ -6,7 +6,6 @@ package flows
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/prm"
@@ -117,7 +116,7 @@ func DEVX(t *testing.T, c *mlx5.Context) {
 	if err := mkey.QueryAsync(in, len(out), wrID, q); err != nil {
 		t.Fatalf("QUERY_MKEY async: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	defer cancel()
 	comp, err := q.Next(ctx, make([]byte, 8+len(out)))
 	if err != nil {

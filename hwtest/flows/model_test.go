@@ -2,11 +2,13 @@ package flows_test
 
 import (
 	"flag"
+	"os"
 	"time"
 
 	"testing"
 
 	"github.com/mlx5go/mlx5go/hwtest/flows"
+	"github.com/mlx5go/mlx5go/internal/labenv"
 	"github.com/mlx5go/mlx5go/internal/mlx5hook"
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
@@ -113,14 +115,19 @@ func TestPipeliningGoodOnModel(t *testing.T) { onEachStop(t, flows.PipeliningGoo
 func TestPipeliningBadOnModel(t *testing.T)  { onEachStop(t, flows.PipeliningBad) }
 
 // The target's read path: 1,000 reads with about 1 % of the blocks
-// corrupted, as on a ConnectX, then 1,000 with 5 % so that stops with
-// several failed reads and work run past a failure are sure to come. A
-// stop right after the failing WQE runs nothing past it and finds one
-// failed read; a stop right before the fenced response runs the window
-// whole, and some stop finds more than one.
+// corrupted, as on a ConnectX (250 under qemu-user, where the test took
+// three minutes), then 1,000 with 5 % so that stops with several failed
+// reads and work run past a failure are sure to come. A stop right after
+// the failing WQE runs nothing past it and finds one failed read; a stop
+// right before the fenced response runs the window whole, and some stop
+// finds more than one.
 func TestTargetPipelineOnModel(t *testing.T) {
+	reads := 1000
+	if os.Getenv(labenv.QEMUUserVar) == "1" {
+		reads = 250
+	}
 	onEachStop(t, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
-		flows.TargetPipeline(t, c, objs, flows.TargetLoad{Reads: 1000, Seed: 12})
+		flows.TargetPipeline(t, c, objs, flows.TargetLoad{Reads: reads, Seed: 12})
 	})
 	for _, s := range sigStops {
 		t.Run("5%/"+s.name, func(t *testing.T) {
@@ -230,6 +237,24 @@ func TestDCScaleInterleavedOnModel(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestDCScaleShortRun: a run too short for its chaos to revoke a target
+// under load (1 ms: a slow machine, qemu-user, gets as little done in a
+// second) goes on making work until it has seen a stream error and a
+// reset, which are what it checks.
+func TestDCScaleShortRun(t *testing.T) {
+	dev, err := model.New("cx7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mlx5hook.NewContext(dev).(*mlx5.Context)
+	defer c.Close()
+	st := flows.DCScale(t, c, flows.DCLoad{Duration: time.Millisecond, DCTs: 64, Seed: 3})
+	t.Log(st)
+	if st.Errors == 0 || st.Resets == 0 {
+		t.Errorf("%v: no stream error or reset", st)
 	}
 }
 

@@ -37,10 +37,10 @@ func pipelinedLoopback(t testing.TB, c *mlx5.Context, objs Objects, sendWR int) 
 }
 
 // sqDrained waits for A's SQ_DRAINED, failing on any other event of A or
-// after 10 seconds.
+// after mustCome.
 func sqDrained(t testing.TB, c *mlx5.Context, qp *mlx5.QP) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	defer cancel()
 	for {
 		ev, err := c.NextEvent(ctx)
@@ -430,8 +430,8 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 			case at.State == mlx5.QPStateSQD && !at.SQDraining:
 				sqDrained(t, c, l.A)
 				recoverStop()
-			case time.Since(progress) > 10*time.Second:
-				t.Fatalf("no progress for 10 s: QP %v, %d reads in flight", at.State, len(inflight))
+			case time.Since(progress) > mustCome:
+				t.Fatalf("no progress for %v: QP %v, %d reads in flight", mustCome, at.State, len(inflight))
 			default:
 				time.Sleep(20 * time.Microsecond)
 			}
@@ -459,7 +459,7 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 		}
 	}
 	// Every response reaches the client.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(mustCome); ; {
 		all := true
 		for i := range rs {
 			if !rs[i].answered || (rs[i].corrupt && wrDone[uint64(3*reads+i)] != 1) {
@@ -470,7 +470,7 @@ func TargetPipeline(t *testing.T, c *mlx5.Context, objs Objects, load TargetLoad
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("responses missing after 10 s")
+			t.Fatalf("responses missing after %v", mustCome)
 		}
 		poll()
 	}
