@@ -70,10 +70,10 @@ func TestCloseEndsOpenBatch(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(mustCome):
 		b.Abort()
 		<-closed
-		t.Fatal("Close waited for the open batch (5 s)")
+		t.Fatalf("Close waited for the open batch (%v)", mustCome)
 	}
 	b.Add(&SendWR{WrID: 2, Opcode: OpNOP, Flags: SendSignaled})
 	if err := b.Commit(); !errors.Is(Checked(t, err), ErrClosed) {

@@ -158,7 +158,7 @@ func TestQPCloseStopsPostsBeforeDestroy(t *testing.T) {
 						t.Errorf("round %d: Close the device refused: %v, want EBUSY", round, err)
 					}
 					// Still usable: posts go on.
-					for n, end := posted.Load(), time.Now().Add(5*time.Second); posted.Load() < n+100; {
+					for n, end := posted.Load(), time.Now().Add(mustCome); posted.Load() < n+100; {
 						if time.Now().After(end) {
 							t.Fatalf("round %d: no posts after the refused destroy", round)
 						}

@@ -108,7 +108,7 @@ func within(t *testing.T, what string, d time.Duration, f func() error, unblock 
 // leaks: no model object, and the work queue's mapping goes when the
 // batch ends, or, for a batch nobody ends, when the QP is unreachable.
 func TestCloseEndsAbandonedBatch(t *testing.T) {
-	const wait = 5 * time.Second
+	const wait = mustCome
 	for _, tc := range []struct {
 		name string
 		// end is what the poster does after Close, with the batch;
@@ -260,7 +260,7 @@ func TestBatchRacesClose(t *testing.T) {
 		if ctx {
 			closeIt = r.c.Close
 		}
-		if err := within(t, "Close with a poster in a batch", 5*time.Second, closeIt, nil); err != nil {
+		if err := within(t, "Close with a poster in a batch", mustCome, closeIt, nil); err != nil {
 			t.Fatal(err)
 		}
 		close(stop)

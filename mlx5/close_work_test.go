@@ -69,7 +69,7 @@ func TestCloseOutstandingWork(t *testing.T) {
 		for i := range uint64(4) {
 			post(t, qp, r.writeWR(i, r.mr.RKey()))
 		}
-		for end := time.Now().Add(5 * time.Second); !bytes.Equal(mem[8192:8192+64], mem[:64]); time.Sleep(100 * time.Microsecond) {
+		for end := time.Now().Add(mustCome); !bytes.Equal(mem[8192:8192+64], mem[:64]); time.Sleep(100 * time.Microsecond) {
 			if time.Now().After(end) {
 				t.Fatal("the writes did not land")
 			}

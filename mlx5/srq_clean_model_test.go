@@ -90,7 +90,7 @@ func TestSRQReceiveOfClosedQPCompletes(t *testing.T) {
 			// were in the CQ before the QP went, so Poll has them at once.
 			var got []mlx5.Completion
 			wc := make([]mlx5.Completion, 8)
-			for end := time.Now().Add(5 * time.Second); len(got) < 3 && time.Now().Before(end); time.Sleep(time.Millisecond) {
+			for end := time.Now().Add(mustCome); len(got) < 3 && time.Now().Before(end); time.Sleep(time.Millisecond) {
 				n, err := rcq.Poll(wc)
 				if err != nil {
 					t.Fatal(err)
@@ -167,7 +167,7 @@ func TestSRQReceiveOfClosedDCTWhilePolled(t *testing.T) {
 	go func() {
 		got := map[uint64]int{}
 		wc := make([]mlx5.Completion, 7)
-		for end := time.Now().Add(30 * time.Second); len(got) < n && time.Now().Before(end); {
+		for end := time.Now().Add(mustCome); len(got) < n && time.Now().Before(end); {
 			closed := stop.Load() // then this Poll has what the close kept
 			k, err := rcq.Poll(wc)
 			if err != nil {
@@ -193,7 +193,7 @@ func TestSRQReceiveOfClosedDCTWhilePolled(t *testing.T) {
 	sends, wc := 0, make([]mlx5.Completion, 32)
 	pollSends := func() {
 		t.Helper()
-		for end := time.Now().Add(30 * time.Second); ; runtime.Gosched() {
+		for end := time.Now().Add(mustCome); ; runtime.Gosched() {
 			k, err := r.cq.Poll(wc)
 			if err != nil {
 				t.Fatal(err)
