@@ -153,12 +153,12 @@ func TestUDCloseLeavesSharedQP(t *testing.T) {
 	d3, l3 := connect()
 	defer d3.Close()
 	defer l3.Close()
-	sendUD(t, srv, cli, sqp, cqp, d3.UDPeer())
+	sendUD(t, srv, cli, sqp, cqp, d3.UDPeer(), []byte("still served"))
 }
 
-// sendUD sends a datagram from cqp to peer, which is sqp, and checks it
-// arrives.
-func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer) {
+// sendUD sends msg as a datagram from cqp to peer, which is sqp, and
+// checks that it arrives, from cqp.
+func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer, msg []byte) {
 	t.Helper()
 	ah, err := cli.pd.CreateAH(peer.Path)
 	if err != nil {
@@ -179,7 +179,7 @@ func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer) {
 	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr(), Length: grh + 256, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cqp.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{[]byte("still served")},
+	if err := cqp.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{msg},
 		AH: ah, RemoteQPN: peer.QPN, QKey: peer.QKey}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer) {
 			}
 		}
 	}
-	if recv == nil || recv.Status != mlx5.WCSuccess || !bytes.Equal(buf.Bytes()[grh:recv.ByteLen], []byte("still served")) {
+	if recv == nil || recv.Status != mlx5.WCSuccess || recv.SrcQP != cqp.QPN() || !bytes.Equal(buf.Bytes()[grh:recv.ByteLen], msg) {
 		t.Fatalf("receive %+v", recv)
 	}
 }

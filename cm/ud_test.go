@@ -1,10 +1,8 @@
 package cm_test
 
 import (
-	"bytes"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/mlx5go/mlx5go/cm"
 	"github.com/mlx5go/mlx5go/mlx5"
@@ -56,45 +54,7 @@ func TestUDResolveAndSend(t *testing.T) {
 		t.Errorf("disconnect of a UD connection: %v, want ErrInvalid", err)
 	}
 
-	ah, err := cli.pd.CreateAH(peer.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ah.Close()
-	buf, err := mlx5.AllocBuffer(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer buf.Close()
-	mr, err := srv.pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mr.Close()
-	const grh = 40
-	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr(), Length: grh + 256, LKey: mr.LKey()}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cqp.PostSend(&mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, Inline: [][]byte{[]byte("datagram")},
-		AH: ah, RemoteQPN: peer.QPN, QKey: peer.QKey}); err != nil {
-		t.Fatal(err)
-	}
-	var wc [2]mlx5.Completion
-	var recv *mlx5.Completion
-	for deadline := time.Now().Add(mustCome); recv == nil && time.Now().Before(deadline); {
-		n, err := srv.cq.Poll(wc[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range wc[:n] {
-			if wc[i].WrID == 1 {
-				recv = &wc[i]
-			}
-		}
-	}
-	if recv == nil || recv.Status != mlx5.WCSuccess || recv.SrcQP != cqp.QPN() || !bytes.Equal(buf.Bytes()[grh:recv.ByteLen], []byte("datagram")) {
-		t.Fatalf("receive %+v", recv)
-	}
+	sendUD(t, srv, cli, sqp, cqp, peer, []byte("datagram"))
 }
 
 // TestUDRejectWithPrivateData: a SIDR reject reaches the dialer as a

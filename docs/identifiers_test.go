@@ -369,24 +369,13 @@ func (r *repo) public(parts []string) bool {
 // publicMembers is members for public: each name exported, and no
 // method of the seam implemented by a package of seamImplementations.
 func (r *repo) publicMembers(typ types.Type, pkg *types.Package, names []string) bool {
-	for _, n := range names {
-		obj, _, _ := types.LookupFieldOrMethod(typ, true, pkg, n)
-		if obj == nil || !obj.Exported() {
+	return walkMembers(typ, pkg, names, func(obj types.Object) bool {
+		if !obj.Exported() {
 			return false
 		}
-		if _, ok := obj.(*types.Func); ok && seamImplementations[obj.Pkg().Path()] && r.seamMethods()[n] {
-			return false
-		}
-		typ = obj.Type()
-		if sig, ok := typ.(*types.Signature); ok {
-			if sig.Results().Len() == 0 {
-				typ = types.NewStruct(nil, nil)
-			} else {
-				typ = sig.Results().At(0).Type()
-			}
-		}
-	}
-	return true
+		_, isFunc := obj.(*types.Func)
+		return !isFunc || !seamImplementations[obj.Pkg().Path()] || !r.seamMethods()[obj.Name()]
+	})
 }
 
 // seamMethods are the method names of internal/seam's interfaces.
@@ -410,9 +399,15 @@ func (r *repo) seamMethods() map[string]bool {
 // members reports whether each name is a field or method of the type of
 // the one before it, from typ.
 func members(typ types.Type, pkg *types.Package, names []string) bool {
+	return walkMembers(typ, pkg, names, func(types.Object) bool { return true })
+}
+
+// walkMembers reports whether each name is a field or method of the type
+// of the one before it, from typ, and ok accepts it.
+func walkMembers(typ types.Type, pkg *types.Package, names []string, ok func(types.Object) bool) bool {
 	for _, n := range names {
 		obj, _, _ := types.LookupFieldOrMethod(typ, true, pkg, n)
-		if obj == nil {
+		if obj == nil || !ok(obj) {
 			return false
 		}
 		typ = obj.Type()
