@@ -147,12 +147,6 @@ type Context struct {
 // child is an object of the context that Context.Close closes.
 type child interface{ Close() error }
 
-// agedChild is a child and its creation sequence number.
-type agedChild struct {
-	x   child
-	seq uint64
-}
-
 // adopt records x as a child of the context; it fails once Close has
 // begun, and the caller then releases x.
 func (c *Context) adopt(x child) error {
@@ -399,20 +393,16 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closing = true
-	// A copy, with each child's sequence number: the children close
+	// A copy, sorted under the lock, newest first: the children close
 	// themselves meanwhile, and forget deletes them from the map under
 	// the lock. A child found here that closes itself first makes its
 	// Close below return nil; none is made after (adopt refuses).
-	byAge := make([]agedChild, 0, len(c.children))
-	for x, n := range c.children {
-		byAge = append(byAge, agedChild{x, n})
+	kids := make([]child, 0, len(c.children))
+	for x := range c.children {
+		kids = append(kids, x)
 	}
+	sort.Slice(kids, func(i, j int) bool { return c.children[kids[i]] > c.children[kids[j]] })
 	c.mu.Unlock()
-	sort.Slice(byAge, func(i, j int) bool { return byAge[i].seq > byAge[j].seq })
-	kids := make([]child, len(byAge))
-	for i := range byAge {
-		kids[i] = byAge[i].x
-	}
 	for pass := 0; pass < 3 && len(kids) > 0; pass++ {
 		left := kids[:0]
 		for _, x := range kids {
