@@ -165,16 +165,7 @@ func sendUD(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP, peer cm.UDPeer, msg
 		t.Fatal(err)
 	}
 	defer ah.Close()
-	buf, err := mlx5.AllocBuffer(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer buf.Close()
-	mr, err := srv.pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mr.Close()
+	buf, mr := recvBuffer(t, srv)
 	const grh = 40
 	if err := sqp.PostRecv(1, []mlx5.SGE{{Addr: mr.Addr(), Length: grh + 256, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)

@@ -149,19 +149,27 @@ func TestRCConnectPrivateDataBothWays(t *testing.T) {
 	exchange(t, srv, cli, sqp, cqp)
 }
 
-// exchange sends one message from the dialer's QP to the listener's.
-func exchange(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP) {
+// recvBuffer is a page of h's registered for receives, both gone when
+// the test ends.
+func recvBuffer(t *testing.T, h *host) (*mlx5.Buffer, *mlx5.MR) {
 	t.Helper()
 	buf, err := mlx5.AllocBuffer(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer buf.Close()
-	mr, err := srv.pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite)
+	t.Cleanup(func() { buf.Close() })
+	mr, err := h.pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mr.Close()
+	t.Cleanup(func() { mr.Close() })
+	return buf, mr
+}
+
+// exchange sends one message from the dialer's QP to the listener's.
+func exchange(t *testing.T, srv, cli *host, sqp, cqp *mlx5.QP) {
+	t.Helper()
+	buf, mr := recvBuffer(t, srv)
 	if err := sqp.PostRecv(7, []mlx5.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}); err != nil {
 		t.Fatal(err)
 	}
