@@ -103,15 +103,7 @@ func dciStall(t *testing.T, opt model.Options, rounds int) stallStats {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { slowSRQ.Close() })
-	slow, err := r.c.CreateQP(mlx5.QPOptions{Type: mlx5.QPTypeDCT, PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: slowSRQ, DCAccessKey: slowKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slow.Close() })
-	modify(t, slow, mlx5.QPAttr{State: mlx5.QPStateInit, Port: 1, Access: mlx5.AccessRemoteWrite},
-		mlx5.QPAttrState|mlx5.QPAttrPKeyIndex|mlx5.QPAttrPort|mlx5.QPAttrAccessFlags)
-	modify(t, slow, mlx5.QPAttr{State: mlx5.QPStateRTR, Path: r.path, MinRNRTimer: 1},
-		mlx5.QPAttrState|mlx5.QPAttrAV|mlx5.QPAttrPathMTU|mlx5.QPAttrMinRNRTimer)
+	slow := dctOn(t, r, r.cq, slowSRQ, slowKey)
 	const nStreams = 4
 	// SEND and RDMA WRITE only: WQEs of 128 bytes, a ring of 32 WQEBBs
 	// (mlx5_calc_sq_size), 16 of these work requests of 2 WQEBBs each.
