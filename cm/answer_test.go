@@ -41,6 +41,12 @@ func TestFailedAcceptRejects(t *testing.T) {
 		{"udp RC QP", "udp", func(srv *host, _ *mlx5.QP) *cm.AcceptOptions {
 			return &cm.AcceptOptions{QP: srv.qp(t, mlx5.QPTypeRC)}
 		}, mlx5.QPStateReset, "cannot carry"},
+		{"tcp nil VerbsQP", "tcp", func(*host, *mlx5.QP) *cm.AcceptOptions {
+			return &cm.AcceptOptions{QP: (*cm.VerbsQP)(nil)}
+		}, 0, "nil or zero VerbsQP"},
+		{"tcp zero VerbsQP", "tcp", func(*host, *mlx5.QP) *cm.AcceptOptions {
+			return &cm.AcceptOptions{QP: &cm.VerbsQP{}}
+		}, 0, "nil or zero VerbsQP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, cli := pair(t)

@@ -120,6 +120,9 @@ func hasSRQ(qp QP) bool {
 // qpDevice is the node GUID of the QP's device, if the QP can say.
 func qpDevice(qp QP) (uint64, bool, error) {
 	if v, ok := qp.(*VerbsQP); ok {
+		if !v.made() {
+			return 0, false, nil // its Modify says what is wrong
+		}
 		return v.dev.guid, true, nil
 	}
 	c, ok := qp.(interface{ Context() *mlx5.Context })

@@ -99,16 +99,29 @@ func newVerbsDevice(name string, c *uverbs.Context, sizes uverbs.DriverOutSizes)
 }
 
 // Name is the device's name, as OpenVerbs was given it.
-func (d *VerbsDevice) Name() string { return d.name }
+func (d *VerbsDevice) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
 
 // NodeGUID is the device's node GUID, the one Request.NodeGUID names for
 // a request that came in on it.
-func (d *VerbsDevice) NodeGUID() uint64 { return d.guid }
+func (d *VerbsDevice) NodeGUID() uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.guid
+}
 
 // CreateQP makes a QP in RESET for a connection: mlx5.QPTypeRC for a
 // "tcp" one, mlx5.QPTypeUD for "udp".
 func (d *VerbsDevice) CreateQP(typ mlx5.QPType) (*VerbsQP, error) {
 	const op = "create qp"
+	if d == nil || d.c == nil {
+		return nil, invalid(op, "VerbsDevice", "a nil or zero VerbsDevice: OpenVerbs makes one")
+	}
 	if d.closed.Load() {
 		return nil, closedErr(op, d.name)
 	}
@@ -133,7 +146,7 @@ func (d *VerbsDevice) CreateQP(typ mlx5.QPType) (*VerbsQP, error) {
 // connections first: the connection manager moves a connection's QP to
 // ERR when it ends). Closing twice is safe.
 func (d *VerbsDevice) Close() error {
-	if d == nil || d.closed.Swap(true) {
+	if d == nil || d.c == nil || d.closed.Swap(true) {
 		return nil
 	}
 	if err := d.c.Close(); err != nil {
@@ -152,18 +165,45 @@ type VerbsQP struct {
 	dev *VerbsDevice
 }
 
-// QPN is the QP's number.
-func (q *VerbsQP) QPN() uint32 { return q.qp.QPN }
+// made reports whether VerbsDevice.CreateQP made q (not nil, not a
+// zero VerbsQP).
+func (q *VerbsQP) made() bool { return q != nil && q.qp != nil }
+
+// unmade is the error of a call on a QP CreateQP did not make.
+func unmade(op string) error {
+	return invalid(op, "VerbsQP", "a nil or zero VerbsQP: VerbsDevice.CreateQP makes one")
+}
+
+// QPN is the QP's number; 0 for a nil or zero VerbsQP.
+func (q *VerbsQP) QPN() uint32 {
+	if !q.made() {
+		return 0
+	}
+	return q.qp.QPN
+}
 
 // Type is RC or UD, as CreateQP was given it.
-func (q *VerbsQP) Type() mlx5.QPType { return q.typ }
+func (q *VerbsQP) Type() mlx5.QPType {
+	if !q.made() {
+		return 0
+	}
+	return q.typ
+}
 
-func (q *VerbsQP) String() string { return fmt.Sprintf("%s QP %#x", q.dev.name, q.qp.QPN) }
+func (q *VerbsQP) String() string {
+	if !q.made() {
+		return "VerbsQP"
+	}
+	return fmt.Sprintf("%s QP %#x", q.dev.name, q.qp.QPN)
+}
 
 // Modify moves the QP with the attributes mask selects, as mlx5.QP.Modify
 // does: the mask bits are the same (enum ib_qp_attr_mask), and the
 // address path is the verbs address vector.
 func (q *VerbsQP) Modify(a *mlx5.QPAttr, mask mlx5.QPAttrMask) error {
+	if !q.made() {
+		return unmade("modify qp")
+	}
 	if a == nil {
 		return invalid("modify qp", q.String(), "no attributes")
 	}
@@ -185,6 +225,9 @@ func (q *VerbsQP) Modify(a *mlx5.QPAttr, mask mlx5.QPAttrMask) error {
 // Query returns the QP's attributes (the state always, and what mask
 // selects; the kernel may fill in more).
 func (q *VerbsQP) Query(mask mlx5.QPAttrMask) (mlx5.QPAttr, error) {
+	if !q.made() {
+		return mlx5.QPAttr{}, unmade("query qp")
+	}
 	a, err := q.qp.Query(uverbs.QPAttrMask(mask) | uverbs.QPAttrState)
 	if err != nil {
 		return mlx5.QPAttr{}, verbsErr("query qp", q.String(), err)
@@ -202,8 +245,12 @@ func (q *VerbsQP) Query(mask mlx5.QPAttrMask) (mlx5.QPAttr, error) {
 			MaxRecvWR: int(a.Cap.MaxRecvWR), MaxRecvSGE: int(a.Cap.MaxRecvSGE)}}, nil
 }
 
-// Close destroys the QP. Closing twice, or after the device, is safe.
+// Close destroys the QP. Closing twice, or after the device, is safe,
+// and so is closing a nil or zero VerbsQP.
 func (q *VerbsQP) Close() error {
+	if !q.made() {
+		return nil
+	}
 	if err := q.qp.Close(); err != nil {
 		return verbsErr("destroy qp", q.String(), err)
 	}
