@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mlx5go/mlx5go/model/internal/rdmacm"
 	"github.com/mlx5go/mlx5go/prm"
 )
 
@@ -64,7 +65,7 @@ type hca struct {
 	// guid is the node GUID (cm.go); cm is the RDMA connection manager
 	// of the HCA's netdev, made on the first OpenCM.
 	guid uint64
-	cm   *cmNet
+	cm   *rdmacm.Net
 }
 
 // ctxID is a context's identity on its HCA: the model's, not the

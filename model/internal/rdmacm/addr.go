@@ -1,4 +1,4 @@
-package model
+package rdmacm
 
 import (
 	"fmt"
@@ -9,15 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Addresses, ports and routes of the model's connection manager: cma.c's
+// Addresses, ports and routes of the connection manager: cma.c's
 // rdma_bind_addr, rdma_resolve_addr and rdma_resolve_route over the IP
-// layer of a host whose netdevs are lo and the HCA's (192.0.2.1/24,
-// 2001:db8::1/64, and the link-local address of its MAC on interface 2),
-// and ucma.c's query and init_qp_attr. cma takes a loopback address as it
-// takes the unspecified one (cma_any_addr): a bind to it binds no device,
-// a listener on it listens on every device, and resolving it binds the
-// first active port's default GID (cma_resolve_loopback), with no netdev
-// to route through (the lab's kernels answer so).
+// layer of a host whose netdevs are lo and the HCA's (the addresses of
+// the HCA's GID table, on a /24, a /64 and the link-local prefix of
+// interface 2), and ucma.c's query and init_qp_attr. cma takes a loopback
+// address as it takes the unspecified one (cma_any_addr): a bind to it
+// binds no device, a listener on it listens on every device, and
+// resolving it binds the first active port's default GID
+// (cma_resolve_loopback), with no netdev to route through (the lab's
+// kernels answer so).
 
 // addrKind is what the host's IP layer makes of an address.
 type addrKind int
@@ -28,14 +29,6 @@ const (
 	addrNeighbour                 // in the netdev's subnet, another host's
 )
 
-var (
-	netdevV4 = netip.AddrFrom4(portIPv4)
-	netdevV6 = netip.AddrFrom16(portIPv6)
-	// netdevLL is fe80::EUI-64 of portMAC, the default GID.
-	netdevLL = netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80, 8: portMAC[0] ^ 2, 9: portMAC[1], 10: portMAC[2], 11: 0xff, 12: 0xfe,
-		13: portMAC[3], 14: portMAC[4], 15: portMAC[5]})
-)
-
 // anyAddr is cma_any_addr: the unspecified or a loopback address.
 func anyAddr(a netip.Addr) bool {
 	a = a.Unmap().WithZone("")
@@ -44,17 +37,17 @@ func anyAddr(a netip.Addr) bool {
 
 // classify is the host's view of an address that is not anyAddr. A
 // link-local IPv6 address needs its interface as the zone.
-func classify(a netip.Addr) addrKind {
+func (n *Net) classify(a netip.Addr) addrKind {
 	a = a.Unmap()
 	zone := a.Zone()
 	plain := a.WithZone("")
 	switch {
-	case plain == netdevV4 || plain == netdevV6:
+	case plain == n.v4 || plain == n.v6:
 		return addrNetdev
-	case plain == netdevLL && zone == fmt.Sprint(netdevIndex):
+	case plain == n.ll && zone == fmt.Sprint(netdevIndex):
 		return addrNetdev
-	case plain.Is4() && netip.PrefixFrom(netdevV4, netdevPrefV4).Contains(plain),
-		plain.Is6() && netip.PrefixFrom(netdevV6, netdevPrefV6).Contains(plain),
+	case plain.Is4() && netip.PrefixFrom(n.v4, netdevPrefV4).Contains(plain),
+		plain.Is6() && netip.PrefixFrom(n.v6, netdevPrefV6).Contains(plain),
 		plain.IsLinkLocalUnicast() && zone == fmt.Sprint(netdevIndex):
 		return addrNeighbour
 	}
@@ -67,9 +60,9 @@ func gidOf(a netip.Addr) [16]byte { return a.Unmap().WithZone("").As16() }
 
 // sgidIndex is the index of the RoCE v2 GID of a netdev address (cma
 // prefers RoCE v2: CMA_PREFERRED_ROCE_GID_TYPE).
-func (h *hca) sgidIndex(a netip.Addr) (uint8, bool) {
+func (n *Net) sgidIndex(a netip.Addr) (uint8, bool) {
 	g := gidOf(a)
-	for _, e := range h.gidTable() {
+	for _, e := range n.h.GIDTable() {
 		if e.GID == g && e.Type == gidTypeRoCEv2 {
 			return uint8(e.Index), true
 		}
@@ -78,21 +71,14 @@ func (h *hca) sgidIndex(a netip.Addr) (uint8, bool) {
 }
 
 // Bind is ucma_bind: rdma_bind_addr from IDLE.
-func (f *CMFile) Bind(id uint32, a netip.AddrPort) error {
-	n := f.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c, err := f.lookup("bind", id)
-	if err != nil {
-		return err
-	}
-	return n.bind(c, a)
+func (f *File) Bind(id uint32, a netip.AddrPort) error {
+	return f.with("bind", id, anyID, func(c *cmID) error { return f.n.bind(c, a) })
 }
 
 // bind is rdma_bind_addr_dst: the address must be this host's and, unless
 // unspecified, have the RDMA device behind it (cma_translate_addr,
 // cma_acquire_dev_by_src_ip); then a port (cma_get_port).
-func (n *cmNet) bind(c *cmID, a netip.AddrPort) error {
+func (n *Net) bind(c *cmID, a netip.AddrPort) error {
 	const call = "bind"
 	if !a.Addr().IsValid() {
 		return kerr(call, unix.EINVAL, "rdma_addr_size_kss: no address")
@@ -106,7 +92,7 @@ func (n *cmNet) bind(c *cmID, a netip.AddrPort) error {
 	}
 	device := false
 	if !anyAddr(ip) {
-		if classify(ip) != addrNetdev {
+		if n.classify(ip) != addrNetdev {
 			return kerr(call, unix.EADDRNOTAVAIL, "rdma_translate_ip: no netdev of this host holds the address")
 		}
 		if n.removed {
@@ -136,7 +122,7 @@ const (
 // getPort is cma_get_port: a free ephemeral port for port 0
 // (cma_alloc_any_port), else the port if cma_check_port allows it
 // (cma_use_port). The model's process may bind any port (CAP_NET_BIND_SERVICE).
-func (n *cmNet) getPort(c *cmID) error {
+func (n *Net) getPort(c *cmID) error {
 	if c.src.Port() == 0 {
 		span := portHigh - portLow + 1
 		start := n.rnd.IntN(span)
@@ -163,7 +149,7 @@ func (n *cmNet) getPort(c *cmID) error {
 // holds the same address (EADDRINUSE) or either is unspecified
 // (EADDRNOTAVAIL), where reuse on both sides or different families of
 // AF-only ids allow it.
-func (n *cmNet) checkPort(bl *bindList, c *cmID, reuse bool) error {
+func (n *Net) checkPort(bl *bindList, c *cmID, reuse bool) error {
 	for _, o := range bl.owners {
 		if o == c || (reuse && o.reuseaddr) {
 			continue
@@ -181,7 +167,7 @@ func (n *cmNet) checkPort(bl *bindList, c *cmID, reuse bool) error {
 	return nil
 }
 
-func (n *cmNet) takePort(c *cmID, p uint16) {
+func (n *Net) takePort(c *cmID, p uint16) {
 	k := bindKey{c.ps, p}
 	bl := n.binds[k]
 	if bl == nil {
@@ -194,7 +180,7 @@ func (n *cmNet) takePort(c *cmID, p uint16) {
 }
 
 // releasePort is cma_release_port.
-func (n *cmNet) releasePort(c *cmID) {
+func (n *Net) releasePort(c *cmID) {
 	bl := c.bind
 	if bl == nil {
 		return
@@ -221,94 +207,90 @@ func (n *cmNet) releasePort(c *cmID) {
 // netdev's own addresses resolve at once, with the source of the same
 // address; another host of the subnet never answers the neighbour lookup
 // (ADDR_ERROR -ETIMEDOUT after timeoutMs).
-func (f *CMFile) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint32) error {
+func (f *File) ResolveAddr(id uint32, src, dst netip.AddrPort, timeoutMs uint32) error {
 	const call = "resolve addr"
-	n := f.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c, err := f.lookup(call, id)
-	if err != nil {
-		return err
-	}
-	if !dst.Addr().IsValid() {
-		return kerr(call, unix.EINVAL, "ucma_resolve_addr: no destination")
-	}
-	dip := dst.Addr().Unmap()
-	dst = netip.AddrPortFrom(dip, dst.Port())
-	switch c.state {
-	case cmaAddrBound:
-	case cmaIdle:
-		s := src
-		if !s.Addr().IsValid() {
-			s = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-			if dip.Is6() {
-				s = netip.AddrPortFrom(netip.IPv6Unspecified().WithZone(dip.Zone()), 0)
+	return f.with(call, id, anyID, func(c *cmID) error {
+		n := f.n
+		if !dst.Addr().IsValid() {
+			return kerr(call, unix.EINVAL, "ucma_resolve_addr: no destination")
+		}
+		dip := dst.Addr().Unmap()
+		dst = netip.AddrPortFrom(dip, dst.Port())
+		switch c.state {
+		case cmaAddrBound:
+		case cmaIdle:
+			s := src
+			if !s.Addr().IsValid() {
+				s = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+				if dip.Is6() {
+					s = netip.AddrPortFrom(netip.IPv6Unspecified().WithZone(dip.Zone()), 0)
+				}
 			}
-		}
-		if err := n.bind(c, s); err != nil {
-			return err
-		}
-	default:
-		return kerr(call, unix.EINVAL, "rdma_bind_addr_dst: the id is not IDLE")
-	}
-	if c.src.Addr().Is4() != dip.Is4() {
-		return kerr(call, unix.EINVAL, "resolve_prepare_src: the source and the destination are of different families")
-	}
-	c.dst = dst
-	if anyAddr(dip) {
-		if !c.device && n.removed {
-			return kerr(call, unix.ENODEV, "cma_bind_loopback: no RDMA device")
-		}
-		if !c.device {
-			// cma_bind_loopback: the port's default GID, the source the
-			// loopback address (cma_set_loopback).
-			lo := netip.IPv6Loopback()
-			if dip.Is4() {
-				lo = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			if err := n.bind(c, s); err != nil {
+				return err
 			}
-			c.src = netip.AddrPortFrom(lo, c.src.Port())
-			c.device, c.loopback = true, true
+		default:
+			return kerr(call, unix.EINVAL, "rdma_bind_addr_dst: the id is not IDLE")
 		}
-		c.state = cmaAddrResolved
-		n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
-		return nil
-	}
-	kind := classify(dip)
-	if kind == addrNone {
-		return kerr(call, unix.ENETUNREACH, "addr4_resolve/addr6_resolve: no route to the destination")
-	}
-	c.state = cmaAddrQuery
-	switch kind {
-	case addrNetdev:
-		if n.removed {
-			return n.addrError(c, -int32(unix.ENODEV))
+		if c.src.Addr().Is4() != dip.Is4() {
+			return kerr(call, unix.EINVAL, "resolve_prepare_src: the source and the destination are of different families")
 		}
-		if !c.device {
-			if !c.src.Addr().IsUnspecified() {
-				// Bound to a loopback address: addr_handler's
-				// cma_acquire_dev_by_src_ip finds no device for it.
+		c.dst = dst
+		if anyAddr(dip) {
+			if !c.device && n.removed {
+				return kerr(call, unix.ENODEV, "cma_bind_loopback: no RDMA device")
+			}
+			if !c.device {
+				// cma_bind_loopback: the port's default GID, the source the
+				// loopback address (cma_set_loopback).
+				lo := netip.IPv6Loopback()
+				if dip.Is4() {
+					lo = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+				}
+				c.src = netip.AddrPortFrom(lo, c.src.Port())
+				c.device, c.loopback = true, true
+			}
+			c.state = cmaAddrResolved
+			n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
+			return nil
+		}
+		kind := n.classify(dip)
+		if kind == addrNone {
+			return kerr(call, unix.ENETUNREACH, "addr4_resolve/addr6_resolve: no route to the destination")
+		}
+		c.state = cmaAddrQuery
+		switch kind {
+		case addrNetdev:
+			if n.removed {
 				return n.addrError(c, -int32(unix.ENODEV))
 			}
-			c.src = netip.AddrPortFrom(dip, c.src.Port())
-			c.device = true
-		}
-		c.state = cmaAddrResolved
-		n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
-	case addrNeighbour:
-		c.timer = time.AfterFunc(time.Duration(timeoutMs)*time.Millisecond, func() {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			if c.state == cmaAddrQuery {
-				c.timer = nil
-				n.addrError(c, -int32(unix.ETIMEDOUT))
+			if !c.device {
+				if !c.src.Addr().IsUnspecified() {
+					// Bound to a loopback address: addr_handler's
+					// cma_acquire_dev_by_src_ip finds no device for it.
+					return n.addrError(c, -int32(unix.ENODEV))
+				}
+				c.src = netip.AddrPortFrom(dip, c.src.Port())
+				c.device = true
 			}
-		})
-	}
-	return nil
+			c.state = cmaAddrResolved
+			n.queue(c, seam.CMEvent{Type: cmEvAddrResolved})
+		case addrNeighbour:
+			c.timer = time.AfterFunc(time.Duration(timeoutMs)*time.Millisecond, func() {
+				n.mu.Lock()
+				defer n.mu.Unlock()
+				if c.state == cmaAddrQuery {
+					c.timer = nil
+					n.addrError(c, -int32(unix.ETIMEDOUT))
+				}
+			})
+		}
+		return nil
+	})
 }
 
 // addrError is addr_handler's failure: back to ADDR_BOUND, ADDR_ERROR.
-func (n *cmNet) addrError(c *cmID, status int32) error {
+func (n *Net) addrError(c *cmID, status int32) error {
 	c.state = cmaAddrBound
 	n.queue(c, seam.CMEvent{Type: cmEvAddrError, Status: status})
 	return nil
@@ -322,55 +304,47 @@ const cmaIBOEPacketLifetime = 18
 // of the two addresses, P_Key 0xffff, the netdev's MTU, hop limit 64,
 // the type of service as traffic class, packet life time 18 (or the ACK
 // timeout set, less one), and RoCE v2's flow label from the ports.
-func (f *CMFile) ResolveRoute(id uint32, timeoutMs uint32) error {
+func (f *File) ResolveRoute(id uint32, timeoutMs uint32) error {
 	const call = "resolve route"
-	n := f.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c, err := f.lookupDev(call, id)
-	if err != nil {
-		return err
-	}
-	if timeoutMs == 0 {
-		return kerr(call, unix.EINVAL, "rdma_resolve_route: timeout_ms 0")
-	}
-	if c.state != cmaAddrResolved {
-		return kerr(call, unix.EINVAL, "rdma_resolve_route: the id's address is not resolved")
-	}
-	if c.loopback {
-		return kerr(call, unix.ENODEV, "cma_iboe_set_path_rec_l2_fields: a loopback-resolved id has no netdev to route through")
-	}
-	idx, ok := n.h.sgidIndex(c.src.Addr())
-	if !ok {
-		return kerr(call, unix.ENODEV, "cma_iboe_set_path_rec_l2_fields: no GID of the source address")
-	}
-	r := &cmRoute{sgidIndex: idx, dgid: gidOf(c.dst.Addr()), hopLimit: 64, tclass: c.tos, mtu: iboeMTU(portNetdevMTU),
-		plt: cmaIBOEPacketLifetime}
-	if c.timeSet && c.timeout != 0 {
-		r.plt = c.timeout - 1
-	}
-	// cma_get_roce_udp_flow_label: no IPv6 flow info, so the ports' hash.
-	r.flowLabel = (uint32(c.src.Port())*31 + uint32(c.dst.Port())) & 0xfffff
-	c.route = r
-	c.state = cmaRouteResolved
-	n.queue(c, seam.CMEvent{Type: cmEvRouteResolved})
-	return nil
+	return f.with(call, id, devID, func(c *cmID) error {
+		n := f.n
+		if timeoutMs == 0 {
+			return kerr(call, unix.EINVAL, "rdma_resolve_route: timeout_ms 0")
+		}
+		if c.state != cmaAddrResolved {
+			return kerr(call, unix.EINVAL, "rdma_resolve_route: the id's address is not resolved")
+		}
+		if c.loopback {
+			return kerr(call, unix.ENODEV, "cma_iboe_set_path_rec_l2_fields: a loopback-resolved id has no netdev to route through")
+		}
+		idx, ok := n.sgidIndex(c.src.Addr())
+		if !ok {
+			return kerr(call, unix.ENODEV, "cma_iboe_set_path_rec_l2_fields: no GID of the source address")
+		}
+		r := &cmRoute{sgidIndex: idx, dgid: gidOf(c.dst.Addr()), hopLimit: 64, tclass: c.tos, mtu: n.h.PathMTU(),
+			plt: cmaIBOEPacketLifetime}
+		if c.timeSet && c.timeout != 0 {
+			r.plt = c.timeout - 1
+		}
+		// cma_get_roce_udp_flow_label: no IPv6 flow info, so the ports' hash.
+		r.flowLabel = (uint32(c.src.Port())*31 + uint32(c.dst.Port())) & 0xfffff
+		c.route = r
+		c.state = cmaRouteResolved
+		n.queue(c, seam.CMEvent{Type: cmEvRouteResolved})
+		return nil
+	})
 }
 
 // QueryAddr is ucma_query_addr.
-func (f *CMFile) QueryAddr(id uint32) (seam.CMAddr, error) {
-	n := f.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c, err := f.lookup("query addr", id)
-	if err != nil {
-		return seam.CMAddr{}, err
-	}
-	a := seam.CMAddr{Src: c.src, Dst: c.dst}
-	if c.device {
-		a.NodeGUID, a.Port = n.h.guid, 1
-	}
-	return a, nil
+func (f *File) QueryAddr(id uint32) (a seam.CMAddr, err error) {
+	err = f.with("query addr", id, anyID, func(c *cmID) error {
+		a = seam.CMAddr{Src: c.src, Dst: c.dst}
+		if c.device {
+			a.NodeGUID, a.Port = f.n.h.NodeGUID(), 1
+		}
+		return nil
+	})
+	return a, err
 }
 
 // ah is the address vector to the peer: the route's GRH
@@ -411,18 +385,20 @@ const (
 // (cm_init_qp_init_attr, cm_init_qp_rtr_attr, cm_init_qp_rts_attr), the
 // RTR's RQ PSN being this side's own start (cma), and the ACK timeout
 // set by option.
-func (f *CMFile) InitQPAttr(id uint32, state uint8) (seam.QPAttr, uint32, error) {
+func (f *File) InitQPAttr(id uint32, state uint8) (a seam.QPAttr, mask uint32, err error) {
 	const call = "init qp attr"
-	n := f.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if state > QPStateErr {
+	if state > seam.QPStateErr {
 		return seam.QPAttr{}, 0, kerr(call, unix.EINVAL, "ucma_init_qp_attr: qp_state > IB_QPS_ERR")
 	}
-	c, err := f.lookupDev(call, id)
-	if err != nil {
-		return seam.QPAttr{}, 0, err
-	}
+	err = f.with(call, id, devID, func(c *cmID) (err error) {
+		a, mask, err = initQPAttr(call, c, state)
+		return err
+	})
+	return a, mask, err
+}
+
+// initQPAttr is rdma_init_qp_attr for InitQPAttr.
+func initQPAttr(call string, c *cmID, state uint8) (seam.QPAttr, uint32, error) {
 	a := seam.QPAttr{State: state}
 	var mask uint32
 	if !c.hasIB || c.qpType == ibQPTypeUD {
@@ -439,7 +415,7 @@ func (f *CMFile) InitQPAttr(id uint32, state uint8) (seam.QPAttr, uint32, error)
 		}
 	} else {
 		switch state {
-		case QPStateInit:
+		case seam.QPStateInit:
 			if c.ib < ibReqSent || c.ib > ibEstablished {
 				return seam.QPAttr{}, 0, kerr(call, unix.EINVAL, "cm_init_qp_init_attr: the connection's state has no INIT attributes")
 			}
@@ -449,7 +425,7 @@ func (f *CMFile) InitQPAttr(id uint32, state uint8) (seam.QPAttr, uint32, error)
 			}
 			a.PKeyIndex, a.Port = 0, 1
 			mask = qpMaskState | qpMaskAccess | qpMaskPKeyIndex | qpMaskPort
-		case QPStateRTR:
+		case seam.QPStateRTR:
 			if c.ib < ibReqRcvd || c.ib > ibEstablished {
 				return seam.QPAttr{}, 0, kerr(call, unix.EINVAL, "cm_init_qp_rtr_attr: no REQ or REP yet")
 			}
@@ -457,7 +433,7 @@ func (f *CMFile) InitQPAttr(id uint32, state uint8) (seam.QPAttr, uint32, error)
 			a.PathMTU, a.DestQPN = c.pathMTU, c.remoteQPN
 			a.MaxDestRdAtomic, a.MinRNRTimer = c.respRes, 0
 			mask = qpMaskState | qpMaskAV | qpMaskPathMTU | qpMaskDestQPN | qpMaskRQPSN | qpMaskMaxDestRd | qpMaskMinRNR
-		case QPStateRTS:
+		case seam.QPStateRTS:
 			if c.ib < ibReqRcvd || c.ib > ibEstablished {
 				return seam.QPAttr{}, 0, kerr(call, unix.EINVAL, "cm_init_qp_rts_attr: no REQ or REP yet")
 			}
@@ -468,7 +444,7 @@ func (f *CMFile) InitQPAttr(id uint32, state uint8) (seam.QPAttr, uint32, error)
 			return seam.QPAttr{}, 0, kerr(call, unix.EINVAL, fmt.Sprintf("ib_cm_init_qp_attr: state %d", state))
 		}
 	}
-	if state == QPStateRTR {
+	if state == seam.QPStateRTR {
 		a.RQPSN = c.seq
 	}
 	if mask&qpMaskTimeout != 0 && c.timeSet {
