@@ -219,7 +219,7 @@ func TestLabUCMACommands(t *testing.T) {
 }
 
 // TestLabUCMAMisuse records the kernel's answers to misuse, which the
-// model gives too (model's TestCMKernelAnswers).
+// model gives too (model/internal/rdmacm's TestCMMisuse).
 func TestLabUCMAMisuse(t *testing.T) {
 	labenv.Require(t)
 	f := labFile(t)
