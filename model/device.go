@@ -283,17 +283,27 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 func (d *Device) InjectSigErr(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	q, ok := d.h.qps[qpn]
-	if !ok || q.ctx != d.id {
-		return fmt.Errorf("model: no QP %#x on this context", qpn)
-	}
-	if q.state() != StateRTS {
-		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
+	q, err := d.qpIn(qpn, StateRTS, "RTS")
+	if err != nil {
+		return err
 	}
 	if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
 		d.h.drainStop(q)
 	}
 	return nil
+}
+
+// qpIn returns QP qpn of this context, which must be in state st (named
+// stName in the error). Called under the HCA's lock.
+func (d *Device) qpIn(qpn uint32, st uint8, stName string) (*qpObj, error) {
+	q, ok := d.h.qps[qpn]
+	if !ok || q.ctx != d.id {
+		return nil, fmt.Errorf("model: no QP %#x on this context", qpn)
+	}
+	if q.state() != st {
+		return nil, fmt.Errorf("model: QP %#x is in state %#x, not %s", qpn, q.state(), stName)
+	}
+	return q, nil
 }
 
 // InjectSendError sets the state a send queue error on QP qpn in RTS
@@ -302,12 +312,9 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 func (d *Device) InjectSendError(qpn uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	q, ok := d.h.qps[qpn]
-	if !ok || q.ctx != d.id {
-		return fmt.Errorf("model: no QP %#x on this context", qpn)
-	}
-	if q.state() != StateRTS {
-		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
+	q, err := d.qpIn(qpn, StateRTS, "RTS")
+	if err != nil {
+		return err
 	}
 	prm.Qpc.State.Set(q.qpc, StateSQER)
 	return nil
