@@ -267,7 +267,8 @@ func (h *hca) complete(q *qpObj, w *sendWQE, at uint16, r result) bool {
 		h.sigErrCQE(q, q.sendCQ(), s.key, s.err)
 	}
 	if f := r.fail; f != nil {
-		keep := r.streamFlush || isDCI(q) && h.dciStreamError(q, dciChannel(q, w), f)
+		t := transportOf(q)
+		keep := r.streamFlush || t != nil && t.streams && h.dciStreamError(q, dciChannel(q, w), f)
 		h.errCQE(q, q.sendCQ(), cqeReqErr, f.syndrome, w.opcode, at)
 		msg := fmt.Sprintf("QP %#x WQE %d (opcode %#x): %s", q.qpn, at, w.opcode, f.why)
 		if !r.streamFlush {

@@ -14,7 +14,7 @@ import (
 // its responder found, and the responder's checks, writes and
 // completions made, by the code in this file. What a service type does
 // differently is one field of its transport below, each with its source;
-// the code asks the field, never the service type.
+// the code here asks the field, never the service type.
 
 // transport is what one service type does differently from the others.
 type transport struct {
@@ -33,7 +33,9 @@ type transport struct {
 	acked bool
 	// commEst: the responder raises COMM_EST at the first message it
 	// receives in RTR (the IB spec's Communication Established, of
-	// connected QPs; mlx5_ib_qp_event's IB_EVENT_COMM_EST).
+	// connected QPs; mlx5_ib_qp_event's IB_EVENT_COMM_EST). A DCT raises
+	// none: its only resource event is DCT_DRAINED (Linux's qpc.c,
+	// rsc_event_notifier).
 	commEst bool
 	// respStays: an error the responder detects leaves it in its state
 	// and raises no affiliated event. A DCT serves every DCI, and
@@ -147,29 +149,25 @@ func (t *transport) parse(w *sendWQE) (*request, *wqeFail) {
 		}
 		m.av, b = b[:avSize], b[avSize:]
 	}
-	switch op := w.opcode; {
-	case opsAtomic.has(op):
-		if len(b) < raddrSegSize+atomicSegSize {
-			return nil, qpOpErr("an atomic without its remote address and atomic segments")
-		}
-		m.swapAdd = binary.BigEndian.Uint64(b[raddrSegSize:])
-		m.compare = binary.BigEndian.Uint64(b[raddrSegSize+8:])
-	case opsRemote.has(op) && len(b) < raddrSegSize:
-		what := "RDMA WRITE"
-		if op == opRDMARead {
-			what = "RDMA READ"
-		}
-		return nil, qpOpErr("%s without a remote address segment", what)
+	op := w.opcode
+	switch {
+	case opsAtomic.has(op) && len(b) < raddrSegSize+atomicSegSize:
+		return nil, qpOpErr("an atomic without its remote address and atomic segments")
+	case opsRead.has(op) && len(b) < raddrSegSize:
+		return nil, qpOpErr("RDMA READ without a remote address segment")
+	case opsWrite.has(op) && len(b) < raddrSegSize:
+		return nil, qpOpErr("RDMA WRITE without a remote address segment")
 	}
-	if opsRemote.has(w.opcode) {
+	if opsRemote.has(op) {
 		m.raddr, m.rkey = binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:])
 		b = b[raddrSegSize:]
 	}
-	if opsAtomic.has(w.opcode) {
+	if opsAtomic.has(op) {
+		m.swapAdd, m.compare = binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
 		b = b[atomicSegSize:]
 	}
 	var f *wqeFail
-	m.sges, m.inline, f = dataSegs(b, opsInline.has(w.opcode))
+	m.sges, m.inline, f = dataSegs(b, opsInline.has(op))
 	return m, f
 }
 
@@ -263,8 +261,10 @@ func msgLen(q *qpObj, sges []sge, inline []byte) *wqeFail {
 // behind each data segment's lkey as they go on the wire, and the
 // signature errors the requester's checks found on the way.
 func (h *hca) message(q *qpObj, t *transport, m *request) ([]byte, []sigEvent, *wqeFail) {
-	if f := msgLen(q, m.sges, m.inline); f != nil && !t.datagram {
-		return nil, nil, f
+	if !t.datagram {
+		if f := msgLen(q, m.sges, m.inline); f != nil {
+			return nil, nil, f
+		}
 	}
 	if m.inline != nil {
 		return append([]byte(nil), m.inline...), nil, nil
@@ -463,10 +463,11 @@ func (h *hca) respFail(q *qpObj, t *transport, r *qpObj, w *rwqe, respSyndrome u
 	return result{fail: fail, sigs: sigs}
 }
 
-// refused is a request responder r refuses without a receive WQE's
-// error (a message too long, no remote access, a bad rkey): a NAK, as
-// respFail, where t acknowledges; else the message is lost and r and its
-// receive WQEs stay as they were (rxe_resp.c's classes D and E for UC).
+// refused is a request responder r refuses (a message too long for its
+// receive WQE, no remote access, a bad rkey): where t acknowledges, a
+// NAK, handled as respFail; else the message is lost, and r and its
+// receive WQEs stay as they were (rxe_resp.c's classes D and E for UC; a
+// UD datagram too long for its receive WQE).
 func (h *hca) refused(q *qpObj, t *transport, r *qpObj, w *rwqe, respSyndrome uint8, fail *wqeFail, event uint8, sigs []sigEvent) result {
 	if !t.acked {
 		return result{sigs: sigs}
