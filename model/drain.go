@@ -197,12 +197,5 @@ func (d *Device) finishDrains() {
 // SQ_DRAINED is raised. With Options.ManualDrain it is the only way from
 // SQ_DRAINING to SQD, so tests can observe the draining state.
 func (d *Device) FinishDrain(qpn uint32) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	q, err := d.qpIn(qpn, StateSQDraining, "SQ_DRAINING")
-	if err != nil {
-		return err
-	}
-	d.h.drained(q)
-	return nil
+	return d.onQP(qpn, StateSQDraining, "SQ_DRAINING", d.h.drained)
 }
