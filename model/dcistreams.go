@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -63,10 +62,7 @@ var dciStreamPolicyNames = [...]string{"in order", "seeded"}
 
 // String names the policy: in order or seeded.
 func (p DCIStreamPolicy) String() string {
-	if int(p) < len(dciStreamPolicyNames) {
-		return dciStreamPolicyNames[p]
-	}
-	return fmt.Sprintf("DCIStreamPolicy(%d)", uint8(p))
+	return policyName(dciStreamPolicyNames[:], p, "DCIStreamPolicy")
 }
 
 // DCIStreamOrder is Options.DCIStreamOrder: which stream channel of a
@@ -141,12 +137,6 @@ type fetchedWQE struct {
 	w   *sendWQE // Options.DCIReadAtFetch: the WQE as copied at the fetch
 }
 
-// slotChannel is the stream channel the control segment at counter c of
-// DCI q's ring names.
-func slotChannel(q *qpObj, c uint16) uint16 {
-	return streamChannel(q, binary.BigEndian.Uint16(q.sqSlot(c)[ctrlStreamID:]))
-}
-
 // streamed reports whether q runs its stream channels apart: a DCI with
 // more than one (log_num_dci_stream_channels, from the create).
 func streamed(q *qpObj) bool {
@@ -175,12 +165,7 @@ func (h *hca) runStreams(q *qpObj) {
 	}
 	defer h.streamWaits(q, s)
 	for {
-		switch q.state() {
-		case StateRTS:
-		case StateERR:
-			h.flush(q)
-			return
-		default:
+		if !h.sqRuns(q) {
 			return
 		}
 		if !h.fetchStreams(q, s, opt.DCIReadAtFetch) {
@@ -227,7 +212,7 @@ func (h *hca) fetchStreams(q *qpObj, s *dciRun, atFetch bool) bool {
 		} else {
 			h.checkIndex(q, c, &e.hdr)
 		}
-		e.ch = slotChannel(q, c)
+		e.ch = dciChannel(q, &e.hdr)
 		s.chans[e.ch].wqes = append(s.chans[e.ch].wqes, e)
 		s.fetched += e.hdr.bbs
 	}
@@ -273,64 +258,43 @@ func (h *hca) nextChannel(q *qpObj, s *dciRun, d *Device) (uint16, bool) {
 // stops (the QP left RTS).
 func (h *hca) runChannel(q *qpObj, s *dciRun, c uint16) bool {
 	e := *s.chans[c].first()
-	w := e.w
+	w, r := e.w, result{}
 	if w == nil {
-		var why string
-		if w, why = h.rereadWQE(q, &e); w == nil {
-			h.fault(q.ctx, "QP %#x: the WQE at counter %d %s since the device fetched it: the driver wrote over a WQE the device had not run; the QP goes to ERR", q.qpn, e.at, why)
-			w = &e.hdr
-			h.retire(q, s, c)
-			h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeLocalQPOp, w.opcode, e.at)
-			h.record(&h.wqeErrors, q.ctx, fmt.Sprintf("QP %#x WQE %d: overwritten before it ran", q.qpn, e.at))
-			h.toErr(q)
-			return false
-		}
+		w, r.fail = h.rereadWQE(q, &e)
 	}
-	r := h.execWQE(q, w)
+	if r.fail == nil {
+		r = h.execWQE(q, w)
+	}
 	if r.rnr {
-		return h.channelRNR(q, s, c, w)
+		// The channel waits for the responder's timer; the others go on.
+		ch := &s.chans[c]
+		if ch.rnr == nil {
+			ch.rnr = newRNRWait(q)
+		}
+		if ch.rnr.nak(r.rnrDelay) {
+			return true
+		}
+		r = rnrExhausted()
 	}
 	h.retire(q, s, c)
-	for _, sg := range r.sigs {
-		h.sigErrCQE(q, q.sendCQ(), sg.key, sg.err)
-	}
 	if len(r.sigs) > 0 && prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
 		h.fault(q.ctx, "QP %#x WQE %d: a signature error on a DCI with streams and drain_sigerr: its stop is not modelled, the channels go on", q.qpn, e.at)
 	}
-	if r.fail != nil {
-		h.errCQE(q, q.sendCQ(), cqeReqErr, r.fail.syndrome, w.opcode, e.at)
-		msg := fmt.Sprintf("QP %#x WQE %d (opcode %#x): %s", q.qpn, e.at, w.opcode, r.fail.why)
-		if r.fail.syndrome != SyndromeWRFlush {
-			h.record(&h.wqeErrors, q.ctx, msg)
-		}
-		if r.fail.unmodelled {
-			h.record(&h.faults, q.ctx, msg)
-		}
-		if r.keepQP {
-			return true
-		}
-		h.toErr(q)
-		return false
-	}
-	if w.fmCeSe&ctrlCQUpdate != 0 {
-		h.reqCQE(q, w, r.byteCnt)
-	}
-	return true
+	return h.complete(q, w, e.at, r)
 }
 
-// rereadWQE reads fetched WQE e out of the ring to run it; nil, and what
-// changed, when its control segment is not the one fetched.
-func (h *hca) rereadWQE(q *qpObj, e *fetchedWQE) (*sendWQE, string) {
+// rereadWQE reads fetched WQE e out of the ring to run it. When its
+// control segment is not the one fetched, the driver wrote over a WQE the
+// device had not run: a fault, and the WQE as fetched fails with a local
+// QP operation error (what a device would run then is unknowable).
+func (h *hca) rereadWQE(q *qpObj, e *fetchedWQE) (*sendWQE, *wqeFail) {
 	now, why := headerChanged(q, e)
 	if why != "" {
-		return nil, why
+		h.fault(q.ctx, "QP %#x: the WQE at counter %d %s since the device fetched it: the driver wrote over a WQE the device had not run; the QP goes to ERR", q.qpn, e.at, why)
+		return &e.hdr, qpOpErr("overwritten before it ran")
 	}
-	buf := make([]byte, 0, int(now.bbs)*sendWQEBB)
-	for i := range now.bbs {
-		buf = append(buf, q.sqSlot(e.at+i)...)
-	}
-	now.b = buf[:now.ds*16]
-	return now, ""
+	now.copyOut(q, e.at)
+	return now, nil
 }
 
 // headerChanged reads the control segment of fetched WQE e again and
@@ -344,8 +308,8 @@ func headerChanged(q *qpObj, e *fetchedWQE) (*sendWQE, string) {
 		return now, fmt.Sprintf("has ds %d, not %d,", now.ds, f.ds)
 	case now.qpn != f.qpn:
 		return now, fmt.Sprintf("names QP %#x, not %#x,", now.qpn, f.qpn)
-	case slotChannel(q, e.at) != e.ch:
-		return now, fmt.Sprintf("is on stream channel %d, not %d,", slotChannel(q, e.at), e.ch)
+	case dciChannel(q, now) != e.ch:
+		return now, fmt.Sprintf("is on stream channel %d, not %d,", dciChannel(q, now), e.ch)
 	}
 	return now, ""
 }
@@ -363,38 +327,6 @@ func (h *hca) retire(q *qpObj, s *dciRun, c uint16) {
 	}
 	q.sqCI = ci
 	prm.Qpc.HwSqWqebbCounter.Set(q.qpc, uint64(ci))
-}
-
-// channelRNR handles an RNR NAK for w, the first WQE of channel c: the
-// channel waits for the responder's timer, or, with the retries used up,
-// w completes with RNR_RETRY_EXC_ERR. It reports whether the send queue
-// goes on (the other channels do, unless the error took the QP to ERR).
-func (h *hca) channelRNR(q *qpObj, s *dciRun, c uint16, w *sendWQE) bool {
-	ch := &s.chans[c]
-	if ch.rnr == nil {
-		left := int(prm.Qpc.RnrRetry.Get(q.qpc))
-		if left == 7 {
-			left = -1
-		}
-		ch.rnr = &rnrWait{left: left}
-	}
-	if ch.rnr.left == 0 {
-		at := ch.first().at
-		h.retire(q, s, c)
-		h.errCQE(q, q.sendCQ(), cqeReqErr, SyndromeRNRRetryExceeded, w.opcode, at)
-		f := &wqeFail{syndrome: SyndromeRNRRetryExceeded, why: "the responder has no receive WQE and the RNR retries are exhausted"}
-		stream := h.dciStreamError(q, c, f)
-		h.record(&h.wqeErrors, q.ctx, fmt.Sprintf("QP %#x WQE %d: %s", q.qpn, at, f.why))
-		if !stream {
-			h.toErr(q)
-		}
-		return stream
-	}
-	if ch.rnr.left > 0 {
-		ch.rnr.left--
-	}
-	ch.rnr.next = time.Now().Add(time.Duration(h.rnrTimerOf(q, w)) * time.Microsecond)
-	return true
 }
 
 // streamWaits keeps q's RNR wait (what the doorbell goroutine looks for)

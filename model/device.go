@@ -281,18 +281,26 @@ func (d *Device) QPState(qpn uint32) (state uint8, ok bool) {
 // failed, so the stop is at once whatever Options.SigStop says. Without
 // drain_sigerr the QP stays in RTS (the error is only reported in a CQE).
 func (d *Device) InjectSigErr(qpn uint32) error {
+	return d.onQP(qpn, StateRTS, "RTS", func(q *qpObj) {
+		if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
+			d.h.drainStop(q)
+		}
+	})
+}
+
+// onQP runs f, under the HCA's lock, on QP qpn of this context, which
+// must be in state st (named stName in the error).
+func (d *Device) onQP(qpn uint32, st uint8, stName string, f func(q *qpObj)) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	q, ok := d.h.qps[qpn]
 	if !ok || q.ctx != d.id {
 		return fmt.Errorf("model: no QP %#x on this context", qpn)
 	}
-	if q.state() != StateRTS {
-		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
+	if q.state() != st {
+		return fmt.Errorf("model: QP %#x is in state %#x, not %s", qpn, q.state(), stName)
 	}
-	if prm.Qpc.DrainSigerr.Get(q.qpc) != 0 {
-		d.h.drainStop(q)
-	}
+	f(q)
 	return nil
 }
 
@@ -300,17 +308,7 @@ func (d *Device) InjectSigErr(qpn uint32) error {
 // leads to, without traffic: SQER, where SQERR2RTS resumes it. (The data
 // path's RC errors lead to ERR.)
 func (d *Device) InjectSendError(qpn uint32) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	q, ok := d.h.qps[qpn]
-	if !ok || q.ctx != d.id {
-		return fmt.Errorf("model: no QP %#x on this context", qpn)
-	}
-	if q.state() != StateRTS {
-		return fmt.Errorf("model: QP %#x is in state %#x, not RTS", qpn, q.state())
-	}
-	prm.Qpc.State.Set(q.qpc, StateSQER)
-	return nil
+	return d.onQP(qpn, StateRTS, "RTS", func(q *qpObj) { prm.Qpc.State.Set(q.qpc, StateSQER) })
 }
 
 // Exec runs one firmware command directly, as the context's uid, without

@@ -62,10 +62,16 @@ var sigStopPolicyNames = [...]string{"earliest", "latest", "seeded", "after"}
 
 // String names the policy: earliest, latest, seeded or after.
 func (p SigStopPolicy) String() string {
-	if int(p) < len(sigStopPolicyNames) {
-		return sigStopPolicyNames[p]
+	return policyName(sigStopPolicyNames[:], p, "SigStopPolicy")
+}
+
+// policyName names policy p of type typ: its name in names, or typ(p)
+// for a value that has none.
+func policyName[P ~uint8](names []string, p P, typ string) string {
+	if int(p) < len(names) {
+		return names[p]
 	}
-	return fmt.Sprintf("SigStopPolicy(%d)", uint8(p))
+	return fmt.Sprintf("%s(%d)", typ, uint8(p))
 }
 
 // SigStop is Options.SigStop: where a QP with drain_sigerr stops after a
@@ -191,15 +197,5 @@ func (d *Device) finishDrains() {
 // SQ_DRAINED is raised. With Options.ManualDrain it is the only way from
 // SQ_DRAINING to SQD, so tests can observe the draining state.
 func (d *Device) FinishDrain(qpn uint32) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	q, ok := d.h.qps[qpn]
-	if !ok || q.ctx != d.id {
-		return fmt.Errorf("model: no QP %#x on this context", qpn)
-	}
-	if q.state() != StateSQDraining {
-		return fmt.Errorf("model: QP %#x is in state %#x, not SQ_DRAINING", qpn, q.state())
-	}
-	d.h.drained(q)
-	return nil
+	return d.onQP(qpn, StateSQDraining, "SQ_DRAINING", d.h.drained)
 }

@@ -16,7 +16,10 @@ import (
 // network is its own port: a datagram reaches a QP of this HCA when its
 // destination is the port (one of its GIDs and its MAC); anything else
 // leaves for hosts the model does not have. UD is unreliable: a datagram
-// nobody takes is lost and the sender completes all the same.
+// nobody takes is lost and the sender completes all the same. The send
+// runs through the transports' one requester and responder
+// (transport.go, udTransport); what is UD's own is here: the datagram's
+// addressing and its network header.
 
 // The address vector's fields (struct mlx5_av), as byte offsets in the
 // datagram segment.
@@ -42,45 +45,44 @@ const (
 	cqeGRH    = 1 << 28
 )
 
-// udSend runs a UD SEND or SEND_IMM.
-func (h *hca) udSend(q *qpObj, w *sendWQE) result {
-	if len(w.b) < ctrlSegSize+avSize {
-		return result{fail: qpOpErr("UD send without a datagram segment")}
+// avPort checks that address vector av (UD's datagram segment, DC's
+// struct mlx5_wqe_av) addresses the model's port: a valid source GID
+// index, a destination GID of the port and its MAC. The port is RoCE:
+// every packet has a GRH, and the AV's GRH bit is reserved and not read
+// (libmlx5's mlx5_create_ah leaves it 0 on Ethernet; mlx5_ib's
+// create_ib_ah sets it for any AH with a GRH). Anywhere else is off the
+// model's network: nothing answers.
+func (h *hca) avPort(av []byte) (sgid seam.GIDEntry, rgid [16]byte, f *wqeFail) {
+	gidFl := binary.BigEndian.Uint32(av[avGRHGIDFl:])
+	copy(rgid[:], av[avRGID:])
+	sgid, ok := h.gid(uint8(gidFl >> 20))
+	if !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
+		return sgid, rgid, retryExceeded("the address vector (source GID index %d, destination GID %x, MAC %x) is not the model's port: nothing answers",
+			uint8(gidFl>>20), rgid, av[avRMAC:avRMAC+6])
 	}
-	av := w.b[ctrlSegSize : ctrlSegSize+avSize]
-	sges, inline, f := dataSegs(w.b[ctrlSegSize+avSize:], true)
-	if f != nil {
-		return result{fail: f}
-	}
-	msg, sigs, f := h.gather(q, sges, inline)
-	if f != nil {
-		return result{fail: f}
-	}
-	done := result{sigs: sigs}
+	return sgid, rgid, nil
+}
+
+// datagramPeer finds the UD QP a datagram of n bytes of UD QP q reaches,
+// by the address vector of request m, and builds the network header its
+// receive buffer starts with. The failures are the datagram's losses (UD
+// acknowledges nothing: udTransport drops them).
+func (h *hca) datagramPeer(q *qpObj, m *request, n int) (peer, *wqeFail) {
 	// C10-93.1.1 (rxe_req.c): a message over the MTU sends no packet and
 	// raises no error. The MTU is the QP's (4096 for UD, set by mlx5_ib)
 	// and the port's active one, whichever is smaller.
-	mtu := min(uint8(prm.Qpc.Mtu.Get(q.qpc)), iboeMTU(portNetdevMTU))
-	if len(msg) > mtuBytes(mtu) {
-		return done
+	if mtu := min(uint8(prm.Qpc.Mtu.Get(q.qpc)), iboeMTU(portNetdevMTU)); n > mtuBytes(mtu) {
+		return peer{}, retryExceeded("a datagram of %d bytes over the path MTU of %d: no packet", n, mtuBytes(mtu))
 	}
-	// The port is RoCE: every packet has a GRH, so the AV's GRH bit is
-	// reserved and not read. libmlx5's mlx5_create_ah leaves it 0 on
-	// Ethernet; mlx5_ib's create_ib_ah sets it.
-	gidFl := binary.BigEndian.Uint32(av[avGRHGIDFl:])
-	var rgid [16]byte
-	copy(rgid[:], av[avRGID:])
-	// The port is RoCE: every packet has a GRH, and the AV's GRH bit is
-	// reserved. libmlx5's mlx5_create_ah leaves it 0 on Ethernet; mlx5_ib's
-	// create_ib_ah sets it for any AH with a GRH. Either way the source GID
-	// index and destination GID address the datagram.
-	sgid, ok := h.gid(uint8(gidFl >> 20))
-	if !ok || !h.isPortGID(rgid) || [6]byte(av[avRMAC:avRMAC+6]) != portMAC {
-		return done // anywhere but the port is off the model's network
+	av := m.av
+	sgid, rgid, f := h.avPort(av)
+	if f != nil {
+		return peer{}, f
 	}
-	r, ok := h.qps[binary.BigEndian.Uint32(av[avDQP:])&0xffffff]
+	dqp := binary.BigEndian.Uint32(av[avDQP:]) & 0xffffff
+	r, ok := h.qps[dqp]
 	if !ok || r.dct || prm.Qpc.St.Get(r.qpc) != stUD || !receiving(r) {
-		return done
+		return peer{}, retryExceeded("no UD QP %#x that receives", dqp)
 	}
 	// The Q_Key: one with the high bit set means the sender's own (rxe's
 	// init_req_packet); it must be the receiver's (rxe_recv.c check_keys),
@@ -90,40 +92,11 @@ func (h *hca) udSend(q *qpObj, w *sendWQE) result {
 		qkey = uint32(prm.Qpc.QKey.Get(q.qpc))
 	}
 	if qkey != uint32(prm.Qpc.QKey.Get(r.qpc)) {
-		return done
+		return peer{}, retryExceeded("Q_Key %#x is not UD QP %#x's", qkey, dqp)
 	}
-	rw, ok := h.recvWQE(r)
-	if !ok {
-		return done // no receive WQE: class D, dropped
-	}
-	grh, l3 := roceGRH(sgid, rgid, av[avTclass], av[avHopLimit], gidFl&flowLabelMask, len(msg), w.opcode == opSendImm)
-	total := uint64(len(grh) + len(msg))
-	var room uint64
-	for _, s := range rw.sges {
-		if _, e := h.mkey(s.key, r.pdn, accLocalWrite); e != nil {
-			// A receive WQE with a bad key: completed in error, the QP
-			// goes to ERR; the sender knows nothing of it.
-			return h.respFail(q, r, rw, SyndromeLocalProt, nil, 0).with(sigs)
-		}
-		room += s.n
-	}
-	if total > room {
-		return done // too long for the receive WQE: class D, dropped
-	}
-	rsigs, _, e := h.scatter(r.pdn, rw.sges, append(grh, msg...))
-	for _, s := range rsigs {
-		h.sigErrCQE(r, r.recvCQ(), s.key, s.err)
-	}
-	if e != nil {
-		return h.respFail(q, r, rw, SyndromeLocalProt, nil, 0).with(sigs)
-	}
-	op, imm := uint8(cqeRespSend), uint32(0)
-	if w.opcode == opSendImm {
-		op, imm = cqeRespSendIm, w.imm
-	}
-	h.consume(r, rw)
-	h.respCQE(r, op, rw.counter, uint32(total), imm, q.qpn, cqeGRH|uint32(l3)<<24, w.fmCeSe&ctrlSolicited != 0)
-	return done
+	flowLabel := binary.BigEndian.Uint32(av[avGRHGIDFl:]) & flowLabelMask
+	grh, l3 := roceGRH(sgid, rgid, av[avTclass], av[avHopLimit], flowLabel, n, m.w.opcode == opSendImm)
+	return peer{r: r, flags: cqeGRH | uint32(l3)<<24, grh: grh}, nil
 }
 
 // roceGRH is the 40 bytes a UD receive buffer starts with on RoCE, and the

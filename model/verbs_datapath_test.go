@@ -616,6 +616,9 @@ func TestVerbsUD(t *testing.T) {
 		{"another GID", b.qpn, qkey, 8, off},
 		{"another MAC", b.qpn, qkey, 8, wrongMAC},
 		{"over the MTU", b.qpn, qkey, 1025, av},
+		// Over log_msg_max too (mlx5_ib's UD 12): the MTU's check comes
+		// first, no local length error.
+		{"over log_msg_max", b.qpn, qkey, 4097, av},
 	} {
 		send(tc.dst, tc.key, tc.n, tc.av)
 		if c := decode(t, cq.next()); c.Opcode != wqe.CQEReq || c.QPN != a.qpn {
