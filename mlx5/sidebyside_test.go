@@ -48,6 +48,13 @@ const (
 	sbsMkey    = 0x00200200     // the signature mkey the UMR bench configures
 	sbsMemPSV  = 0x301
 	sbsWirePSV = 0x302
+	// The DC benches (scripts/postbench/bench.diff): two DCIs, the
+	// DCT they write to and the stream of the DCI with streams.
+	sbsDCIQP        = 0x1a6 // bench_dci (422)
+	sbsDCIStreamsQP = 0x1a7 // bench_dci_streams (423)
+	sbsDCTN         = 0x001234
+	sbsDCKey        = 0x0123456789abcdef
+	sbsDCStream     = 5
 )
 
 // sbsOps are the benchmarks: what mlx5go calls, and the name of the
@@ -68,6 +75,11 @@ var sbsOps = []struct{ goName, oracle string }{
 	{"Poll4", "poll_cq_batch4"},
 	{"Poll16", "poll_cq_batch16"},
 	{"Poll64", "poll_cq_batch64"},
+	{"DCBatch1", "dc_wr_rdma_write_sge1"},
+	{"DCPostSend", "dc_wr_rdma_write_sge1"},
+	{"DCStreamBatch1", "dc_stream_wr_rdma_write_sge1"},
+	{"DCStreamPostSend", "dc_stream_wr_rdma_write_sge1"},
+	{"DCBatch16", "dc_wr_rdma_write_batch16"},
 }
 
 // sbsFixture is one benchmark's queues and work.
@@ -175,6 +187,18 @@ func sbsWriteOptions(cq *CQ) QPOptions {
 		SendOps: Opcodes(OpRDMAWrite)}
 }
 
+// sbsDCIOptions are bench_dci's (streams false) and bench_dci_streams's
+// (2^3 stream channels, 2^2 errored): bench_write's send queue on a DCI,
+// which has no receive queue.
+func sbsDCIOptions(cq *CQ, streams bool) QPOptions {
+	o := sbsWriteOptions(cq)
+	o.Type, o.MaxRecvWR, o.MaxRecvSGE = QPTypeDCI, 0, 0
+	if streams {
+		o.DCIStreams = &DCIStreams{LogConcurrent: 3, LogErrored: 2}
+	}
+	return o
+}
+
 // sbsWrite is the RDMA WRITE of the post benches: k-th of a batch, the
 // last of n signaled.
 func sbsWrite(k, n int) SendWR {
@@ -187,10 +211,17 @@ func sbsWrite(k, n int) SendWR {
 }
 
 // newSideBySide makes the fixture of the benchmark that mlx5go's
-// goName names (sbsOps).
+// goName names (sbsOps). A name that starts with DC (DCStream: on the
+// DCI with streams) is its RC bench's operation on a DCI, every work
+// request addressed to the bench's DCT.
 func newSideBySide(tb testing.TB, goName string) *sbsFixture {
 	tb.Helper()
 	c := sbsContext()
+	goName, dc := strings.CutPrefix(goName, "DC")
+	goName, streams := strings.CutPrefix(goName, "Stream")
+	if streams && !dc {
+		tb.Fatalf("no side-by-side benchmark Stream%s", goName)
+	}
 	var n int
 	switch {
 	case goName == "PostSend":
@@ -207,12 +238,30 @@ func newSideBySide(tb testing.TB, goName string) *sbsFixture {
 		tb.Fatalf("side-by-side benchmark %q", goName)
 	}
 	cq := benchCQ(tb, c, 255, 0x401)
-	qp := benchQP(tb, c, sbsWriteOptions(cq), sbsWriteQP)
+	o, qpn, last := sbsWriteOptions(cq), uint32(sbsWriteQP), uint16(1)
+	var ah *AH
+	if dc {
+		// A DC RDMA WRITE of one SGE is two WQEBBs: its control
+		// segment, address vector, remote address and data (96 bytes).
+		o, qpn, last = sbsDCIOptions(cq, streams), sbsDCIQP, 2
+		if streams {
+			qpn = sbsDCIStreamsQP
+		}
+		// The oracle bench's AH (InfiniBand, made in userspace).
+		ah = &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
+	}
+	qp := benchQP(tb, c, o, qpn)
 	f := &sbsFixture{qp: qp, cq: cq, perOp: n, chunk: qp.caps.MaxSendWR / n}
-	f.between = func() error { return sbsRecycle(qp, cq, wqe.OpcodeRDMAWrite) }
+	f.between = func() error { return sbsRecycle(qp, cq, wqe.OpcodeRDMAWrite, last) }
 	wrs := make([]SendWR, n)
 	for k := range wrs {
 		wrs[k] = sbsWrite(k, n)
+		if dc {
+			wrs[k].AH, wrs[k].RemoteQPN, wrs[k].DCAccessKey = ah, sbsDCTN, sbsDCKey
+			if streams {
+				wrs[k].StreamID = sbsDCStream
+			}
+		}
 	}
 	switch {
 	case goName == "PostSend":
@@ -273,13 +322,13 @@ func sscan(s, format string, n *int) bool {
 }
 
 // sbsRecycle frees qp's send queue as libmlx5's bench does between
-// chunks (recycle_sq): one REQ CQE for its last WQE, which is one WQEBB,
-// polled from cq.
-func sbsRecycle(qp *QP, cq *CQ, opcode uint8) error {
+// chunks (recycle_sq): one REQ CQE for its last WQE, which is last
+// WQEBBs, polled from cq.
+func sbsRecycle(qp *QP, cq *CQ, opcode uint8, last uint16) error {
 	if qp.sq.pi == uint16(qp.sq.tail.Load()) {
 		return nil
 	}
-	putReqCQE(cq, cq.ci, qp.qpn, qp.sq.pi-1, opcode)
+	putReqCQE(cq, cq.ci, qp.qpn, qp.sq.pi-last, opcode)
 	var wc [1]Completion
 	if n, err := cq.Poll(wc[:]); n != 1 || err != nil || wc[0].Status != WCSuccess {
 		return fmt.Errorf("recycling: %d completions (%+v), %v", n, wc[0], err)
@@ -312,7 +361,7 @@ func newSBSConfigure(tb testing.TB, c *Context, post bool) *sbsFixture {
 			CheckMask: 0xff,
 		}}
 	f := &sbsFixture{qp: qp, cq: cq, perOp: 3, chunk: qp.caps.MaxSendWR / 3}
-	f.between = func() error { return sbsRecycle(qp, cq, wqe.OpcodeSetPSV) }
+	f.between = func() error { return sbsRecycle(qp, cq, wqe.OpcodeSetPSV, 1) }
 	if post {
 		f.run = func(n int, seq uint64) error {
 			for i := range n {

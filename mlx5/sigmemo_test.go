@@ -36,7 +36,7 @@ func TestSigMemoFollowsValues(t *testing.T) {
 		}}
 	post := func() error {
 		t.Helper()
-		if err := sbsRecycle(qp, cq, wqe.OpcodeSetPSV); err != nil {
+		if err := sbsRecycle(qp, cq, wqe.OpcodeSetPSV, 1); err != nil {
 			t.Fatal(err)
 		}
 		return qp.PostMkeyConfigure(&wr)
