@@ -61,10 +61,9 @@ type Mkey struct {
 	// sigPSV are the transient signatures of the mkey's current signature
 	// block, which a counter update posts again.
 	sigPSV wqe.BlockPSVs
-	// sigMemo is the signature block a configure checked last.
-	sigMemo sigMemo
-	// tmpl is the WQEs of its last configure, to copy (mkeyTmpl).
-	tmpl mkeyTmpl
+	// tmpl builds its configures, and copies the WQEs of one that
+	// repeats the last.
+	tmpl wqe.MkeyTemplate
 	// shape is what Check needs of the last signature block configured
 	// (sigShape), published by the poster without a lock.
 	shape atomic.Uint32
