@@ -20,7 +20,7 @@ const mkcLenOff = 0x18
 //
 // The template decides for itself when it may copy: it compares the
 // configure's inputs, the signature block by value, with those of the
-// last configure it was given (mkeyKey), so a caller cannot make it copy
+// last configure it was given, so a caller cannot make it copy
 // WQEs of other inputs. WQEs are kept only on the second configure of the
 // same inputs in a row, so that configures whose inputs change every time
 // (a new reference tag per I/O) are not copied for nothing. Neither an
