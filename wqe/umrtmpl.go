@@ -41,128 +41,153 @@ type MkeyTemplate struct {
 // signature error counter update (SigErrs, Block; the key says whether
 // there is one). TestMkeyKeyCoversInputs checks that every other input,
 // to its highest bit, changes the key.
-//
-// Each input has bits of its own in 64-bit words; update compares each
-// word with the one it replaces and stores it whole. (A struct of the
-// inputs' own widths, compared as memory, has its wide loads wait for
-// the narrow stores that built it.)
-type mkeyKey [keyWords]uint64
+type mkeyKey struct {
+	qpn, mkey       uint32
+	flags           SendFlags
+	access          Access
+	memPSV, wirePSV uint32
+	maxEntries      int
+	klms            int // len(List)
+	bsf             BSFState
+	smallFence      bool
+	setAccess       bool
+	list, repeat    bool // List, Interleaved != nil
+	sigMkey         bool
+	resetSig        bool
+	updateSigErr    bool
+	hasCaps         bool
+	caps            sig.Caps
+	// The signature block, when sig.
+	sig                 bool
+	attrFlags           sig.BlockAttrFlags
+	checkMask, copyMask sig.Mask
+	compMask            uint64
+	mem, wire           domainKey
+}
 
-// The words of an mkeyKey: the configure's, then two domains'.
-const (
-	keyIDs        = iota // QPN, Mkey
-	keyFlags             // Flags, Access
-	keyPSVs              // MemPSV, WirePSV
-	keyMaxEntries        // MaxEntries
-	keyKLMs              // len(List)
-	keyBits              // BSF, the bools, the block's masks
-	keyAttrFlags         // the block's Flags; the caps' T10DIFBG and CRCType
-	keyAttrComp          // the block's CompMask
-	keyCapsSize          // the caps' BlockSize
-	keyCapsProt          // the caps' BlockProt
-	keyMem               // the memory domain's domainWords
-	keyWire       = keyMem + domainWords
-	keyWords      = keyWire + domainWords
-)
-
-// The words of a domain of an mkeyKey.
-const (
-	domType    = iota // Type, BlockSize
-	domComp           // CompMask
-	domTags           // T10DIF's Guard, RefTag
-	domDIF            // T10DIF's Seed, AppTag, Flags
-	domCRCType        // CRC's Type
-	domCRCSeed        // CRC's Seed
-	domainWords
-)
-
-// Bits of keyBits.
-const (
-	bitSmallFence = 8 + iota // BSF in the low byte
-	bitSetAccess
-	bitList
-	bitRepeat
-	bitSigMkey
-	bitResetSig
-	bitUpdateSigErr
-	bitSig
-	bitCaps
-	bitMem // each domain: present, T10DIF, CRC
-	bitMemDIF
-	bitMemCRC
-	bitWire
-	bitWireDIF
-	bitWireCRC
-	bitCheckMask = 32 // a byte
-	bitCopyMask  = 40 // a byte
-)
-
-// bit is v at bit n.
-func bit(v bool, n uint) uint64 { return b2u(v) << n }
+// domainKey is a signature domain by value, when set.
+type domainKey struct {
+	set, dif, crc bool // the domain, its T10DIF, its CRC
+	typ           sig.SigType
+	blockSize     sig.BlockSize
+	compMask      uint64
+	t10dif        sig.T10DIF
+	crcv          sig.CRC
+}
 
 // update makes k the key of c's configure, and reports whether it was
-// that already.
+// that already. Each input is compared where it is and stored only when
+// it differs: one statement an input.
 func (k *mkeyKey) update(c *MkeyConfigure) bool {
-	d := swap(&k[keyIDs], uint64(c.QPN)|uint64(c.Mkey)<<32)
-	d |= swap(&k[keyFlags], uint64(c.Flags)|uint64(c.Access)<<32)
-	d |= swap(&k[keyPSVs], uint64(c.MemPSV)|uint64(c.WirePSV)<<32)
-	d |= swap(&k[keyMaxEntries], uint64(c.MaxEntries))
-	d |= swap(&k[keyKLMs], uint64(len(c.List)))
-	bits := uint64(c.BSF) | bit(c.SmallFence, bitSmallFence) | bit(c.SetAccess, bitSetAccess) |
-		bit(c.List != nil, bitList) | bit(c.Interleaved != nil, bitRepeat) | bit(c.SigMkey, bitSigMkey) |
-		bit(c.ResetSig, bitResetSig) | bit(c.UpdateSigErr, bitUpdateSigErr) | bit(c.Sig != nil, bitSig) | bit(c.Caps != nil, bitCaps)
-	var flags, comp uint64
-	var mem, wire *sig.Domain
-	if a := c.Sig; a != nil {
-		mem, wire = a.Mem, a.Wire
-		bits |= uint64(a.CheckMask)<<bitCheckMask | uint64(a.CopyMask)<<bitCopyMask
-		flags, comp = uint64(a.Flags), a.CompMask
+	same := true
+	if k.qpn != c.QPN {
+		k.qpn, same = c.QPN, false
 	}
-	if mem != nil {
-		bits |= bit(true, bitMem) | bit(mem.T10DIF != nil, bitMemDIF) | bit(mem.CRC != nil, bitMemCRC)
+	if k.mkey != c.Mkey {
+		k.mkey, same = c.Mkey, false
 	}
-	if wire != nil {
-		bits |= bit(true, bitWire) | bit(wire.T10DIF != nil, bitWireDIF) | bit(wire.CRC != nil, bitWireCRC)
+	if k.flags != c.Flags {
+		k.flags, same = c.Flags, false
 	}
-	d |= swap(&k[keyBits], bits)
-	var size, prot uint64
-	if cp := c.Caps; cp != nil {
-		flags |= uint64(cp.T10DIFBG)<<32 | uint64(cp.CRCType)<<48
-		size, prot = cp.BlockSize, uint64(cp.BlockProt)
+	if k.access != c.Access {
+		k.access, same = c.Access, false
 	}
-	d |= swap(&k[keyAttrFlags], flags)
-	d |= swap(&k[keyAttrComp], comp)
-	d |= swap(&k[keyCapsSize], size)
-	d |= swap(&k[keyCapsProt], prot)
-	d |= updateDomain((*[domainWords]uint64)(k[keyMem:keyWire]), mem)
-	d |= updateDomain((*[domainWords]uint64)(k[keyWire:]), wire)
-	return d == 0
+	if k.memPSV != c.MemPSV {
+		k.memPSV, same = c.MemPSV, false
+	}
+	if k.wirePSV != c.WirePSV {
+		k.wirePSV, same = c.WirePSV, false
+	}
+	if k.maxEntries != c.MaxEntries {
+		k.maxEntries, same = c.MaxEntries, false
+	}
+	if k.klms != len(c.List) {
+		k.klms, same = len(c.List), false
+	}
+	if k.bsf != c.BSF {
+		k.bsf, same = c.BSF, false
+	}
+	if k.smallFence != c.SmallFence {
+		k.smallFence, same = c.SmallFence, false
+	}
+	if k.setAccess != c.SetAccess {
+		k.setAccess, same = c.SetAccess, false
+	}
+	if k.list != (c.List != nil) {
+		k.list, same = c.List != nil, false
+	}
+	if k.repeat != (c.Interleaved != nil) {
+		k.repeat, same = c.Interleaved != nil, false
+	}
+	if k.sigMkey != c.SigMkey {
+		k.sigMkey, same = c.SigMkey, false
+	}
+	if k.resetSig != c.ResetSig {
+		k.resetSig, same = c.ResetSig, false
+	}
+	if k.updateSigErr != c.UpdateSigErr {
+		k.updateSigErr, same = c.UpdateSigErr, false
+	}
+	if k.hasCaps != (c.Caps != nil) {
+		k.hasCaps, same = c.Caps != nil, false
+	}
+	if c.Caps != nil && k.caps != *c.Caps {
+		k.caps, same = *c.Caps, false
+	}
+	a := c.Sig
+	if k.sig != (a != nil) {
+		k.sig, same = a != nil, false
+	}
+	if a == nil {
+		return same // the block's fields are not compared
+	}
+	if k.attrFlags != a.Flags {
+		k.attrFlags, same = a.Flags, false
+	}
+	if k.checkMask != a.CheckMask {
+		k.checkMask, same = a.CheckMask, false
+	}
+	if k.copyMask != a.CopyMask {
+		k.copyMask, same = a.CopyMask, false
+	}
+	if k.compMask != a.CompMask {
+		k.compMask, same = a.CompMask, false
+	}
+	mem, wire := k.mem.update(a.Mem), k.wire.update(a.Wire)
+	return mem && wire && same
 }
 
-// updateDomain makes w the words of domain d (zeros for none), and
-// returns a word that is not 0 if they were not.
-func updateDomain(w *[domainWords]uint64, d *sig.Domain) uint64 {
-	var typ, comp, tags, dif, crcType, crcSeed uint64
-	if d != nil {
-		typ, comp = uint64(d.Type)|uint64(d.BlockSize)<<32, d.CompMask
-		if t := d.T10DIF; t != nil {
-			tags = uint64(t.Guard) | uint64(t.RefTag)<<32
-			dif = uint64(t.Seed) | uint64(t.AppTag)<<16 | uint64(t.Flags)<<32
-		}
-		if cr := d.CRC; cr != nil {
-			crcType, crcSeed = uint64(cr.Type), cr.Seed
-		}
+// update makes k the key of d, and reports whether it was that already.
+func (k *domainKey) update(d *sig.Domain) bool {
+	same := true
+	if k.set != (d != nil) {
+		k.set, same = d != nil, false
 	}
-	x := swap(&w[domType], typ) | swap(&w[domComp], comp) | swap(&w[domTags], tags) |
-		swap(&w[domDIF], dif) | swap(&w[domCRCType], crcType) | swap(&w[domCRCSeed], crcSeed)
-	return x
-}
-
-// swap makes *p w, and returns what differed.
-func swap(p *uint64, w uint64) uint64 {
-	d := *p ^ w
-	*p = w
-	return d
+	if d == nil {
+		return same
+	}
+	if k.typ != d.Type {
+		k.typ, same = d.Type, false
+	}
+	if k.blockSize != d.BlockSize {
+		k.blockSize, same = d.BlockSize, false
+	}
+	if k.compMask != d.CompMask {
+		k.compMask, same = d.CompMask, false
+	}
+	if k.dif != (d.T10DIF != nil) {
+		k.dif, same = d.T10DIF != nil, false
+	}
+	if d.T10DIF != nil && k.t10dif != *d.T10DIF {
+		k.t10dif, same = *d.T10DIF, false
+	}
+	if k.crc != (d.CRC != nil) {
+		k.crc, same = d.CRC != nil, false
+	}
+	if d.CRC != nil && k.crcv != *d.CRC {
+		k.crcv, same = *d.CRC, false
+	}
+	return same
 }
 
 // Build writes the WQEs of c into r at producer counter pi and returns
