@@ -61,9 +61,8 @@ type Mkey struct {
 	// sigPSV are the transient signatures of the mkey's current signature
 	// block, which a counter update posts again.
 	sigPSV wqe.BlockPSVs
-	// tmpl builds its configures, and copies the WQEs of one that
-	// repeats the last.
-	tmpl wqe.MkeyTemplate
+	// tmpl is the WQEs of its last configure, to copy (mkeyTmpl).
+	tmpl mkeyTmpl
 	// shape is what Check needs of the last signature block configured
 	// (sigShape), published by the poster without a lock.
 	shape atomic.Uint32

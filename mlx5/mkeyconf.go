@@ -23,7 +23,7 @@ import (
 // the work request is written; an invalid one is ErrInvalid first.
 //
 // An mkey configured again with the inputs of its last configure but for
-// its list's entries has its WQEs copied (wqe.MkeyTemplate).
+// its list's entries has its WQEs copied (mkeyTmpl).
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	if b == nil || !b.usable() {
 		if b != nil {
@@ -57,6 +57,29 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		return b
 	}
 	errs := m.sigErrs.Load()
+	sigErr := m.sigMkey && errs != m.sentErrs
+	// The mkey's template, when this configure has its key: the caps, the
+	// block's validity and the inline room are those of the configure
+	// that built it.
+	t := &m.tmpl
+	same := t.key.update(qp, m, wr, sigErr)
+	if !same {
+		t.ok = false
+	} else if t.ok {
+		if db, ok := t.Put(qp.sq.ring, qp.sq.pi, b.room(), wqeKLMs(wr.List)); ok {
+			st := mkeyState{bsf: m.bsf, shape: sigShape(m.shape.Load()), psvs: m.sigPSV}
+			switch {
+			case wr.Sig != nil:
+				st = mkeyState{bsf: wqe.BSFSet, shape: t.shape, psvs: t.psvs}
+			case wr.ResetSig:
+				st = mkeyState{bsf: wqe.BSFReset}
+			}
+			b.configured(m, st, errs)
+			b.stream = 0
+			b.added(wr.WrID, WCUMR, 0, t.bbs, db, true, t.wqes)
+			return b
+		}
+	}
 	var c wqe.MkeyConfigure
 	mkeyConfigure(&c, qp, m, wr, access, errs)
 	if !umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil) {
@@ -65,13 +88,21 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	// The result is taken field by field: a copy of the whole struct it
 	// returns in registers costs a store-forwarding stall.
-	res, err := m.tmpl.Build(qp.sq.ring, qp.sq.pi, b.room(), &c)
+	res, err := wqe.BuildMkeyConfigure(qp.sq.ring, qp.sq.pi, b.room(), &c)
 	bbs, db, fence, wqes := res.WQEBBs, res.Doorbell, res.SmallFence, 1+res.PSVs
 	if err != nil {
 		b.fail(op, qp.configureErr(b.n, wr, bbs, err))
 		return b
 	}
-	b.configured(m, wr, errs)
+	st := stateAfter(m, wr)
+	// The WQEs become the template on the second configure of a key in
+	// a row: one whose block changes every time (a reference tag per
+	// I/O) would copy them for nothing.
+	if same && !t.ok && t.Record(qp.sq.ring, qp.sq.pi, &c, res) {
+		r, n := t.Result()
+		t.ok, t.bbs, t.wqes, t.shape, t.psvs = true, r.WQEBBs, n, st.shape, st.psvs
+	}
+	b.configured(m, st, errs)
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, bbs, db, fence, wqes)
 	return b
@@ -93,8 +124,8 @@ func mkeyConfigure(c *wqe.MkeyConfigure, qp *QP, m *Mkey, wr *MkeyConfigureWR, a
 	c.Sig, c.MemPSV, c.WirePSV, c.SigMkey, c.BSF = wr.Sig, m.psvIndex[0], m.psvIndex[1], m.sigMkey, m.bsf
 	c.ResetSig, c.UpdateSigErr, c.SigErrs, c.Block = wr.ResetSig, m.sigMkey && errs != m.sentErrs, errs, m.sigPSV
 	// The caps check is not libmlx5's (docs/MLX5.md, "Signature caps"):
-	// a few bit tests, which a configure copied from the template skips
-	// (its block is the one checked).
+	// a few bit tests, which a configure copied from the mkey's template
+	// skips (its block is the one checked).
 	c.Caps = nil
 	if m.checkCaps {
 		c.Caps = &m.sigCaps
@@ -155,22 +186,35 @@ type mkeyUndo struct {
 	sigPSV   wqe.BlockPSVs
 }
 
-// configured is the one place a configure changes its mkey: it sets m's
-// configure state to what the configure wr, which the batch wrote, left
-// (errs: the signature errors its counter update, if any, carried), and
-// records the state before for the batch's rollback. A configure that
-// leaves the state as it was (one like the last) records nothing: the
-// rollback restores the records in reverse, and this one would restore
-// what is there.
-func (b *Batch) configured(m *Mkey, wr *MkeyConfigureWR, errs uint32) {
-	bsf, shape, psvs := m.bsf, m.shape.Load(), m.sigPSV
+// mkeyState is what a configure leaves of an mkey's signature state: its
+// BSF state, the shape and the SET_PSV values of its block.
+type mkeyState struct {
+	bsf   wqe.BSFState
+	shape sigShape
+	psvs  wqe.BlockPSVs
+}
+
+// stateAfter is the state the configure wr leaves m in.
+func stateAfter(m *Mkey, wr *MkeyConfigureWR) mkeyState {
 	switch {
 	case wr.Sig != nil:
-		bsf, shape, psvs = wqe.BSFSet, uint32(shapeOf(wr.Sig)), wqe.PSVsOf(wr.Sig)
+		return mkeyState{bsf: wqe.BSFSet, shape: shapeOf(wr.Sig), psvs: wqe.PSVsOf(wr.Sig)}
 	case wr.ResetSig:
-		bsf, shape, psvs = wqe.BSFReset, 0, wqe.BlockPSVs{}
+		return mkeyState{bsf: wqe.BSFReset}
 	}
-	if bsf == m.bsf && shape == m.shape.Load() && psvs == m.sigPSV && errs == m.sentErrs {
+	return mkeyState{bsf: m.bsf, shape: sigShape(m.shape.Load()), psvs: m.sigPSV}
+}
+
+// configured is the one place a configure changes its mkey: it sets m's
+// state to st, what the configure the batch wrote left, and its count of
+// signature errors sent to errs (what its counter update, if any,
+// carried), and records the state before for the batch's rollback. A
+// configure that leaves the state as it was (one like the last) records
+// nothing: the rollback restores the records in reverse, and this one
+// would restore what is there.
+func (b *Batch) configured(m *Mkey, st mkeyState, errs uint32) {
+	shape := uint32(st.shape)
+	if st.bsf == m.bsf && shape == m.shape.Load() && st.psvs == m.sigPSV && errs == m.sentErrs {
 		return
 	}
 	n := len(b.undo)
@@ -182,7 +226,7 @@ func (b *Batch) configured(m *Mkey, wr *MkeyConfigureWR, errs uint32) {
 	b.undo = b.undo[:n+1]
 	u := &b.undo[n]
 	u.m, u.bsf, u.shape, u.sentErrs, u.sigPSV = m, m.bsf, m.shape.Load(), m.sentErrs, m.sigPSV
-	m.bsf, m.sentErrs, m.sigPSV = bsf, errs, psvs
+	m.bsf, m.sentErrs, m.sigPSV = st.bsf, errs, st.psvs
 	if shape != u.shape {
 		m.shape.Store(shape)
 	}

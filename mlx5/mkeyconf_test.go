@@ -50,7 +50,7 @@ func TestMkeyConfigureFollowsBlockValues(t *testing.T) {
 	if err := post(); err != nil { // and copied
 		t.Fatal(err)
 	}
-	if !tmplHolds(m) {
+	if !m.tmpl.ok {
 		t.Fatal("three configures alike left no template")
 	}
 	memDIF.Seed = 0x1234 // invalid, behind the same pointer
@@ -80,7 +80,7 @@ func TestMkeyConfigureFollowsBlockValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !tmplHolds(m) {
+	if !m.tmpl.ok {
 		t.Fatal("configures alike after a block changed in place left no template")
 	}
 	start := qp.sq.pi
