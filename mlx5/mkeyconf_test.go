@@ -17,9 +17,8 @@ import (
 // value's.
 func TestMkeyConfigureFollowsBlockValues(t *testing.T) {
 	c := sbsContext()
-	cq := benchCQ(t, c, 255, 0x402)
-	qp := benchQP(t, c, QPOptions{PD: &PD{}, SendCQ: cq, RecvCQ: cq, MaxSendWR: 256, MaxSendSGE: 1, MaxRecvWR: 1, MaxRecvSGE: 1,
-		MaxInlineData: 128, SendOps: Opcodes(OpRDMAWrite, OpSend), MkeyConfigure: true}, sbsUMRQP)
+	f := newSBSConfigure(t, c, true) // its QP; an mkey of other caps
+	qp, cq := f.qp, f.cq
 	// Every cap but the IP checksum guard.
 	m := &Mkey{c: c, lkey: sbsMkey, rkey: sbsMkey, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{sbsMemPSV, sbsWirePSV},
 		sentErrs: ^uint32(0), name: mkeyName(sbsMkey),
@@ -100,9 +99,9 @@ func TestMkeyConfigureFollowsBlockValues(t *testing.T) {
 // TestMkeyConfigureCoversWR: every field of MkeyConfigureWR but the ones
 // no WQE depends on, and every piece of QP and mkey state a configure's
 // WQEs depend on, reaches the builder's inputs (mkeyConfigure): changed
-// one at a time, each changes them. (wqe's TestMkeyKeyCoversInputs
-// checks that each of those changes the template's key.) A field added
-// to MkeyConfigureWR is changed here too.
+// one at a time, each changes them (TestMkeyTmplKeyCoversInputs checks
+// the template's key). A field added to MkeyConfigureWR is changed here
+// too.
 func TestMkeyConfigureCoversWR(t *testing.T) {
 	c := sbsContext()
 	cq := benchCQ(t, c, 255, 0x402)

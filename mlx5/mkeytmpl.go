@@ -68,62 +68,30 @@ type domainKey struct {
 
 // update makes k the key of wr, posted on qp to m (sigErr: it updates the
 // signature error counter), and reports whether it was that already. Each
-// input is compared where it is and stored only when it differs: one
-// statement an input, no second list.
+// input is compared where it is and stored only when it differs (set):
+// one statement an input, no second list.
 func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) bool {
 	same := true
-	if k.qp != qp {
-		k.qp, same = qp, false
-	}
-	if k.flags != wr.Flags {
-		k.flags, same = wr.Flags, false
-	}
-	if k.access != wr.Access {
-		k.access, same = wr.Access, false
-	}
-	if k.klms != len(wr.List) {
-		k.klms, same = len(wr.List), false
-	}
-	if k.bsf != m.bsf {
-		k.bsf, same = m.bsf, false
-	}
-	if k.setAccess != wr.SetAccess {
-		k.setAccess, same = wr.SetAccess, false
-	}
-	if k.fm != qp.fmCache {
-		k.fm, same = qp.fmCache, false
-	}
-	if k.list != (wr.List != nil) {
-		k.list, same = wr.List != nil, false
-	}
-	if k.repeat != (wr.Interleaved != nil) {
-		k.repeat, same = wr.Interleaved != nil, false
-	}
-	if k.resetSig != wr.ResetSig {
-		k.resetSig, same = wr.ResetSig, false
-	}
-	if k.sigErr != sigErr {
-		k.sigErr, same = sigErr, false
-	}
+	set(&k.qp, qp, &same)
+	set(&k.flags, wr.Flags, &same)
+	set(&k.access, wr.Access, &same)
+	set(&k.klms, len(wr.List), &same)
+	set(&k.bsf, m.bsf, &same)
+	set(&k.setAccess, wr.SetAccess, &same)
+	set(&k.fm, qp.fmCache, &same)
+	set(&k.list, wr.List != nil, &same)
+	set(&k.repeat, wr.Interleaved != nil, &same)
+	set(&k.resetSig, wr.ResetSig, &same)
+	set(&k.sigErr, sigErr, &same)
 	a := wr.Sig
-	if k.sig != (a != nil) {
-		k.sig, same = a != nil, false
-	}
+	set(&k.sig, a != nil, &same)
 	if a == nil {
 		return same // the block's fields are not compared
 	}
-	if k.attrFlags != a.Flags {
-		k.attrFlags, same = a.Flags, false
-	}
-	if k.checkMask != a.CheckMask {
-		k.checkMask, same = a.CheckMask, false
-	}
-	if k.copyMask != a.CopyMask {
-		k.copyMask, same = a.CopyMask, false
-	}
-	if k.compMask != a.CompMask {
-		k.compMask, same = a.CompMask, false
-	}
+	set(&k.attrFlags, a.Flags, &same)
+	set(&k.checkMask, a.CheckMask, &same)
+	set(&k.copyMask, a.CopyMask, &same)
+	set(&k.compMask, a.CompMask, &same)
 	mem, wire := k.mem.update(a.Mem), k.wire.update(a.Wire)
 	return mem && wire && same
 }
@@ -131,32 +99,27 @@ func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) 
 // update makes k the key of d, and reports whether it was that already.
 func (k *domainKey) update(d *sig.Domain) bool {
 	same := true
-	if k.set != (d != nil) {
-		k.set, same = d != nil, false
-	}
+	set(&k.set, d != nil, &same)
 	if d == nil {
 		return same
 	}
-	if k.typ != d.Type {
-		k.typ, same = d.Type, false
+	set(&k.typ, d.Type, &same)
+	set(&k.blockSize, d.BlockSize, &same)
+	set(&k.compMask, d.CompMask, &same)
+	set(&k.dif, d.T10DIF != nil, &same)
+	if d.T10DIF != nil {
+		set(&k.t10dif, *d.T10DIF, &same)
 	}
-	if k.blockSize != d.BlockSize {
-		k.blockSize, same = d.BlockSize, false
-	}
-	if k.compMask != d.CompMask {
-		k.compMask, same = d.CompMask, false
-	}
-	if k.dif != (d.T10DIF != nil) {
-		k.dif, same = d.T10DIF != nil, false
-	}
-	if d.T10DIF != nil && k.t10dif != *d.T10DIF {
-		k.t10dif, same = *d.T10DIF, false
-	}
-	if k.crc != (d.CRC != nil) {
-		k.crc, same = d.CRC != nil, false
-	}
-	if d.CRC != nil && k.crcv != *d.CRC {
-		k.crcv, same = *d.CRC, false
+	set(&k.crc, d.CRC != nil, &same)
+	if d.CRC != nil {
+		set(&k.crcv, *d.CRC, &same)
 	}
 	return same
+}
+
+// set makes *dst v, and clears *same if it was not v already.
+func set[T comparable](dst *T, v T, same *bool) {
+	if *dst != v {
+		*dst, *same = v, false
+	}
 }
