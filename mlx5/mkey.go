@@ -61,8 +61,6 @@ type Mkey struct {
 	// sigPSV are the transient signatures of the mkey's current signature
 	// block, which a counter update posts again.
 	sigPSV wqe.BlockPSVs
-	// sigMemo is the signature block a configure checked last.
-	sigMemo sigMemo
 	// tmpl is the WQEs of its last configure, to copy (mkeyTmpl).
 	tmpl mkeyTmpl
 	// shape is what Check needs of the last signature block configured

@@ -1,56 +1,125 @@
 package mlx5
 
-import "github.com/mlx5go/mlx5go/wqe"
+import (
+	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/wqe"
+)
 
 // mkeyTmpl is the WQEs of an mkey's last configure that can be copied
-// (wqe.MkeyTemplate), with the inputs they were built from: a configure
-// of the same inputs, but for its list's entries, is written by copying
-// them and rewriting the counters, the KLMs and the length. A cache, not
-// state: the WQEs are a function of the key (and of the signature block
-// the mkey's sigMemo holds: the memo changes only where a configure is
-// recorded again), so a batch's rollback leaves it alone. The poster's,
-// as the rest of an mkey's configure state.
+// (wqe.MkeyTemplate), keyed by the inputs they were built from: a
+// configure of the same key is written by copying them and rewriting the
+// counters, the KLMs and the length. A cache, not state: the WQEs are a
+// function of the key, so a batch's rollback leaves it alone. The
+// poster's, as the rest of an mkey's configure state.
 type mkeyTmpl struct {
-	// key is the inputs of the last configure built; ok says that the
-	// template holds its WQEs.
-	key   mkeyTmplKey
-	ok    bool
-	shape sigShape // shapeOf the signature block
-	// What the WQEs are (wqe.MkeyTemplate.Result): their WQEBBs and
-	// the WQEs (the last one's ds is in the doorbell word Put returns).
-	bbs  int
-	wqes int
+	// key is the inputs of the last configure built or copied; ok says
+	// that the template holds the WQEs of key's configure.
+	key mkeyTmplKey
+	ok  bool
+	// What the WQEs are: their WQEBBs and WQEs (the last one's ds is in
+	// the doorbell word Put returns), and, for a configure with a
+	// signature block, the shape and PSVs it leaves the mkey (functions
+	// of the block's value, which the key holds).
+	bbs, wqes int
+	shape     sigShape
+	psvs      wqe.BlockPSVs
 	wqe.MkeyTemplate
 }
 
-// mkeyTmplKey is what the WQEs of a configure depend on, but for its
-// list's entries, its signature block's value (sigMemo) and what the mkey
-// fixes at its creation (PSV indexes, max_entries, signature support). A
-// template is never of a configure with an interleaved layout or a
-// signature error counter update (wqe.MkeyTemplate.Record).
+// mkeyTmplKey is what the WQEs of a configure on an mkey depend on, but
+// for the list's entries (the template rewrites them) and what the mkey
+// fixes at its creation (its key, PSV indexes, max_entries, signature
+// support and caps: the template is the mkey's own): the work request's
+// inputs, the signature block by value, the QP (its number, its ring,
+// its inline room), the QP's small fence and the mkey's BSF state. Of an
+// interleaved layout and of a signature error counter update it says
+// only whether there is one: a template holds neither
+// (wqe.MkeyTemplate.Record). TestMkeyTmplKeyCoversInputs changes every
+// input, and requires another key or a reason it needs none.
 type mkeyTmplKey struct {
-	qp     *QP // its QPN, its ring, its inline room
-	lkey   uint32
-	flags  SendFlags
-	access AccessFlags
-	n      int // list entries
-	bsf    wqe.BSFState
-	// SetAccess; the small fence the QP's last WQE asked for; a list
-	// layout; a signature block; RESET_SIG_ATTR.
-	setAccess, fm, list, sig, resetSig bool
+	qp           *QP
+	flags        SendFlags
+	access       AccessFlags
+	klms         int // len(List)
+	bsf          wqe.BSFState
+	setAccess    bool
+	fm           bool // the QP's small fence
+	list, repeat bool // List, Interleaved != nil
+	resetSig     bool
+	sigErr       bool // the configure updates the signature error counter
+	// The signature block, when sig: a block the caller changes in place
+	// between two configures has another key.
+	sig                 bool
+	attrFlags           sig.BlockAttrFlags
+	checkMask, copyMask sig.Mask
+	compMask            uint64
+	mem, wire           domainKey
 }
 
-// tmplKey returns the template key of wr, posted on qp to m.
-func tmplKey(qp *QP, m *Mkey, wr *MkeyConfigureWR) mkeyTmplKey {
-	return mkeyTmplKey{qp: qp, lkey: m.lkey, flags: wr.Flags, access: wr.Access, n: len(wr.List), bsf: m.bsf,
-		setAccess: wr.SetAccess, fm: qp.fmCache, list: wr.List != nil, sig: wr.Sig != nil, resetSig: wr.ResetSig}
+// domainKey is a signature domain by value, when set.
+type domainKey struct {
+	set, dif, crc bool // the domain, its T10DIF, its CRC
+	typ           sig.SigType
+	blockSize     sig.BlockSize
+	compMask      uint64
+	t10dif        sig.T10DIF
+	crcv          sig.CRC
 }
 
-// matches reports whether wr, posted on qp to m, has the template's key
-// (tmplKey) and can be written by copying it: no interleaved layout, and
-// sigErr false (no signature error counter update).
-func (k *mkeyTmplKey) matches(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) bool {
-	return k.qp == qp && k.lkey == m.lkey && k.flags == wr.Flags && k.n == len(wr.List) && k.access == wr.Access &&
-		k.bsf == m.bsf && k.setAccess == wr.SetAccess && k.fm == qp.fmCache && k.list == (wr.List != nil) &&
-		k.sig == (wr.Sig != nil) && k.resetSig == wr.ResetSig && wr.Interleaved == nil && !sigErr
+// update makes k the key of wr, posted on qp to m (sigErr: it updates the
+// signature error counter), and reports whether it was that already. Each
+// input is compared where it is and stored only when it differs (set):
+// one statement an input, no second list.
+func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) bool {
+	same := true
+	set(&k.qp, qp, &same)
+	set(&k.flags, wr.Flags, &same)
+	set(&k.access, wr.Access, &same)
+	set(&k.klms, len(wr.List), &same)
+	set(&k.bsf, m.bsf, &same)
+	set(&k.setAccess, wr.SetAccess, &same)
+	set(&k.fm, qp.fmCache, &same)
+	set(&k.list, wr.List != nil, &same)
+	set(&k.repeat, wr.Interleaved != nil, &same)
+	set(&k.resetSig, wr.ResetSig, &same)
+	set(&k.sigErr, sigErr, &same)
+	a := wr.Sig
+	set(&k.sig, a != nil, &same)
+	if a == nil {
+		return same // the block's fields are not compared
+	}
+	set(&k.attrFlags, a.Flags, &same)
+	set(&k.checkMask, a.CheckMask, &same)
+	set(&k.copyMask, a.CopyMask, &same)
+	set(&k.compMask, a.CompMask, &same)
+	mem, wire := k.mem.update(a.Mem), k.wire.update(a.Wire)
+	return mem && wire && same
+}
+
+// update makes k the key of d, and reports whether it was that already.
+func (k *domainKey) update(d *sig.Domain) bool {
+	same := true
+	set(&k.set, d != nil, &same)
+	if d == nil {
+		return same
+	}
+	set(&k.typ, d.Type, &same)
+	set(&k.blockSize, d.BlockSize, &same)
+	set(&k.compMask, d.CompMask, &same)
+	set(&k.dif, d.T10DIF != nil, &same)
+	if d.T10DIF != nil {
+		set(&k.t10dif, *d.T10DIF, &same)
+	}
+	set(&k.crc, d.CRC != nil, &same)
+	if d.CRC != nil {
+		set(&k.crcv, *d.CRC, &same)
+	}
+	return same
+}
+
+// set makes *dst v, and clears *same if it was not v already.
+func set[T comparable](dst *T, v T, same *bool) {
+	if *dst != v {
+		*dst, *same = v, false
+	}
 }

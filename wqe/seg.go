@@ -3,6 +3,7 @@ package wqe
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 )
 
 // WQEBB is the size of a send queue basic block (MLX5_SEND_WQE_BB).
@@ -173,14 +174,16 @@ type KLM struct {
 	Mkey      uint32 // mkey (the SGE's lkey)
 }
 
-// PutKLM writes k into b[:16].
+// PutKLM writes k into b[:16]: byte_count and key in one big-endian
+// word, the address in the other, each in one 8-byte store (a copy of
+// the segment, as MkeyTemplate's, then reads it without waiting for
+// narrower stores).
 func PutKLM(b []byte, k KLM) error {
 	if len(b) < KLMSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[0:], k.ByteCount)
-	be.PutUint32(b[4:], k.Mkey)
-	be.PutUint64(b[8:], k.Addr)
+	binary.LittleEndian.PutUint64(b[0:], bits.ReverseBytes64(uint64(k.ByteCount)<<32|uint64(k.Mkey)))
+	binary.LittleEndian.PutUint64(b[8:], bits.ReverseBytes64(k.Addr))
 	return nil
 }
 

@@ -112,15 +112,11 @@ type MkeyConfigure struct {
 	// their error state. Without a domain in Block it fails with
 	// ErrNoSigBlock.
 	Block BlockPSVs
-	// SigChecked says the caller already validated Sig
-	// (sig.BlockAttr.Validate found it valid; mlx5 remembers the value
-	// it validated last) and that SigPSVs is PSVsOf(Sig): the builder
-	// neither validates Sig again nor computes its PSVs.
-	SigChecked bool
-	SigPSVs    BlockPSVs
-	// SigBSF, with SigChecked, is the BSF that PutBSF writes for Sig,
-	// MemPSV and WirePSV (nil: the builder writes it).
-	SigBSF *[BSFSegSize]byte
+	// Caps, when not nil, are the device's signature caps, which Sig must
+	// fit (sig.Caps.Supports): a block outside them fails with
+	// Supports' error (matching sig.ErrUnsupported), after every check
+	// of the work request's validity and before ErrNoRoom.
+	Caps *sig.Caps
 }
 
 // BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
@@ -299,6 +295,11 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 	if ds > MaxDS {
 		return MkeyConfigureResult{}, ErrTooManyEntries
 	}
+	if c.Caps != nil && c.Sig != nil {
+		if err := c.Caps.Supports(c.Sig); err != nil {
+			return MkeyConfigureResult{}, err
+		}
+	}
 	umrBBs := (ds*16 + WQEBB - 1) / WQEBB
 	res := MkeyConfigureResult{Result: Result{WQEBBs: umrBBs + psvs.count(), DS: uint8(ds), SmallFence: true}, UMRDS: uint8(ds), PSVs: psvs.count()}
 	if nr, err := r.fit(res.WQEBBs, free); err != nil {
@@ -332,11 +333,7 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		next += uint16(klmOct / 4)
 	}
 	if c.Sig != nil {
-		if c.SigChecked && c.SigBSF != nil {
-			copy(r.slot(next), c.SigBSF[:])
-		} else {
-			putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
-		}
+		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
 		next++
 	}
 	res.Doorbell = be.Uint64(r.slot(pi))
@@ -374,10 +371,6 @@ func (c *MkeyConfigure) psvs() (BlockPSVs, error) {
 		}
 		if c.ResetSig {
 			return p, ErrResetWithSig
-		}
-		if c.SigChecked {
-			p = c.SigPSVs
-			break
 		}
 		if err := c.Sig.Validate(); err != nil {
 			return p, err

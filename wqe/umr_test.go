@@ -64,6 +64,11 @@ func TestBuildErrors(t *testing.T) {
 		{"too many for ds", func(c *MkeyConfigure, _ *Ring) { c.MaxEntries = 0; c.List = make([]KLM, 60) }, ErrTooManyEntries},
 		{"klm 2^31+1", func(c *MkeyConfigure, _ *Ring) { c.List = []KLM{{ByteCount: 1}, {ByteCount: 1<<31 + 1}} }, ErrKLMLength},
 		{"klm 2^32-1", func(c *MkeyConfigure, _ *Ring) { c.List = []KLM{{ByteCount: 0xffffffff}} }, ErrKLMLength},
+		{"caps", func(c *MkeyConfigure, _ *Ring) { c.Caps = &sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 2} }, sig.ErrUnsupported},
+		{"invalid before caps", func(c *MkeyConfigure, _ *Ring) {
+			c.Caps = &sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 2}
+			c.Sig.Mem.T10DIF.Seed = 0x1234
+		}, sig.ErrT10DIFSeed},
 	}
 	for _, tc := range cases {
 		c := sample()
