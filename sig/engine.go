@@ -191,14 +191,25 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	if err != nil {
 		return err
 	}
-	// buf is a whole number of blocks: walk it a block at a time.
+	// buf is a whole number of blocks: walk it a batch of blocks at a
+	// time, their guards first.
 	bs, stride := f.bs, f.stride
-	for ; len(buf) >= stride; k++ {
-		f.write(buf[bs:stride], f.guard(buf[:bs])|f.tags(k))
-		buf = buf[stride:]
+	var g [batch]uint64
+	for len(buf) > 0 {
+		m := min(len(buf)/stride, batch)
+		f.guardBlocks(g[:m], buf, bs, stride)
+		for _, v := range g[:m] {
+			f.write(buf[bs:stride], v|f.tags(k))
+			buf = buf[stride:]
+			k++
+		}
 	}
 	return nil
 }
+
+// batch is the most blocks whose guards Generate and Check compute in one
+// call, ahead of storing or comparing them.
+const batch = 16
 
 // firstBlock returns the number of the block that starts dataOffset bytes
 // of data into a transfer.
@@ -237,16 +248,20 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	mask := e.checkMask & f.valid
 	guard := mask&f.guards != 0
 	bs, stride := f.bs, f.stride
-	for ; len(buf) >= stride; k++ {
-		act := f.read(buf[bs:stride])
-		exp := f.tags(k)
+	var g [batch]uint64 // zero when the mask skips the guard
+	for len(buf) > 0 {
+		m := min(len(buf)/stride, batch)
 		if guard {
-			exp |= f.guard(buf[:bs])
+			f.guardBlocks(g[:m], buf, bs, stride)
 		}
-		if (exp^act)&mask != 0 && !f.escaped(act) {
-			return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
+		for _, v := range g[:m] {
+			act, exp := f.read(buf[bs:stride]), v|f.tags(k)
+			if (exp^act)&mask != 0 && !f.escaped(act) {
+				return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
+			}
+			buf = buf[stride:]
+			k++
 		}
-		buf = buf[stride:]
 	}
 	return MkeyErr{}, nil
 }

@@ -101,17 +101,38 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 // guard returns the signature value of data with the tags left zero: the
 // guard (T10-DIF) or the CRC in place.
 func (f *format) guard(data []byte) uint64 {
+	var g [1]uint64
+	f.guardBlocks(g[:], data, len(data), len(data))
+	return g[0]
+}
+
+// guardBlocks sets g[i] to the guard of block i of buf, as guard returns it:
+// the blocks have n bytes of data, one every stride bytes. The CRCs take
+// all the blocks in one call (crc's Blocks functions).
+func (f *format) guardBlocks(g []uint64, buf []byte, n, stride int) {
+	shift := 0
 	switch f.kind {
 	case guardT10DIFCRC:
-		return uint64(crc.T10DIF(f.seed16, data)) << 48
+		crc.T10DIFBlocks(g, f.seed16, buf, n, stride)
+		shift = 48
 	case guardT10DIFCsum:
-		return uint64(ipChecksumSeeded(f.seed16, data)) << 48
+		for i := range g {
+			g[i] = uint64(ipChecksumSeeded(f.seed16, buf[i*stride:i*stride+n]))
+		}
+		shift = 48
 	case guardCRC32:
-		return uint64(crc.CRC32(f.crc32, data)) << 32
+		crc.CRC32Blocks(g, f.crc32, buf, n, stride)
+		shift = 32
 	case guardCRC32C:
-		return uint64(crc.CRC32C(f.crc32, data)) << 32
+		crc.CRC32CBlocks(g, f.crc32, buf, n, stride)
+		shift = 32
 	default:
-		return f.crc64.Checksum(data)
+		f.crc64.ChecksumBlocks(g, buf, n, stride)
+	}
+	if shift != 0 {
+		for i := range g {
+			g[i] <<= shift
+		}
 	}
 }
 

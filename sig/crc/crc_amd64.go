@@ -60,6 +60,14 @@ var archLevels = func() []impl {
 //go:noescape
 func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
 
+// foldBlocks sets sums[i] to the register after folding block i of p (n
+// bytes, one every stride) into reg with the assembly of level lvl, xored
+// with xor: fold for each block, in one call. The caller has checked the
+// blocks (at least one), the level and n as fold requires.
+//
+//go:noescape
+func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64)
+
 // checksum64 is c.Checksum(p) with the implementation lvl: the assembly
 // when it takes p whole (lvl at least levelCLMUL, foldsWhole) and the
 // output is not the register reversed, else checksum64Slow. Checksum is

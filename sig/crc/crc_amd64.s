@@ -119,6 +119,23 @@ TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ p_len+32(FP), CX
 	XORQ R10, R10
 	LEAQ ret+48(FP), R11
+	MOVQ $1, R13
+	JMP  foldBody<>(SB)
+
+// func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64)
+//
+// foldBlocks is fold over len(sums) blocks (at least one), each result
+// xored with xor.
+TEXT ·foldBlocks(SB), NOSPLIT|NOFRAME, $0-96
+	MOVQ k+0(FP), AX
+	MOVQ lvl+8(FP), DX
+	MOVQ reg+16(FP), BX
+	MOVQ xor+24(FP), R10
+	MOVQ p_base+32(FP), SI
+	MOVQ n+56(FP), CX
+	MOVQ stride+64(FP), R12
+	MOVQ sums_base+72(FP), R11
+	MOVQ sums_len+80(FP), R13
 	JMP  foldBody<>(SB)
 
 // CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
@@ -152,6 +169,7 @@ TEXT ·checksum64(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ (CRC64_p+Params64_XorOut)(DI), R10
 	MOVQ p_base+16(FP), SI
 	LEAQ ret+40(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slow64:
@@ -171,6 +189,7 @@ TEXT ·fold32(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ p_base+24(FP), SI
 	XORQ R10, R10
 	LEAQ ret+48(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slow32:
@@ -189,17 +208,25 @@ TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ p_base+16(FP), SI
 	XORQ R10, R10
 	LEAQ ret+40(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slowT10:
 	JMP ·t10dif64Slow(SB)
 
-// foldBody is the work of fold, checksum64, fold32 and t10dif64, which jump to it
-// with the arguments in registers: AX the foldKeys, DX the level, BX the
-// register, SI and CX the data (at least 16 bytes, a multiple of 16), R10
-// a value to xor into the result and R11 the address of the result. It
-// returns to their caller.
+// foldBody is the work of fold, checksum64, fold32, t10dif64 and
+// foldBlocks, which jump to it with the arguments in registers: AX the
+// foldKeys, DX the level, BX the register, SI and CX the data (at least 16
+// bytes, a multiple of 16), R10 a value to xor into the result and R11 the
+// address of the result; R13 the number of blocks of CX bytes to fold (1
+// but for foldBlocks), one every R12 bytes from SI, each from BX, their
+// results stored one after the other from R11. It returns to their
+// caller. DI and R9 keep the block and its length.
 TEXT foldBody<>(SB), NOSPLIT|NOFRAME, $0-0
+	MOVQ SI, DI
+	MOVQ CX, R9
+
+block:
 	CMPQ DX, $const_levelAVX512
 	JNE  notZMM
 	CMPQ CX, $256
@@ -625,6 +652,15 @@ barrettLSB:
 done:
 	XORQ R10, R8
 	MOVQ R8, (R11)
+	DECQ R13
+	JZ   last
+	ADDQ $8, R11
+	ADDQ R12, DI
+	MOVQ DI, SI
+	MOVQ R9, CX
+	JMP  block
+
+last:
 	RET
 
 // func cpuid7ECX() uint32
