@@ -63,21 +63,19 @@
 	PEXTRQ    $1, X5, R8
 
 // ZBARRETT_MSB and ZBARRETT_LSB are BARRETT_MSB and BARRETT_LSB for the
-// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands and
-// a ternary xor, which leave out the register copies.
+// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands, a
+// ternary xor and the constants taken from memory, which leave out the
+// register copies and keep Z8 and Z9 for the next block.
 #define ZBARRETT_MSB \
-	VMOVDQU    foldKeys_final(AX), X9; \
-	VMOVQ      foldKeys_poly(AX), X6; \
-	VPCLMULQDQ $0x11, X9, X4, X5; \
+	VPCLMULQDQ $0x11, foldKeys_final(AX), X4, X5; \
 	VPXOR      X4, X5, X5; \
-	VPCLMULQDQ $0x01, X6, X5, X5; \
+	VPCLMULQDQ $0x01, foldKeys_poly(AX), X5, X5; \
 	VPXOR      X4, X5, X5; \
 	VMOVQ      X5, R8
 
 #define ZBARRETT_LSB \
-	VMOVDQU    foldKeys_rbar(AX), X9; \
-	VPCLMULQDQ $0x00, X9, X4, X5; \
-	VPCLMULQDQ $0x10, X9, X5, X6; \
+	VPCLMULQDQ $0x00, foldKeys_rbar(AX), X4, X5; \
+	VPCLMULQDQ $0x10, foldKeys_rbar(AX), X5, X6; \
 	VPSLLDQ    $8, X5, X5; \
 	VPAND      foldKeys_rp0(AX), X5, X5; \
 	VPTERNLOGQ $0x96, X4, X5, X6; \
@@ -480,14 +478,22 @@ ymmLanes:
 
 zmm:
 	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
-	// the data left.
+	// the data left. Z9 (the constants of the step), Z8 (the byte
+	// shuffle) and Z20 (the register in its place in the first lane) stay
+	// for the blocks after the first.
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
-	VMOVQ           BX, X4
-	SUBQ            $512, CX
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
+	VMOVQ           BX, X20
 	CMPQ            foldKeys_refl(AX), $0
-	JE              zmmNormal
+	JNE             zmmBlock
+	VPSLLDQ         $8, X20, X20
 
-	VPXORQ    0(SI), Z4, Z0
+zmmBlock:
+	SUBQ $512, CX
+	CMPQ foldKeys_refl(AX), $0
+	JE   zmmNormal
+
+	VPXORQ    0(SI), Z20, Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
 	VMOVDQU64 192(SI), Z3
@@ -506,8 +512,6 @@ zmmLoopRefl:
 	JMP  zmmLeft
 
 zmmNormal:
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
-	VPSLLDQ   $8, X4, X4
 	VMOVDQU64 0(SI), Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
@@ -516,7 +520,7 @@ zmmNormal:
 	VPSHUFB   Z8, Z1, Z1
 	VPSHUFB   Z8, Z2, Z2
 	VPSHUFB   Z8, Z3, Z3
-	VPXORQ    Z4, Z0, Z0
+	VPXORQ    Z20, Z0, Z0
 	ADDQ      $256, SI
 	TESTQ     CX, CX
 	JL        zmmLeft
@@ -544,18 +548,14 @@ zmmLeft:
 
 	// The data ended with the accumulators: every lane moves to the end
 	// and 64 bits on in one step (fin), and T is the sum of the lanes.
-	VMOVDQU64  foldKeys_fin(AX), Z9
-	VMOVDQU64  (foldKeys_fin+64)(AX), Z10
-	VMOVDQU64  (foldKeys_fin+128)(AX), Z11
-	VMOVDQU64  (foldKeys_fin+192)(AX), Z12
-	VPCLMULQDQ $0x00, Z9, Z0, Z4
-	VPCLMULQDQ $0x11, Z9, Z0, Z0
-	VPCLMULQDQ $0x00, Z10, Z1, Z5
-	VPCLMULQDQ $0x11, Z10, Z1, Z1
-	VPCLMULQDQ $0x00, Z11, Z2, Z6
-	VPCLMULQDQ $0x11, Z11, Z2, Z2
-	VPCLMULQDQ $0x00, Z12, Z3, Z7
-	VPCLMULQDQ $0x11, Z12, Z3, Z3
+	VPCLMULQDQ $0x00, foldKeys_fin(AX), Z0, Z4
+	VPCLMULQDQ $0x11, foldKeys_fin(AX), Z0, Z0
+	VPCLMULQDQ $0x00, (foldKeys_fin+64)(AX), Z1, Z5
+	VPCLMULQDQ $0x11, (foldKeys_fin+64)(AX), Z1, Z1
+	VPCLMULQDQ $0x00, (foldKeys_fin+128)(AX), Z2, Z6
+	VPCLMULQDQ $0x11, (foldKeys_fin+128)(AX), Z2, Z2
+	VPCLMULQDQ $0x00, (foldKeys_fin+192)(AX), Z3, Z7
+	VPCLMULQDQ $0x11, (foldKeys_fin+192)(AX), Z3, Z3
 	VPTERNLOGQ $0x96, Z4, Z5, Z0
 	VPTERNLOGQ $0x96, Z6, Z7, Z1
 	VPTERNLOGQ $0x96, Z2, Z3, Z0
@@ -567,13 +567,27 @@ zmmLeft:
 	CMPQ       foldKeys_refl(AX), $0
 	JNE        zmmBarrettLSB
 	ZBARRETT_MSB
-	VZEROUPPER
-	JMP        done
+	JMP        zmmDone
 
 zmmBarrettLSB:
 	ZBARRETT_LSB
+
+zmmDone:
+	// done without leaving the ZMM registers: the next block goes
+	// straight to the main loop.
+	XORQ R10, R8
+	MOVQ R8, (R11)
+	DECQ R13
+	JZ   zmmLast
+	ADDQ $8, R11
+	ADDQ R12, DI
+	MOVQ DI, SI
+	MOVQ R9, CX
+	JMP  zmmBlock
+
+zmmLast:
 	VZEROUPPER
-	JMP        done
+	RET
 
 zmmFold4:
 	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane; the loops
