@@ -193,23 +193,19 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	}
 	// buf is a whole number of blocks: walk it a batch of blocks at a
 	// time, their guards first.
-	bs, stride := f.bs, f.stride
 	var g [batch]uint64
 	for len(buf) > 0 {
-		m := min(len(buf)/stride, batch)
-		f.guardBlocks(g[:m], buf, bs, stride)
-		for _, v := range g[:m] {
-			f.write(buf[bs:stride], v|f.tags(k))
-			buf = buf[stride:]
-			k++
-		}
+		m := min(len(buf)/f.stride, batch)
+		f.guardBlocks(g[:m], buf, f.bs, f.stride)
+		f.writeBlocks(buf, g[:m], k)
+		buf, k = buf[m*f.stride:], k+uint64(m)
 	}
 	return nil
 }
 
 // batch is the most blocks whose guards Generate and Check compute in one
 // call, ahead of storing or comparing them.
-const batch = 16
+const batch = 32
 
 // firstBlock returns the number of the block that starts dataOffset bytes
 // of data into a transfer.
@@ -247,21 +243,17 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	// computes the guard the error reports when the mask skips it).
 	mask := e.checkMask & f.valid
 	guard := mask&f.guards != 0
-	bs, stride := f.bs, f.stride
 	var g [batch]uint64 // zero when the mask skips the guard
 	for len(buf) > 0 {
-		m := min(len(buf)/stride, batch)
+		m := min(len(buf)/f.stride, batch)
 		if guard {
-			f.guardBlocks(g[:m], buf, bs, stride)
+			f.guardBlocks(g[:m], buf, f.bs, f.stride)
 		}
-		for _, v := range g[:m] {
-			act, exp := f.read(buf[bs:stride]), v|f.tags(k)
-			if (exp^act)&mask != 0 && !f.escaped(act) {
-				return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
-			}
-			buf = buf[stride:]
-			k++
+		if i := f.firstBad(buf, g[:m], k, mask); i < m {
+			blk, k := buf[i*f.stride:], k+uint64(i)
+			return f.checkBlock(blk[:f.bs], k, f.read(blk, f.stride), e.checkMask, k*uint64(f.stride)), nil
 		}
+		buf, k = buf[m*f.stride:], k+uint64(m)
 	}
 	return MkeyErr{}, nil
 }
@@ -380,7 +372,7 @@ func (e *Engine) TransferAt(dir Direction, dst, src []byte, dataOffset uint64) (
 		copy(d[:bs], s[:bs])
 		var exp, act uint64
 		if in != nil {
-			act = in.read(s[bs:])
+			act = in.read(s, len(s))
 			if needGuard {
 				exp = in.expected(s[:bs], k)
 				if first.OK() {
@@ -405,7 +397,7 @@ func (e *Engine) TransferAt(dir Direction, dst, src []byte, dataOffset uint64) (
 		if e.sbs {
 			v = v&^e.copyMask | act&e.copyMask
 		}
-		out.write(d[bs:], v)
+		out.write(d, len(d), v)
 	}
 	return first, nil
 }
@@ -422,7 +414,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte, dataOffset uint64) Mk
 		s := src[i*in.stride : (i+1)*in.stride]
 		if first.OK() {
 			k := kin + uint64(i)
-			first = in.checkBlock(s[:in.bs], k, in.read(s[in.bs:]), e.checkMask, k*uint64(in.stride))
+			first = in.checkBlock(s[:in.bs], k, in.read(s, len(s)), e.checkMask, k*uint64(in.stride))
 		}
 		for d := s[:in.bs]; len(d) > 0; {
 			blk, off := pos/out.bs, pos%out.bs
@@ -432,7 +424,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte, dataOffset uint64) Mk
 	}
 	for j := range len(dst) / out.stride {
 		blk := dst[j*out.stride : (j+1)*out.stride]
-		out.write(blk[out.bs:], out.expected(blk[:out.bs], kout+uint64(j)))
+		out.write(blk, len(blk), out.expected(blk[:out.bs], kout+uint64(j)))
 	}
 	return first
 }

@@ -4,8 +4,9 @@ package crc
 // its signature. The Blocks functions take such a run of blocks in one
 // call: n bytes of data, one block every stride bytes of p, the CRC of
 // block i into sums[i]. Where the assembly folds a block whole it loops
-// over the blocks itself, so that a block costs no call and the CPU
-// overlaps the end of one block's CRC with the start of the next.
+// over the blocks itself (foldBody on amd64), so that a block costs no
+// call, and the ZMM path keeps its constants in registers from one block
+// to the next.
 
 // T10DIFBlocks sets sums[i] to T10DIF(crc, p[i*stride:i*stride+n]) for
 // every i below len(sums). It panics if p does not hold the blocks (the
