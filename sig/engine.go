@@ -195,7 +195,7 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	// time, their guards first.
 	var g [batch]uint64
 	for len(buf) > 0 {
-		m := min(len(buf)/f.stride, batch)
+		m := batchOf(len(buf), f.stride)
 		f.guardBlocks(g[:m], buf, f.bs, f.stride)
 		f.writeBlocks(buf, g[:m], k)
 		buf, k = buf[m*f.stride:], k+uint64(m)
@@ -206,6 +206,15 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 // batch is the most blocks whose guards Generate and Check compute in one
 // call, ahead of storing or comparing them.
 const batch = 32
+
+// batchOf returns the blocks of the next batch of a buffer of n bytes, a
+// whole number of blocks of stride bytes: a division only for the last.
+func batchOf(n, stride int) int {
+	if n >= batch*stride {
+		return batch
+	}
+	return n / stride
+}
 
 // firstBlock returns the number of the block that starts dataOffset bytes
 // of data into a transfer.
@@ -245,7 +254,7 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	guard := mask&f.guards != 0
 	var g [batch]uint64 // zero when the mask skips the guard
 	for len(buf) > 0 {
-		m := min(len(buf)/f.stride, batch)
+		m := batchOf(len(buf), f.stride)
 		if guard {
 			f.guardBlocks(g[:m], buf, f.bs, f.stride)
 		}

@@ -1,5 +1,7 @@
 package crc
 
+import "math/bits"
+
 // Protection information lays data out as equal blocks, each followed by
 // its signature. The Blocks functions take such a run of blocks in one
 // call: n bytes of data, one block every stride bytes of p, the CRC of
@@ -76,7 +78,9 @@ func checkBlocks(count int, p []byte, n, stride int) {
 	if count == 0 {
 		return
 	}
-	if n < 0 || stride < n || len(p) < n || stride > 0 && (len(p)-n)/stride < count-1 {
+	// No division: the check stands before every call of a PI loop.
+	hi, span := bits.Mul64(uint64(count-1), uint64(stride))
+	if n < 0 || stride < n || len(p) < n || hi != 0 || span > uint64(len(p)-n) {
 		panic("crc: the buffer does not hold the blocks")
 	}
 }
@@ -86,12 +90,19 @@ func checkBlocks(count int, p []byte, n, stride int) {
 // many blocks do not hold off goroutine preemption. lvl is an
 // architecture's level and n a length the assembly folds whole.
 func foldBlocksWith(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64) {
-	per := max(1, foldChunk/max(stride, 1))
+	// The common case without a division; checkBlocks has bounded the
+	// product by len(p) + stride.
+	switch {
+	case len(sums) == 0:
+		return
+	case len(sums)*stride <= foldChunk:
+		foldBlocks(k, lvl, reg, xor, p, n, stride, sums)
+		return
+	}
+	per := max(1, foldChunk/stride)
 	for len(sums) > per {
 		foldBlocks(k, lvl, reg, xor, p, n, stride, sums[:per])
 		sums, p = sums[per:], p[per*stride:]
 	}
-	if len(sums) > 0 {
-		foldBlocks(k, lvl, reg, xor, p, n, stride, sums)
-	}
+	foldBlocks(k, lvl, reg, xor, p, n, stride, sums)
 }
