@@ -178,12 +178,10 @@ func BenchmarkBareCRC32C(b *testing.B) {
 // 32 blocks of 4096 bytes or 256 of 512.
 const sideData = 128 << 10
 
-// cpuLoop runs f in b.Loop on one thread, sideData bytes a run, and
-// reports, besides ns/op, cpu-ns/op: the thread's CPU time
-// (CLOCK_THREAD_CPUTIME_ID), which a busy machine disturbs less
-// (scripts/bench's BENCH_CLOCK).
+// cpuLoop runs f in b.Loop on one thread and reports, besides ns/op,
+// cpu-ns/op: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which a busy
+// machine disturbs less (scripts/bench's BENCH_CLOCK).
 func cpuLoop(b *testing.B, f func()) {
-	b.SetBytes(sideData)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var t0, t1 unix.Timespec
@@ -209,7 +207,39 @@ func cpuLoop(b *testing.B, f func()) {
 //
 // bare is the CRC alone over the same blocks, what check cannot avoid.
 // SetBytes is the data bytes, signatures not counted.
+//
+// The CRCs themselves run first, as <CRC>/<size>: sig/crc's functions
+// through its exported API over the buffers that pibench gives ISA-L
+// (512 B, 4 KiB and 1 MiB, byte i holding i·31), each starting a new
+// checksum (T10-DIF from 0, the others from their standard initial
+// value), CRC32 among them.
 func BenchmarkSideBySide(b *testing.B) {
+	xz := crc.NewCRC64(crc.CRC64XZ)
+	for _, op := range []struct {
+		name string
+		f    func(p []byte) uint64
+	}{
+		{"T10DIF", func(p []byte) uint64 { return uint64(crc.T10DIF(0, p)) }},
+		{"CRC32C", func(p []byte) uint64 { return uint64(crc.CRC32C(0, p)) }},
+		{"CRC64XZ", xz.Checksum},
+		{"CRC32", func(p []byte) uint64 { return uint64(crc.CRC32(0, p)) }},
+	} {
+		for _, size := range []struct {
+			n    int
+			name string
+		}{{512, "512B"}, {4096, "4KiB"}, {1 << 20, "1MiB"}} {
+			p := make([]byte, size.n)
+			for i := range p {
+				p[i] = byte(i * 31)
+			}
+			b.Run(op.name+"/"+size.name, func(b *testing.B) {
+				b.SetBytes(int64(size.n))
+				var sink uint64
+				cpuLoop(b, func() { sink += op.f(p) })
+				_ = sink
+			})
+		}
+	}
 	for _, g := range []struct {
 		name string
 		dom  func(BlockSize) *Domain
@@ -235,6 +265,7 @@ func BenchmarkSideBySide(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Run("generate/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
 				cpuLoop(b, func() {
 					if err := e.Generate(DomainMemory, buf); err != nil {
 						b.Fatal(err)
@@ -242,6 +273,7 @@ func BenchmarkSideBySide(b *testing.B) {
 				})
 			})
 			b.Run("check/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
 				cpuLoop(b, func() {
 					if me, err := e.Check(DomainMemory, buf); err != nil || !me.OK() {
 						b.Fatal(me, err)
@@ -249,6 +281,7 @@ func BenchmarkSideBySide(b *testing.B) {
 				})
 			})
 			b.Run("bare/"+g.name+"/"+layout, func(b *testing.B) {
+				b.SetBytes(sideData)
 				var sink uint64
 				cpuLoop(b, func() {
 					for i := 0; i < len(buf); i += n + pi {

@@ -1,7 +1,7 @@
 /*
  * pibench: the ISA-L half of `scripts/bench pi`. It times ISA-L's CRCs
  * (Debian's libisal-dev, the library's public API only) over the buffers
- * and the PI layouts that mlx5go's BenchmarkSideBySide (sig/crc and sig)
+ * and the PI layouts that mlx5go's BenchmarkSideBySide (in sig)
  * uses, under the same operation names, and prints one line per
  * operation:
  *

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/crc64"
-	"runtime"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 var benchSizes = []int{512, 4096, 1 << 20}
@@ -23,24 +20,11 @@ func bench(b *testing.B, name string, f func(p []byte) uint64) {
 		}
 		b.Run(fmt.Sprintf("%s/%s", name, sizeName(n)), func(b *testing.B) {
 			b.SetBytes(int64(n))
-			cpuLoop(b, func() { sink += f(p) })
+			for b.Loop() {
+				sink += f(p)
+			}
 		})
 	}
-}
-
-// cpuLoop runs f in b.Loop on one thread and reports, besides ns/op,
-// cpu-ns/op: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which a busy
-// machine disturbs less (scripts/bench's BENCH_CLOCK).
-func cpuLoop(b *testing.B, f func()) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var t0, t1 unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t0)
-	for b.Loop() {
-		f()
-	}
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t1)
-	b.ReportMetric(float64(t1.Nano()-t0.Nano())/float64(b.N), "cpu-ns/op")
 }
 
 func sizeName(n int) string {
@@ -96,24 +80,4 @@ func BenchmarkCRC(b *testing.B) {
 	bench(b, "crc32.IEEE", func(p []byte) uint64 { return uint64(crc32.Update(0, crc32.IEEETable, p)) })
 	iso := crc64.MakeTable(crc64.ISO)
 	bench(b, "crc64.ISO", func(p []byte) uint64 { return crc64.Update(0, iso, p) })
-}
-
-// BenchmarkSideBySide is the mlx5go half of scripts/bench pi: the CRCs a
-// block signature uses, through the exported API, over the buffers that
-// scripts/pibench/pibench.c gives ISA-L (512 B, 4 KiB and 1 MiB, byte i
-// holding i·31), under the same operation names. Each starts a new
-// checksum: T10-DIF from 0, the others from their standard initial value.
-func BenchmarkSideBySide(b *testing.B) {
-	xz := NewCRC64(CRC64XZ)
-	for _, op := range []struct {
-		name string
-		f    func(p []byte) uint64
-	}{
-		{"T10DIF", func(p []byte) uint64 { return uint64(T10DIF(0, p)) }},
-		{"CRC32C", func(p []byte) uint64 { return uint64(CRC32C(0, p)) }},
-		{"CRC64XZ", xz.Checksum},
-		{"CRC32", func(p []byte) uint64 { return uint64(CRC32(0, p)) }},
-	} {
-		bench(b, op.name, op.f)
-	}
 }

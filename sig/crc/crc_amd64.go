@@ -55,14 +55,16 @@ var archLevels = func() []impl {
 
 // fold folds p into the register reg with the assembly of level lvl
 // (levelCLMUL, levelAVX2 or levelAVX512) and returns the register after
-// it. len(p) is at least 16 and a multiple of 16.
-//
-//go:noescape
-func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+// it: foldBlocks on one block. len(p) is at least 16 and a multiple of 16.
+func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {
+	var r [1]uint64
+	foldBlocks(k, lvl, reg, 0, p, len(p), len(p), r[:])
+	return r[0]
+}
 
 // foldBlocks sets sums[i] to the register after folding block i of p (n
 // bytes, one every stride) into reg with the assembly of level lvl, xored
-// with xor: fold for each block, in one call. The caller has checked the
+// with xor, all in one call. The caller has checked the
 // blocks (at least one), the level and n as fold requires.
 //
 //go:noescape

@@ -108,22 +108,10 @@
 	VPCLMULQDQ $0x11, k, a, a; \
 	VPTERNLOGQ $0x96, b, t, a
 
-// func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
-TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
-	MOVQ k+0(FP), AX
-	MOVQ lvl+8(FP), DX
-	MOVQ reg+16(FP), BX
-	MOVQ p_base+24(FP), SI
-	MOVQ p_len+32(FP), CX
-	XORQ R10, R10
-	LEAQ ret+48(FP), R11
-	MOVQ $1, R13
-	JMP  foldBody<>(SB)
-
 // func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64)
 //
-// foldBlocks is fold over len(sums) blocks (at least one), each result
-// xored with xor.
+// foldBlocks folds len(sums) blocks (at least one), each result xored
+// with xor; fold is one block of it.
 TEXT ·foldBlocks(SB), NOSPLIT|NOFRAME, $0-96
 	MOVQ k+0(FP), AX
 	MOVQ lvl+8(FP), DX
@@ -212,8 +200,8 @@ TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
 slowT10:
 	JMP ·t10dif64Slow(SB)
 
-// foldBody is the work of fold, checksum64, fold32, t10dif64 and
-// foldBlocks, which jump to it with the arguments in registers: AX the
+// foldBody is the work of checksum64, fold32, t10dif64 and foldBlocks,
+// which jump to it with the arguments in registers: AX the
 // foldKeys, DX the level, BX the register, SI and CX the data (at least 16
 // bytes, a multiple of 16), R10 a value to xor into the result and R11 the
 // address of the result; R13 the number of blocks of CX bytes to fold (1
