@@ -467,13 +467,13 @@ ymmLanes:
 zmm:
 	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
 	// the data left. Z9 (the constants of the step), Z8 (the byte
-	// shuffle) and Z20 (the register in its place in the first lane) stay
-	// for the blocks after the first.
+	// shuffle, which reflected data does not need) and Z20 (the register
+	// in its place in the first lane) stay for the blocks after the first.
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VMOVQ           BX, X20
 	CMPQ            foldKeys_refl(AX), $0
 	JNE             zmmBlock
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
 	VPSLLDQ         $8, X20, X20
 
 zmmBlock:
