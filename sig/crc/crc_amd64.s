@@ -63,19 +63,22 @@
 	PEXTRQ    $1, X5, R8
 
 // ZBARRETT_MSB and ZBARRETT_LSB are BARRETT_MSB and BARRETT_LSB for the
-// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands, a
-// ternary xor and the constants taken from memory, which leave out the
-// register copies and keep Z8 and Z9 for the next block.
+// ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands and
+// a ternary xor, which leave out the register copies; the constants go to
+// X21 and X22, which keeps Z8 and Z9 for the next block.
 #define ZBARRETT_MSB \
-	VPCLMULQDQ $0x11, foldKeys_final(AX), X4, X5; \
-	VPXOR      X4, X5, X5; \
-	VPCLMULQDQ $0x01, foldKeys_poly(AX), X5, X5; \
-	VPXOR      X4, X5, X5; \
+	VMOVDQU64  foldKeys_final(AX), X21; \
+	VMOVQ      foldKeys_poly(AX), X22; \
+	VPCLMULQDQ $0x11, X21, X4, X5; \
+	VPXORQ     X4, X5, X5; \
+	VPCLMULQDQ $0x01, X22, X5, X5; \
+	VPXORQ     X4, X5, X5; \
 	VMOVQ      X5, R8
 
 #define ZBARRETT_LSB \
-	VPCLMULQDQ $0x00, foldKeys_rbar(AX), X4, X5; \
-	VPCLMULQDQ $0x10, foldKeys_rbar(AX), X5, X6; \
+	VMOVDQU64  foldKeys_rbar(AX), X21; \
+	VPCLMULQDQ $0x00, X21, X4, X5; \
+	VPCLMULQDQ $0x10, X21, X5, X6; \
 	VPSLLDQ    $8, X5, X5; \
 	VPAND      foldKeys_rp0(AX), X5, X5; \
 	VPTERNLOGQ $0x96, X4, X5, X6; \
@@ -536,14 +539,18 @@ zmmLeft:
 
 	// The data ended with the accumulators: every lane moves to the end
 	// and 64 bits on in one step (fin), and T is the sum of the lanes.
-	VPCLMULQDQ $0x00, foldKeys_fin(AX), Z0, Z4
-	VPCLMULQDQ $0x11, foldKeys_fin(AX), Z0, Z0
-	VPCLMULQDQ $0x00, (foldKeys_fin+64)(AX), Z1, Z5
-	VPCLMULQDQ $0x11, (foldKeys_fin+64)(AX), Z1, Z1
-	VPCLMULQDQ $0x00, (foldKeys_fin+128)(AX), Z2, Z6
-	VPCLMULQDQ $0x11, (foldKeys_fin+128)(AX), Z2, Z2
-	VPCLMULQDQ $0x00, (foldKeys_fin+192)(AX), Z3, Z7
-	VPCLMULQDQ $0x11, (foldKeys_fin+192)(AX), Z3, Z3
+	VMOVDQU64  foldKeys_fin(AX), Z16
+	VMOVDQU64  (foldKeys_fin+64)(AX), Z17
+	VMOVDQU64  (foldKeys_fin+128)(AX), Z18
+	VMOVDQU64  (foldKeys_fin+192)(AX), Z19
+	VPCLMULQDQ $0x00, Z16, Z0, Z4
+	VPCLMULQDQ $0x11, Z16, Z0, Z0
+	VPCLMULQDQ $0x00, Z17, Z1, Z5
+	VPCLMULQDQ $0x11, Z17, Z1, Z1
+	VPCLMULQDQ $0x00, Z18, Z2, Z6
+	VPCLMULQDQ $0x11, Z18, Z2, Z2
+	VPCLMULQDQ $0x00, Z19, Z3, Z7
+	VPCLMULQDQ $0x11, Z19, Z3, Z3
 	VPTERNLOGQ $0x96, Z4, Z5, Z0
 	VPTERNLOGQ $0x96, Z6, Z7, Z1
 	VPTERNLOGQ $0x96, Z2, Z3, Z0
