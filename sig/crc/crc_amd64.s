@@ -539,18 +539,18 @@ zmmLeft:
 
 	// The data ended with the accumulators: every lane moves to the end
 	// and 64 bits on in one step (fin), and T is the sum of the lanes.
-	VMOVDQU64  foldKeys_fin(AX), Z16
-	VMOVDQU64  (foldKeys_fin+64)(AX), Z17
-	VMOVDQU64  (foldKeys_fin+128)(AX), Z18
-	VMOVDQU64  (foldKeys_fin+192)(AX), Z19
-	VPCLMULQDQ $0x00, Z16, Z0, Z4
-	VPCLMULQDQ $0x11, Z16, Z0, Z0
-	VPCLMULQDQ $0x00, Z17, Z1, Z5
-	VPCLMULQDQ $0x11, Z17, Z1, Z1
-	VPCLMULQDQ $0x00, Z18, Z2, Z6
-	VPCLMULQDQ $0x11, Z18, Z2, Z2
-	VPCLMULQDQ $0x00, Z19, Z3, Z7
-	VPCLMULQDQ $0x11, Z19, Z3, Z3
+	VMOVDQU64  foldKeys_fin(AX), Z10
+	VMOVDQU64  (foldKeys_fin+64)(AX), Z11
+	VMOVDQU64  (foldKeys_fin+128)(AX), Z12
+	VMOVDQU64  (foldKeys_fin+192)(AX), Z13
+	VPCLMULQDQ $0x00, Z10, Z0, Z4
+	VPCLMULQDQ $0x11, Z10, Z0, Z0
+	VPCLMULQDQ $0x00, Z11, Z1, Z5
+	VPCLMULQDQ $0x11, Z11, Z1, Z1
+	VPCLMULQDQ $0x00, Z12, Z2, Z6
+	VPCLMULQDQ $0x11, Z12, Z2, Z2
+	VPCLMULQDQ $0x00, Z13, Z3, Z7
+	VPCLMULQDQ $0x11, Z13, Z3, Z3
 	VPTERNLOGQ $0x96, Z4, Z5, Z0
 	VPTERNLOGQ $0x96, Z6, Z7, Z1
 	VPTERNLOGQ $0x96, Z2, Z3, Z0
