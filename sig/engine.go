@@ -191,13 +191,29 @@ func (e *Engine) GenerateAt(d SigDomain, buf []byte, dataOffset uint64) error {
 	if err != nil {
 		return err
 	}
-	// buf is a whole number of blocks: walk it a block at a time.
-	bs, stride := f.bs, f.stride
-	for ; len(buf) >= stride; k++ {
-		f.write(buf[bs:stride], f.guard(buf[:bs])|f.tags(k))
-		buf = buf[stride:]
+	// buf is a whole number of blocks: walk it a batch of blocks at a
+	// time, their guards first.
+	var g [batch]uint64
+	for len(buf) > 0 {
+		m := batchOf(len(buf), f.stride)
+		f.guardBlocks(g[:m], buf, f.bs, f.stride)
+		f.writeBlocks(buf, g[:m], k)
+		buf, k = buf[m*f.stride:], k+uint64(m)
 	}
 	return nil
+}
+
+// batch is the most blocks whose guards Generate and Check compute in one
+// call, ahead of storing or comparing them.
+const batch = 32
+
+// batchOf returns the blocks of the next batch of a buffer of n bytes, a
+// whole number of blocks of stride bytes: a division only for the last.
+func batchOf(n, stride int) int {
+	if n >= batch*stride {
+		return batch
+	}
+	return n / stride
 }
 
 // firstBlock returns the number of the block that starts dataOffset bytes
@@ -236,17 +252,17 @@ func (e *Engine) CheckAt(d SigDomain, buf []byte, dataOffset uint64) (MkeyErr, e
 	// computes the guard the error reports when the mask skips it).
 	mask := e.checkMask & f.valid
 	guard := mask&f.guards != 0
-	bs, stride := f.bs, f.stride
-	for ; len(buf) >= stride; k++ {
-		act := f.read(buf[bs:stride])
-		exp := f.tags(k)
+	var g [batch]uint64 // zero when the mask skips the guard
+	for len(buf) > 0 {
+		m := batchOf(len(buf), f.stride)
 		if guard {
-			exp |= f.guard(buf[:bs])
+			f.guardBlocks(g[:m], buf, f.bs, f.stride)
 		}
-		if (exp^act)&mask != 0 && !f.escaped(act) {
-			return f.checkBlock(buf[:bs], k, act, e.checkMask, k*uint64(stride)), nil
+		if i := f.firstBad(buf, g[:m], k, mask); i < m {
+			blk, k := buf[i*f.stride:], k+uint64(i)
+			return f.checkBlock(blk[:f.bs], k, f.read(blk, f.stride), e.checkMask, k*uint64(f.stride)), nil
 		}
-		buf = buf[stride:]
+		buf, k = buf[m*f.stride:], k+uint64(m)
 	}
 	return MkeyErr{}, nil
 }
@@ -365,7 +381,7 @@ func (e *Engine) TransferAt(dir Direction, dst, src []byte, dataOffset uint64) (
 		copy(d[:bs], s[:bs])
 		var exp, act uint64
 		if in != nil {
-			act = in.read(s[bs:])
+			act = in.read(s, len(s))
 			if needGuard {
 				exp = in.expected(s[:bs], k)
 				if first.OK() {
@@ -390,7 +406,7 @@ func (e *Engine) TransferAt(dir Direction, dst, src []byte, dataOffset uint64) (
 		if e.sbs {
 			v = v&^e.copyMask | act&e.copyMask
 		}
-		out.write(d[bs:], v)
+		out.write(d, len(d), v)
 	}
 	return first, nil
 }
@@ -407,7 +423,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte, dataOffset uint64) Mk
 		s := src[i*in.stride : (i+1)*in.stride]
 		if first.OK() {
 			k := kin + uint64(i)
-			first = in.checkBlock(s[:in.bs], k, in.read(s[in.bs:]), e.checkMask, k*uint64(in.stride))
+			first = in.checkBlock(s[:in.bs], k, in.read(s, len(s)), e.checkMask, k*uint64(in.stride))
 		}
 		for d := s[:in.bs]; len(d) > 0; {
 			blk, off := pos/out.bs, pos%out.bs
@@ -417,7 +433,7 @@ func (e *Engine) reblock(in, out *format, dst, src []byte, dataOffset uint64) Mk
 	}
 	for j := range len(dst) / out.stride {
 		blk := dst[j*out.stride : (j+1)*out.stride]
-		out.write(blk[out.bs:], out.expected(blk[:out.bs], kout+uint64(j)))
+		out.write(blk, len(blk), out.expected(blk[:out.bs], kout+uint64(j)))
 	}
 	return first
 }

@@ -37,22 +37,26 @@ type format struct {
 	pi     int // signature bytes per block
 	stride int // bs + pi
 
-	seed16 uint16        // T10-DIF guard seed
-	crc32  uint32        // the value to start crc.CRC32(C) from: ^seed
-	crc64  *crc.CRC64    // CRC64_XP10 with Init = seed
-	app    uint16        // T10-DIF application tag
-	ref    uint32        // T10-DIF reference tag of block 0
-	remap  bool          // REF_REMAP
-	escape T10DIFFlags   // the escape in force: 0, T10DIFAppEscape or T10DIFAppRefEscape
-	valid  uint64        // the bits of the signature value this type has
-	guards uint64        // the bits of the guard or CRC in the value
-	params *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
+	seed16 uint16     // T10-DIF guard seed
+	crc32  uint32     // the value to start crc.CRC32(C) from: ^seed
+	crc64  *crc.CRC64 // CRC64_XP10 with Init = seed
+	// The T10-DIF tags of block k are app | ref + k·refStep; all three
+	// are 0 for the CRC formats.
+	app       uint64        // the application tag in place: app_tag<<32
+	ref       uint32        // the reference tag of block 0
+	refStep   uint32        // 1 with REF_REMAP, else 0
+	readShift uint          // 64 - 8·pi: see read
+	escape    T10DIFFlags   // the escape in force: 0, T10DIFAppEscape or T10DIFAppRefEscape
+	valid     uint64        // the bits of the signature value this type has
+	guards    uint64        // the bits of the guard or CRC in the value
+	params    *crc.Params64 // CRC64 parameters in use (nil unless guardCRC64)
 }
 
 // newFormat compiles a domain that Validate accepted.
 func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 	f := &format{domain: which, bs: d.BlockSize.Bytes(), pi: d.piBytes()}
 	f.stride = f.bs + f.pi
+	f.readShift = uint(64 - 8*f.pi)
 	switch d.Type {
 	case SigTypeT10DIF:
 		dif := d.T10DIF
@@ -61,8 +65,10 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 			f.kind = guardT10DIFCsum
 		}
 		f.seed16 = dif.Seed
-		f.app, f.ref = dif.AppTag, dif.RefTag
-		f.remap = dif.Flags&T10DIFRefRemap != 0
+		f.app, f.ref = uint64(dif.AppTag)<<32, dif.RefTag
+		if dif.Flags&T10DIFRefRemap != 0 {
+			f.refStep = 1
+		}
 		switch {
 		case dif.Flags&T10DIFAppRefEscape != 0:
 			f.escape = T10DIFAppRefEscape
@@ -101,30 +107,44 @@ func newFormat(d *Domain, which SigDomain, crc64 crc.Params64) *format {
 // guard returns the signature value of data with the tags left zero: the
 // guard (T10-DIF) or the CRC in place.
 func (f *format) guard(data []byte) uint64 {
+	var g [1]uint64
+	f.guardBlocks(g[:], data, len(data), len(data))
+	return g[0]
+}
+
+// guardBlocks sets g[i] to the guard of block i of buf, as guard returns it:
+// the blocks have n bytes of data, one every stride bytes. The CRCs take
+// all the blocks in one call (crc's Blocks functions).
+func (f *format) guardBlocks(g []uint64, buf []byte, n, stride int) {
+	shift := 0
 	switch f.kind {
 	case guardT10DIFCRC:
-		return uint64(crc.T10DIF(f.seed16, data)) << 48
+		crc.T10DIFBlocks(g, f.seed16, buf, n, stride)
+		shift = 48
 	case guardT10DIFCsum:
-		return uint64(ipChecksumSeeded(f.seed16, data)) << 48
+		for i := range g {
+			g[i] = uint64(ipChecksumSeeded(f.seed16, buf[i*stride:i*stride+n]))
+		}
+		shift = 48
 	case guardCRC32:
-		return uint64(crc.CRC32(f.crc32, data)) << 32
+		crc.CRC32Blocks(g, f.crc32, buf, n, stride)
+		shift = 32
 	case guardCRC32C:
-		return uint64(crc.CRC32C(f.crc32, data)) << 32
+		crc.CRC32CBlocks(g, f.crc32, buf, n, stride)
+		shift = 32
 	default:
-		return f.crc64.Checksum(data)
+		f.crc64.ChecksumBlocks(g, buf, n, stride)
+	}
+	if shift != 0 {
+		for i := range g {
+			g[i] <<= shift
+		}
 	}
 }
 
 // tags returns the T10-DIF tags block expects (0 for CRC formats).
 func (f *format) tags(block uint64) uint64 {
-	if f.kind > guardT10DIFCsum {
-		return 0
-	}
-	ref := f.ref
-	if f.remap {
-		ref += uint32(block)
-	}
-	return uint64(f.app)<<32 | uint64(ref)
+	return f.app | uint64(f.ref+uint32(block)*f.refStep)
 }
 
 // expected returns the signature value of block number block with data.
@@ -145,21 +165,50 @@ func (f *format) checkBlock(data []byte, block uint64, actual, mask, offset uint
 	return f.check(f.expected(data, block), actual, mask, offset)
 }
 
-// read returns the signature value stored in pi.
-func (f *format) read(pi []byte) uint64 {
-	if f.pi == 4 {
-		return uint64(binary.BigEndian.Uint32(pi)) << 32
-	}
-	return binary.BigEndian.Uint64(pi)
+// read returns the signature value stored in b just before end, the end of
+// a block's signature: the 8 bytes before end, big-endian, shifted so
+// that a 4-byte signature lands in the top half (the last data bytes
+// shift out).
+func (f *format) read(b []byte, end int) uint64 {
+	return binary.BigEndian.Uint64(b[end-8:end]) << (f.readShift & 63)
 }
 
-// write stores v in pi.
-func (f *format) write(pi []byte, v uint64) {
+// write stores v as the signature that ends in b at end.
+func (f *format) write(b []byte, end int, v uint64) {
 	if f.pi == 4 {
-		binary.BigEndian.PutUint32(pi, uint32(v>>32))
+		binary.BigEndian.PutUint32(b[end-4:end], uint32(v>>32))
 		return
 	}
-	binary.BigEndian.PutUint64(pi, v)
+	binary.BigEndian.PutUint64(b[end-8:end], v)
+}
+
+// writeBlocks stores the signature of each block of blocks (one every
+// f.stride bytes) that g holds the guard of: g[i] with the tags of block
+// number k+i.
+func (f *format) writeBlocks(blocks []byte, g []uint64, k uint64) {
+	end := f.stride
+	for _, v := range g {
+		f.write(blocks, end, v|f.tags(k))
+		end += f.stride
+		k++
+	}
+}
+
+// firstBad returns the first block of blocks (one every f.stride bytes)
+// whose stored signature differs under mask from the expected one, g[i]
+// with the tags of block number k+i, and does not escape the checks; or
+// len(g) when every block passes.
+func (f *format) firstBad(blocks []byte, g []uint64, k, mask uint64) int {
+	end := f.stride
+	for i, v := range g {
+		act := f.read(blocks, end)
+		if exp := v | f.tags(k); (exp^act)&mask != 0 && !f.escaped(act) {
+			return i
+		}
+		end += f.stride
+		k++
+	}
+	return len(g)
 }
 
 // escaped reports whether the stored value v escapes the checks.

@@ -81,23 +81,3 @@ func BenchmarkCRC(b *testing.B) {
 	iso := crc64.MakeTable(crc64.ISO)
 	bench(b, "crc64.ISO", func(p []byte) uint64 { return crc64.Update(0, iso, p) })
 }
-
-// BenchmarkSideBySide is the mlx5go half of scripts/bench pi: the CRCs a
-// block signature uses, through the exported API, over the buffers that
-// scripts/pibench/pibench.c gives ISA-L (512 B, 4 KiB and 1 MiB, byte i
-// holding i·31), under the same operation names. Each starts a new
-// checksum: T10-DIF from 0, the others from their standard initial value.
-func BenchmarkSideBySide(b *testing.B) {
-	xz := NewCRC64(CRC64XZ)
-	for _, op := range []struct {
-		name string
-		f    func(p []byte) uint64
-	}{
-		{"T10DIF", func(p []byte) uint64 { return uint64(T10DIF(0, p)) }},
-		{"CRC32C", func(p []byte) uint64 { return uint64(CRC32C(0, p)) }},
-		{"CRC64XZ", xz.Checksum},
-		{"CRC32", func(p []byte) uint64 { return uint64(CRC32(0, p)) }},
-	} {
-		bench(b, op.name, op.f)
-	}
-}

@@ -5,6 +5,13 @@
 // Each function follows hash/crc32's convention: Update continues from a
 // value a previous call returned, so a buffer may be summed in pieces.
 //
+// The Blocks functions (T10DIFBlocks, CRC32CBlocks, CRC32Blocks,
+// CRC64.ChecksumBlocks) compute the CRCs of a run of equal blocks laid out
+// at a fixed stride, as protection information lays out data, in one
+// call. Each block's CRC is the one the function of one buffer returns; on
+// amd64, for blocks of a multiple of 16 bytes, the assembly loops over the
+// blocks itself, with no call between them.
+//
 // # Implementations
 //
 // The CRCs pick their implementation once, at package initialisation, from

@@ -55,10 +55,20 @@ var archLevels = func() []impl {
 
 // fold folds p into the register reg with the assembly of level lvl
 // (levelCLMUL, levelAVX2 or levelAVX512) and returns the register after
-// it. len(p) is at least 16 and a multiple of 16.
+// it: foldBlocks on one block. len(p) is at least 16 and a multiple of 16.
+func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {
+	var r [1]uint64
+	foldBlocks(k, lvl, reg, 0, p, len(p), len(p), r[:])
+	return r[0]
+}
+
+// foldBlocks sets sums[i] to the register after folding block i of p (n
+// bytes, one every stride) into reg with the assembly of level lvl, xored
+// with xor, all in one call. The caller has checked the
+// blocks (at least one), the level and n as fold requires.
 //
 //go:noescape
-func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64)
 
 // checksum64 is c.Checksum(p) with the implementation lvl: the assembly
 // when it takes p whole (lvl at least levelCLMUL, foldsWhole) and the

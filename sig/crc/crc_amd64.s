@@ -64,20 +64,21 @@
 
 // ZBARRETT_MSB and ZBARRETT_LSB are BARRETT_MSB and BARRETT_LSB for the
 // ZMM path, before its VZEROUPPER: VEX and EVEX forms, three operands and
-// a ternary xor, which leave out the register copies.
+// a ternary xor, which leave out the register copies; the constants go to
+// X21 and X22, which keeps Z8 and Z9 for the next block.
 #define ZBARRETT_MSB \
-	VMOVDQU    foldKeys_final(AX), X9; \
-	VMOVQ      foldKeys_poly(AX), X6; \
-	VPCLMULQDQ $0x11, X9, X4, X5; \
-	VPXOR      X4, X5, X5; \
-	VPCLMULQDQ $0x01, X6, X5, X5; \
-	VPXOR      X4, X5, X5; \
+	VMOVDQU64  foldKeys_final(AX), X21; \
+	VMOVQ      foldKeys_poly(AX), X22; \
+	VPCLMULQDQ $0x11, X21, X4, X5; \
+	VPXORQ     X4, X5, X5; \
+	VPCLMULQDQ $0x01, X22, X5, X5; \
+	VPXORQ     X4, X5, X5; \
 	VMOVQ      X5, R8
 
 #define ZBARRETT_LSB \
-	VMOVDQU    foldKeys_rbar(AX), X9; \
-	VPCLMULQDQ $0x00, X9, X4, X5; \
-	VPCLMULQDQ $0x10, X9, X5, X6; \
+	VMOVDQU64  foldKeys_rbar(AX), X21; \
+	VPCLMULQDQ $0x00, X21, X4, X5; \
+	VPCLMULQDQ $0x10, X21, X5, X6; \
 	VPSLLDQ    $8, X5, X5; \
 	VPAND      foldKeys_rp0(AX), X5, X5; \
 	VPTERNLOGQ $0x96, X4, X5, X6; \
@@ -110,15 +111,20 @@
 	VPCLMULQDQ $0x11, k, a, a; \
 	VPTERNLOGQ $0x96, b, t, a
 
-// func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
-TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
+// func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64)
+//
+// foldBlocks folds len(sums) blocks (at least one), each result xored
+// with xor; fold is one block of it.
+TEXT ·foldBlocks(SB), NOSPLIT|NOFRAME, $0-96
 	MOVQ k+0(FP), AX
 	MOVQ lvl+8(FP), DX
 	MOVQ reg+16(FP), BX
-	MOVQ p_base+24(FP), SI
-	MOVQ p_len+32(FP), CX
-	XORQ R10, R10
-	LEAQ ret+48(FP), R11
+	MOVQ xor+24(FP), R10
+	MOVQ p_base+32(FP), SI
+	MOVQ n+56(FP), CX
+	MOVQ stride+64(FP), R12
+	MOVQ sums_base+72(FP), R11
+	MOVQ sums_len+80(FP), R13
 	JMP  foldBody<>(SB)
 
 // CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
@@ -152,6 +158,7 @@ TEXT ·checksum64(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ (CRC64_p+Params64_XorOut)(DI), R10
 	MOVQ p_base+16(FP), SI
 	LEAQ ret+40(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slow64:
@@ -171,6 +178,7 @@ TEXT ·fold32(SB), NOSPLIT|NOFRAME, $0-56
 	MOVQ p_base+24(FP), SI
 	XORQ R10, R10
 	LEAQ ret+48(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slow32:
@@ -189,17 +197,25 @@ TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
 	MOVQ p_base+16(FP), SI
 	XORQ R10, R10
 	LEAQ ret+40(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 slowT10:
 	JMP ·t10dif64Slow(SB)
 
-// foldBody is the work of fold, checksum64, fold32 and t10dif64, which jump to it
-// with the arguments in registers: AX the foldKeys, DX the level, BX the
-// register, SI and CX the data (at least 16 bytes, a multiple of 16), R10
-// a value to xor into the result and R11 the address of the result. It
-// returns to their caller.
+// foldBody is the work of checksum64, fold32, t10dif64 and foldBlocks,
+// which jump to it with the arguments in registers: AX the
+// foldKeys, DX the level, BX the register, SI and CX the data (at least 16
+// bytes, a multiple of 16), R10 a value to xor into the result and R11 the
+// address of the result; R13 the number of blocks of CX bytes to fold (1
+// but for foldBlocks), one every R12 bytes from SI, each from BX, their
+// results stored one after the other from R11. It returns to their
+// caller. DI and R9 keep the block and its length.
 TEXT foldBody<>(SB), NOSPLIT|NOFRAME, $0-0
+	MOVQ SI, DI
+	MOVQ CX, R9
+
+block:
 	CMPQ DX, $const_levelAVX512
 	JNE  notZMM
 	CMPQ CX, $256
@@ -453,14 +469,22 @@ ymmLanes:
 
 zmm:
 	// Four ZMM accumulators, 256 bytes a step; CX runs 512 bytes behind
-	// the data left.
+	// the data left. Z9 (the constants of the step), Z8 (the byte
+	// shuffle, which reflected data does not need) and Z20 (the register
+	// in its place in the first lane) stay for the blocks after the first.
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
-	VMOVQ           BX, X4
-	SUBQ            $512, CX
+	VMOVQ           BX, X20
 	CMPQ            foldKeys_refl(AX), $0
-	JE              zmmNormal
+	JNE             zmmBlock
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
+	VPSLLDQ         $8, X20, X20
 
-	VPXORQ    0(SI), Z4, Z0
+zmmBlock:
+	SUBQ $512, CX
+	CMPQ foldKeys_refl(AX), $0
+	JE   zmmNormal
+
+	VPXORQ    0(SI), Z20, Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
 	VMOVDQU64 192(SI), Z3
@@ -479,8 +503,6 @@ zmmLoopRefl:
 	JMP  zmmLeft
 
 zmmNormal:
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
-	VPSLLDQ   $8, X4, X4
 	VMOVDQU64 0(SI), Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
@@ -489,7 +511,7 @@ zmmNormal:
 	VPSHUFB   Z8, Z1, Z1
 	VPSHUFB   Z8, Z2, Z2
 	VPSHUFB   Z8, Z3, Z3
-	VPXORQ    Z4, Z0, Z0
+	VPXORQ    Z20, Z0, Z0
 	ADDQ      $256, SI
 	TESTQ     CX, CX
 	JL        zmmLeft
@@ -517,18 +539,18 @@ zmmLeft:
 
 	// The data ended with the accumulators: every lane moves to the end
 	// and 64 bits on in one step (fin), and T is the sum of the lanes.
-	VMOVDQU64  foldKeys_fin(AX), Z9
-	VMOVDQU64  (foldKeys_fin+64)(AX), Z10
-	VMOVDQU64  (foldKeys_fin+128)(AX), Z11
-	VMOVDQU64  (foldKeys_fin+192)(AX), Z12
-	VPCLMULQDQ $0x00, Z9, Z0, Z4
-	VPCLMULQDQ $0x11, Z9, Z0, Z0
-	VPCLMULQDQ $0x00, Z10, Z1, Z5
-	VPCLMULQDQ $0x11, Z10, Z1, Z1
-	VPCLMULQDQ $0x00, Z11, Z2, Z6
-	VPCLMULQDQ $0x11, Z11, Z2, Z2
-	VPCLMULQDQ $0x00, Z12, Z3, Z7
-	VPCLMULQDQ $0x11, Z12, Z3, Z3
+	VMOVDQU64  foldKeys_fin(AX), Z10
+	VMOVDQU64  (foldKeys_fin+64)(AX), Z11
+	VMOVDQU64  (foldKeys_fin+128)(AX), Z12
+	VMOVDQU64  (foldKeys_fin+192)(AX), Z13
+	VPCLMULQDQ $0x00, Z10, Z0, Z4
+	VPCLMULQDQ $0x11, Z10, Z0, Z0
+	VPCLMULQDQ $0x00, Z11, Z1, Z5
+	VPCLMULQDQ $0x11, Z11, Z1, Z1
+	VPCLMULQDQ $0x00, Z12, Z2, Z6
+	VPCLMULQDQ $0x11, Z12, Z2, Z2
+	VPCLMULQDQ $0x00, Z13, Z3, Z7
+	VPCLMULQDQ $0x11, Z13, Z3, Z3
 	VPTERNLOGQ $0x96, Z4, Z5, Z0
 	VPTERNLOGQ $0x96, Z6, Z7, Z1
 	VPTERNLOGQ $0x96, Z2, Z3, Z0
@@ -540,13 +562,27 @@ zmmLeft:
 	CMPQ       foldKeys_refl(AX), $0
 	JNE        zmmBarrettLSB
 	ZBARRETT_MSB
-	VZEROUPPER
-	JMP        done
+	JMP        zmmDone
 
 zmmBarrettLSB:
 	ZBARRETT_LSB
+
+zmmDone:
+	// done without leaving the ZMM registers: the next block goes
+	// straight to the main loop.
+	XORQ R10, R8
+	MOVQ R8, (R11)
+	DECQ R13
+	JZ   zmmLast
+	ADDQ $8, R11
+	ADDQ R12, DI
+	MOVQ DI, SI
+	MOVQ R9, CX
+	JMP  zmmBlock
+
+zmmLast:
 	VZEROUPPER
-	JMP        done
+	RET
 
 zmmFold4:
 	// Z3 += Z0·x^1536 + Z1·x^1024 + Z2·x^512, lane by lane; the loops
@@ -625,6 +661,15 @@ barrettLSB:
 done:
 	XORQ R10, R8
 	MOVQ R8, (R11)
+	DECQ R13
+	JZ   last
+	ADDQ $8, R11
+	ADDQ R12, DI
+	MOVQ DI, SI
+	MOVQ R9, CX
+	JMP  block
+
+last:
 	RET
 
 // func cpuid7ECX() uint32

@@ -15,3 +15,12 @@ func t10dif64(lvl int, reg uint64, p []byte) uint64 { return t10dif64Slow(lvl, r
 func fold32(k *kernel32, lvl int, reg uint64, p []byte) uint64 {
 	return fold32Slow(k, lvl, reg, p)
 }
+
+// foldBlocks sets sums[i] to the register after folding block i of p (n
+// bytes, one every stride) into reg, xored with xor; amd64 has it in
+// assembly. The caller has checked the blocks.
+func foldBlocks(k *foldKeys, lvl int, reg, xor uint64, p []byte, n, stride int, sums []uint64) {
+	for i := range sums {
+		sums[i] = fold(k, lvl, reg, p[i*stride:i*stride+n]) ^ xor
+	}
+}
