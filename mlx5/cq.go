@@ -666,26 +666,17 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 				continue
 			}
 		}
-		if sq := &qp.sq; opcode == wqe.CQEReq && sq.streams == nil && len(sq.slots) != 0 {
-			// The common case, complete's for a successful send
-			// without streams, here: without a call, Poll keeps its
-			// state in registers.
-			sq.sync.observe()
-			ctr := wqe.CQEWQECounter(b[:])
-			// A copy: once the tail moves past it, the poster reuses the slot.
-			s := sq.slots[int(ctr)&(len(sq.slots)-1)]
-			if ctr == s.last { // the work request is done with its WQEBBs
-				sq.tail.Store(uint32(s.next)) // and so is the work before it
+		if opcode == wqe.CQEReq {
+			// A successful send, in the loop itself: retire is
+			// inlined, and without a call Poll keeps its state in
+			// registers. Errors and receives are complete's.
+			if s, ok := qp.sq.retire(wqe.CQEWQECounter(b[:]), (*sendQueue).retireStream); ok {
+				wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
+				if s.bits != 0 {
+					wc[n].reqBits(s.bits, b[:])
+				}
+				n++
 			}
-			if s.next == sq.reported {
-				continue
-			}
-			sq.reported = s.next
-			wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
-			if s.bits != 0 {
-				wc[n].reqBits(s.bits, b[:])
-			}
-			n++
 			continue
 		}
 		if qp.complete(b[:], opcode, &wc[n]) {
