@@ -624,7 +624,7 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if cq == nil || !cq.g.enterCall() {
+	if cq == nil || !cq.g.enterOne() {
 		return 0, cq.refused()
 	}
 	if m := cq.qps.Load(); m != cq.qpsSeen {
@@ -687,7 +687,7 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		cq.ci = ci
 		cq.db.SetCI(ci)
 	}
-	cq.g.exit()
+	cq.g.exitOne()
 	if err == nil {
 		if f := cq.fault.Load(); f != nil {
 			err = f
