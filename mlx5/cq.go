@@ -670,7 +670,7 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 			// A successful send, in the loop itself: retire is
 			// inlined, and without a call Poll keeps its state in
 			// registers. Errors and receives are complete's.
-			if s, ok := qp.sq.retire(wqe.CQEWQECounter(b[:]), (*sendQueue).retireStream); ok {
+			if s, ok := qp.sq.retire(wqe.CQEWQECounter(b[:]), retireTail); ok {
 				wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
 				if s.bits != 0 {
 					wc[n].reqBits(s.bits, b[:])

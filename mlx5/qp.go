@@ -827,7 +827,7 @@ type streamBook struct {
 func (qp *QP) complete(b []byte, opcode uint8, wc *Completion) bool {
 	switch opcode {
 	case wqe.CQEReqErr:
-		s, ok := qp.sq.retire(wqe.CQEWQECounter(b), (*sendQueue).retireStream)
+		s, ok := qp.sq.retire(wqe.CQEWQECounter(b), retireTail)
 		if !ok {
 			return false
 		}

@@ -10,33 +10,43 @@ package mlx5
 // can have a CQE for more than one of them: the WQE that failed, the ones
 // flushed after it, and the last one. The tail moves only on the CQE of
 // the last WQE, when every WQEBB of the work request, and of the work
-// before it, is done with; on a DCI with streams walk moves it
-// (retireStream). Only the first CQE of a work request reports a
-// completion: the queue keeps the end of the last work request it
-// reported (reported), and another CQE of the same work request reports
-// nothing. A queue without slots (a QP without a send queue) reports
-// nothing either.
+// before it, is done with (done: retireTail). Only the first CQE of a
+// work request reports a completion: the queue keeps the end of the last
+// work request it reported (reported), and another CQE of the same work
+// request reports nothing. Nor does a CQE whose counter the record does
+// not cover (its last WQE is not at or after ctr, within the ring: a
+// counter never posted, or a record of an earlier lap), or a queue
+// without slots (a QP without a send queue).
 //
-// walk is always (*sendQueue).retireStream, passed rather than called by
-// name so that retire fits the inliner's budget (a call of a parameter
-// costs it 17, a call of a function 57; go build -gcflags=-m=2 ./mlx5
-// shows retire's cost, 78 of 80 on amd64 and arm64). Only a DCI with
-// streams makes that call. Poll's loop and QP.complete both call retire,
-// and it is inlined into both. The poller's; no lock.
-func (sq *sendQueue) retire(ctr uint16, walk func(*sendQueue, uint16)) (s sqSlot, ok bool) {
+// done is always retireTail, passed rather than called by name so that
+// retire fits the inliner's budget (a call of a parameter costs it 17, a
+// call of a function 57; go build -gcflags=-m=2 ./mlx5 shows retire's
+// cost, 75 of 80 on amd64 and arm64). Poll's loop and QP.complete both
+// call retire; it is inlined into both, and retireTail into it there.
+// The poller's; no lock.
+func (sq *sendQueue) retire(ctr uint16, done func(*sendQueue, uint16, uint16)) (s sqSlot, ok bool) {
 	if len(sq.slots) != 0 {
 		sq.sync.observe()
 		s = sq.slots[int(ctr)&(len(sq.slots)-1)]
 		if ctr == s.last {
-			if sq.streams == nil {
-				storeRelease(&sq.tail, uint32(s.next))
-			} else {
-				walk(sq, ctr)
-			}
+			done(sq, ctr, s.next)
 		}
-		ok, sq.reported = s.next != sq.reported, s.next
+		if s.next != sq.reported && int(s.last-ctr) < len(sq.slots) {
+			sq.reported, ok = s.next, true
+		}
 	}
 	return
+}
+
+// retireTail moves the tail over the work request at counter at, which
+// ends at next, once the CQE of its last WQE arrived: to next, or on a DCI
+// with streams as far as the work that is done (retireStream).
+func retireTail(sq *sendQueue, at, next uint16) {
+	if sq.streams == nil {
+		storeRelease(&sq.tail, uint32(next))
+	} else {
+		sq.retireStream(at)
+	}
 }
 
 // retireStream is retire's move of the tail on a DCI with streams: the

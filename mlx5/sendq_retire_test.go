@@ -39,8 +39,9 @@ func retireRecord(qp *QP, wrID uint64, op WCOpcode, n int, lastOff uint16) {
 // sendQueue.retire, so whatever the mix of successes and errors, every
 // work request is reported once, with the status of its first CQE, and
 // the tail moves over a work request (and the unsignaled work before it)
-// on the CQE of its last WQE. Each sequence runs with one Poll a CQE and
-// with all of its CQEs in one Poll.
+// on the CQE of its last WQE; a CQE of a counter no record covers
+// reports nothing. Each sequence runs with one Poll a CQE and with all of
+// its CQEs in one Poll.
 //
 // The work: A, an RDMA WRITE at WQEBB 0; B, an mkey configure at 1 to 5
 // (a UMR of 3 WQEBBs, then SET_PSVs at 4 and 5); C, an RDMA WRITE at 6.
@@ -72,6 +73,9 @@ func TestRetireSuccessAndErrorAgree(t *testing.T) {
 			fail(5, wqe.SyndromeLocalProt, 6, retireDone{b, WCLocProtErr}), req(6, 7, ok(c))}},
 		{"an error, then a success of the last WQE", []retireStep{
 			fail(1, wqe.SyndromeLocalProt, 0, retireDone{b, WCLocProtErr}), req(5, 6), req(6, 7, ok(c))}},
+		{"counters never posted, or of an earlier lap", []retireStep{
+			req(0, 1, ok(a)), fail(7, flush, 1), fail(8, wqe.SyndromeLocalProt, 1), req(0x39, 1),
+			req(5, 6, ok(b)), req(6, 7, ok(c))}},
 		{"a success, then an error of the last WQE", []retireStep{
 			req(1, 0, ok(b)), fail(5, wqe.SyndromeLocalProt, 6), fail(6, flush, 7, retireDone{c, WCWRFlushErr})}},
 	} {
