@@ -323,9 +323,9 @@ func NewCQ(rec, uar []byte, cqn uint32) (*CQ, error) {
 
 // SetCI publishes the consumer index (its low 24 bits): the CQEs before it
 // are free for the device to reuse. Every earlier read of them is done
-// (the caller read them before calling).
+// (the caller read them before calling), and the store comes after them.
 func (c *CQ) SetCI(ci uint32) {
-	publish(c.ci, be32(ci&ciMask))
+	release(c.ci, be32(ci&ciMask))
 }
 
 // Arm requests an event for the next completion (cmd) after consumer

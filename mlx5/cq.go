@@ -624,7 +624,7 @@ func (cq *CQ) failedEvent() {
 // are not completions: Poll hands them to their Mkey, for Mkey.Check. It
 // does not allocate, lock or make a system call.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
-	if cq == nil || !cq.g.enterCall() {
+	if cq == nil || !cq.g.enterOne() {
 		return 0, cq.refused()
 	}
 	if m := cq.qps.Load(); m != cq.qpsSeen {
@@ -666,26 +666,17 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 				continue
 			}
 		}
-		if sq := &qp.sq; opcode == wqe.CQEReq && sq.streams == nil && len(sq.slots) != 0 {
-			// The common case, complete's for a successful send
-			// without streams, here: without a call, Poll keeps its
-			// state in registers.
-			sq.sync.observe()
-			ctr := wqe.CQEWQECounter(b[:])
-			// A copy: once the tail moves past it, the poster reuses the slot.
-			s := sq.slots[int(ctr)&(len(sq.slots)-1)]
-			if ctr == s.last { // the work request is done with its WQEBBs
-				sq.tail.Store(uint32(s.next)) // and so is the work before it
+		if opcode == wqe.CQEReq {
+			// A successful send, in the loop itself: retire is
+			// inlined, and without a call Poll keeps its state in
+			// registers. Errors and receives are complete's.
+			if s, ok := qp.sq.retire(wqe.CQEWQECounter(b[:]), retireTail); ok {
+				wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
+				if s.bits != 0 {
+					wc[n].reqBits(s.bits, b[:])
+				}
+				n++
 			}
-			if s.next == sq.reported {
-				continue
-			}
-			sq.reported = s.next
-			wc[n] = Completion{WrID: s.wrID, Opcode: s.op, QPN: qpn}
-			if s.bits != 0 {
-				wc[n].reqBits(s.bits, b[:])
-			}
-			n++
 			continue
 		}
 		if qp.complete(b[:], opcode, &wc[n]) {
@@ -696,7 +687,7 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		cq.ci = ci
 		cq.db.SetCI(ci)
 	}
-	cq.g.exit()
+	cq.g.exitOne()
 	if err == nil {
 		if f := cq.fault.Load(); f != nil {
 			err = f

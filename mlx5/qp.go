@@ -816,78 +816,23 @@ type streamBook struct {
 	reach uint16
 }
 
-// retireStream records that the work request at counter at, ending at
-// next, completed (on a DCI every work request is one WQE), and moves the
-// tail over the work that is done: while the work request at the tail is
-// of a stream whose completions went past it, and no further than the
-// furthest completion (reach). The poller's; no lock.
-func (sq *sendQueue) retireStream(at, next uint16) {
-	ds := sq.streams
-	mask := len(sq.slots) - 1
-	tail := uint16(sq.tail.Load())
-	if int(at-tail) >= len(sq.slots) {
-		return // not outstanding work: nothing to free
-	}
-	st := ds.stream[int(at)&mask]
-	ds.doneTo[st], ds.ahead[st] = next, true
-	if next-tail > ds.reach-tail {
-		ds.reach = next
-	}
-	// Every stream ahead is done to at most reach: where no work request
-	// of a stream ahead is left, reach at the latest, the walk ends.
-	t, end := tail, int(ds.reach-tail)
-	for int(t-tail) < end {
-		w := int(t) & mask
-		s := ds.stream[w]
-		if !ds.ahead[s] {
-			break
-		}
-		t = sq.slots[w].next
-		if t == ds.doneTo[s] {
-			ds.ahead[s] = false // the tail reached it
-		}
-	}
-	if t != tail {
-		sq.tail.Store(uint32(t))
-	}
-}
-
 // complete turns b, a CQE of the QP whose opcode is opcode, into a
-// completion; false for a CQE that completes nothing more: one of a work
-// request already reported (the other WQEs of an mkey configure after
-// its first failed, or were flushed), or a receive CQE on a QP without a
-// receive queue. It reads from b only the fields the opcode's completion
-// reports (what wqe.CQE.Decode would decode of them).
+// completion: an error CQE of a send (a successful one is Poll's own) or
+// a receive CQE. It returns false for a CQE that completes nothing more:
+// one of a work request already reported (the other WQEs of an mkey
+// configure after its first failed, or were flushed), one on a QP
+// without the queue it names, or one of another opcode. It reads from b
+// only the fields the opcode's completion reports (what wqe.CQE.Decode
+// would decode of them).
 func (qp *QP) complete(b []byte, opcode uint8, wc *Completion) bool {
 	switch opcode {
-	case wqe.CQEReq, wqe.CQEReqErr:
-		if len(qp.sq.slots) == 0 {
-			return false // no send queue: nothing it could complete
-		}
-		qp.sq.sync.observe()
-		ctr := wqe.CQEWQECounter(b)
-		// A copy: once the tail moves past it, the poster reuses the slot.
-		s := qp.sq.slots[int(ctr)&(len(qp.sq.slots)-1)]
-		if ctr == s.last { // the work request is done with its WQEBBs
-			if qp.sq.streams == nil {
-				qp.sq.tail.Store(uint32(s.next)) // and so is the work before it
-			} else {
-				qp.sq.retireStream(ctr, s.next)
-			}
-		}
-		if s.next == qp.sq.reported {
+	case wqe.CQEReqErr:
+		s, ok := qp.sq.retire(wqe.CQEWQECounter(b), retireTail)
+		if !ok {
 			return false
 		}
-		qp.sq.reported = s.next
-		if opcode == wqe.CQEReqErr {
-			syn, vendor := wqe.CQEErr(b)
-			*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn, Status: statusOf(syn), VendorErr: vendor}
-			return true
-		}
-		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn}
-		if s.bits != 0 {
-			wc.reqBits(s.bits, b)
-		}
+		syn, vendor := wqe.CQEErr(b)
+		*wc = Completion{WrID: s.wrID, Opcode: s.op, QPN: qp.qpn, Status: statusOf(syn), VendorErr: vendor}
 		return true
 	case wqe.CQERespSend, wqe.CQERespSendImm, wqe.CQERespWRImm, wqe.CQERespSendInv, wqe.CQERespErr:
 		return qp.completeRecv(b, opcode, wc)
