@@ -21,7 +21,8 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	}
 	tb.Cleanup(func() { buf.Close() })
 	mem := buf.Bytes()
-	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2), maxWQE: 1}
+	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2)}
+	qp.sq.maxWQE = 1
 	qp.initErrors()
 	qp.g.open()
 	qp.sq.ring = wqe.Ring(mem[:n*wqe.WQEBB])
@@ -29,7 +30,7 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	qp.sq.maxSGE = 4
 	rec := mem[n*wqe.WQEBB : n*wqe.WQEBB+8]
 	uar := mem[n*wqe.WQEBB+4096:]
-	if qp.dbSQ, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
+	if qp.sq.bell, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
 		tb.Fatal(err)
 	}
 	return qp, uar
@@ -45,7 +46,7 @@ func TestPostSendRings(t *testing.T) {
 		if err := qp.PostSend(&wr); err != nil {
 			t.Fatal(err)
 		}
-		if got := qp.dbSQ.Counter(); got != uint16(i+1) {
+		if got := qp.sq.bell.Counter(); got != uint16(i+1) {
 			t.Errorf("post %d: doorbell record %d", i, got)
 		}
 		// BlueFlame: the whole WQE (3 segments) in the half this post used.
@@ -99,7 +100,7 @@ func BenchmarkPostRDMAWrite(b *testing.B) {
 func BenchmarkPostDCRDMAWrite(b *testing.B) {
 	c := &Context{}
 	qp, _ := testQP(b, c, 256)
-	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 7, 2
+	qp.typ, qp.dciStreams, qp.sq.maxStream, qp.sq.maxWQE = QPTypeDCI, true, 7, 2
 	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
 	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
 		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
@@ -151,7 +152,7 @@ func BenchmarkPostMkeyConfigure(b *testing.B) { benchPostMkeyConfigure(b, false)
 func benchPostMkeyConfigure(b *testing.B, newTag bool) {
 	c := &Context{devx: true}
 	qp, _ := testQP(b, c, 1024)
-	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
+	qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	m := &Mkey{c: c, lkey: 0x200200, rkey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true} // as CreateMkey makes it on cx7
 	wire := &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}

@@ -43,7 +43,7 @@ type mkeyTmplKey struct {
 // tmplKey returns the template key of wr, posted on qp to m.
 func tmplKey(qp *QP, m *Mkey, wr *MkeyConfigureWR) mkeyTmplKey {
 	return mkeyTmplKey{qp: qp, lkey: m.lkey, flags: wr.Flags, access: wr.Access, n: len(wr.List), bsf: m.bsf,
-		setAccess: wr.SetAccess, fm: qp.fmCache, list: wr.List != nil, sig: wr.Sig != nil, resetSig: wr.ResetSig}
+		setAccess: wr.SetAccess, fm: qp.sq.fm, list: wr.List != nil, sig: wr.Sig != nil, resetSig: wr.ResetSig}
 }
 
 // matches reports whether wr, posted on qp to m, has the template's key
@@ -51,6 +51,6 @@ func tmplKey(qp *QP, m *Mkey, wr *MkeyConfigureWR) mkeyTmplKey {
 // sigErr false (no signature error counter update).
 func (k *mkeyTmplKey) matches(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) bool {
 	return k.qp == qp && k.lkey == m.lkey && k.flags == wr.Flags && k.n == len(wr.List) && k.access == wr.Access &&
-		k.bsf == m.bsf && k.setAccess == wr.SetAccess && k.fm == qp.fmCache && k.list == (wr.List != nil) &&
+		k.bsf == m.bsf && k.setAccess == wr.SetAccess && k.fm == qp.sq.fm && k.list == (wr.List != nil) &&
 		k.sig == (wr.Sig != nil) && k.resetSig == wr.ResetSig && wr.Interleaved == nil && !sigErr
 }

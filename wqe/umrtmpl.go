@@ -67,7 +67,7 @@ func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (doorbell ui
 			return 0, false
 		}
 		length += uint64(k.ByteCount)
-		PutWords(w[2*WQEBB+i*KLMSegSize:], uint64(k.ByteCount)<<32|uint64(k.Mkey), k.Addr)
+		putWords((*[16]byte)(w[2*WQEBB+i*KLMSegSize:]), uint64(k.ByteCount)<<32|uint64(k.Mkey), k.Addr)
 	}
 	if t.list {
 		be.PutUint64(w[WQEBB+mkcLenOff:], length)

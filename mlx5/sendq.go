@@ -1,0 +1,330 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/mlx5go/mlx5go/doorbell"
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+// sendQueue is a QP's send side: the ring and its per-WQEBB records, the
+// producer and consumer counters, the limits a work request is checked
+// against, and the doorbell. post writes the common work request, ring
+// rings for what was posted, and retire (sendq_retire.go) frees what
+// completed. The QP keeps the lifecycle and the verbs around it.
+type sendQueue struct {
+	ring  wqe.Ring
+	slots []sqSlot
+	pi    uint16 // producer counter, in WQEBBs (the poster's)
+	// fm: the last WQE asked the next one for a small fence (libmlx5's
+	// fm_cache).
+	fm bool
+	// av is the address vector every post's WQE carries: avNone on RC
+	// and UC, avUD, avDC.
+	av uint8
+	// maxStream is the last stream channel a work request may name
+	// (SendWR.StreamID): 2^LogConcurrent - 1 on a DCI made with
+	// DCIStreams, else 0.
+	maxStream uint16
+	// ops are the opcodes post writes, one bit each: those of postOps
+	// the QP's type allows (setPost).
+	ops uint16
+	qpn uint32
+	// maxDS is the largest WQE post writes, in 16-byte segments: what a
+	// control segment can describe, and no larger than maxWQE.
+	maxDS int
+	// maxLen is the longest single SGE post takes: the shorter of the
+	// longest message and a data segment's limit; maxTotal the longest
+	// message (maxMsg, or the IB spec's 2^31 where it is 0, as for
+	// wqe.Send).
+	maxLen   uint32
+	maxTotal uint64
+	// maxWQE is the WQEBBs of the largest work request the QP was
+	// created for.
+	maxWQE    int
+	maxSGE    int
+	maxInline int
+	// maxMsg is the longest message a work request may send or read
+	// (Context.maxMessage; on UD the port's active MTU too). setPost
+	// derives post's limits from it: call it after a change.
+	maxMsg  uint32
+	streams *streamBook // a DCI with streams' (retireStream); nil for others
+	bell    *doorbell.SQ
+	sync    handoff
+
+	_ [64]byte // the poller's fields on their own cache line
+	// tail is the consumer counter: the WQEBBs before it are free. The
+	// poller advances it past a work request when the CQE of its last WQE
+	// arrives (all of its WQEs are then done with).
+	tail atomic.Uint32
+	// reported is the next of the last work request a completion was
+	// reported for: CQEs of its other WQEs complete nothing more.
+	reported uint16
+}
+
+// sqSlot is the send queue's record of the work request that uses a
+// WQEBB; every WQEBB of a work request holds the same record.
+type sqSlot struct {
+	wrID uint64
+	next uint16 // producer counter after the work request
+	last uint16 // counter of its last WQE
+	op   WCOpcode
+	bits uint8 // what its completion reports beyond WrID, Opcode and QPN: slotImm...
+}
+
+// What a successful requester completion reports beyond the common case
+// (libmlx5's handle_good_req): IBV_WC_WITH_IMM for a SEND or RDMA WRITE
+// with immediate; the CQE's byte count for an RDMA READ; 8 bytes (the old
+// value) for an atomic.
+const (
+	slotImm       = 1 << 0
+	slotByteCount = 1 << 1
+	slotAtomic    = 1 << 2
+)
+
+// The address vector of a send queue's WQEs (sendQueue.av).
+const (
+	avNone = iota
+	avUD   // a datagram segment: the AH's vector, the QP number and Q_Key
+	avDC   // a DC address: the AH's vector, the DCT's number and access key
+)
+
+// postInfo is what post needs of an opcode: the table below says which
+// opcodes it writes and whether their WQE has a remote address segment;
+// init fills in the rest from opcodes.
+type postInfo struct {
+	remote bool
+	// immMask and invMask pick the ctrl's imm: SendWR.Imm&immMask |
+	// SendWR.InvalidateKey&invMask.
+	immMask, invMask uint32
+	mlx5             uint8 // the control segment's opcode
+	bits             uint8 // the slot's bits
+	wc               WCOpcode
+}
+
+// postOps is indexed by the opcode's low 4 bits: post's opcodes are
+// below 16, so the index needs no bounds check. The work requests post
+// does not write (atomics, LOCAL_INV, NOP, inline data) are the general
+// path's.
+var postOps = [16]postInfo{
+	OpSend:         {},
+	OpSendImm:      {immMask: ^uint32(0)},
+	OpSendInv:      {invMask: ^uint32(0)},
+	OpRDMAWrite:    {remote: true},
+	OpRDMAWriteImm: {remote: true, immMask: ^uint32(0)},
+	OpRDMARead:     {remote: true},
+}
+
+// postOpSet is the opcodes of postOps.
+const postOpSet = 1<<OpSend | 1<<OpSendImm | 1<<OpSendInv | 1<<OpRDMAWrite | 1<<OpRDMAWriteImm | 1<<OpRDMARead
+
+func init() {
+	for op := range numOpcodes {
+		if postOpSet>>op&1 != 0 {
+			f, o := &postOps[op], &opcodes[op]
+			f.mlx5, f.bits, f.wc = o.mlx5, o.slot, o.wc
+		}
+	}
+}
+
+// setPost sets what post takes on a send queue of a QP of type typ and
+// number qpn: the opcodes of postOps the type allows, the address vector,
+// the limits. Called once the ring, the limits and the QP's number are
+// set, and again when one changes.
+func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
+	sq.ops, sq.qpn, sq.av = 0, qpn, avNone
+	sq.maxDS = min(wqe.MaxDS, sq.maxWQE*(wqe.WQEBB/16))
+	sq.maxTotal = uint64(sq.maxMsg)
+	if sq.maxTotal == 0 {
+		sq.maxTotal = wqe.MaxMessage
+	}
+	sq.maxLen = uint32(min(sq.maxTotal, wqe.MaxSGELength))
+	switch typ {
+	case QPTypeUD:
+		sq.av = avUD
+	case QPTypeDCI:
+		sq.av = avDC
+	case QPTypeDCT:
+		return // it has no send queue
+	}
+	if len(sq.slots) == 0 || len(sq.slots)&(len(sq.slots)-1) != 0 || len(sq.ring) != len(sq.slots)*wqe.WQEBB {
+		return
+	}
+	for op := range numOpcodes {
+		if postOpSet>>op&1 != 0 && opcodes[op].types.has(typ) {
+			sq.ops |= 1 << op
+		}
+	}
+}
+
+// post writes wr, the work request of batch b, at the producer counter if
+// it is one post writes (a SEND, SEND with immediate or invalidate, RDMA
+// WRITE with or without immediate or RDMA READ of a gather list, on any
+// QP type that allows it), is valid and fits: its WQE is the control
+// segment, the address vector (UD and DCI), the remote address segment
+// and a data segment for each SGE of non-zero length, in whole WQEBBs up
+// to the batch's limit that do not cross the ring's end. It records the
+// work request and notes its doorbell word in b. Otherwise it writes
+// nothing and returns false: the general path (Batch.add) then builds the
+// work request, or says why it cannot.
+func (sq *sendQueue) post(b *Batch, wr *SendWR) bool {
+	op := wr.Opcode
+	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline) != 0 || wr.StreamID > sq.maxStream {
+		return false
+	}
+	info := &postOps[op&15]
+	n := 1 // the WQE's 16-byte segments
+	if info.remote {
+		n++
+	}
+	var ah *AH
+	var key uint64
+	if sq.av != avNone {
+		ah = wr.AH
+		if ah == nil || ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
+			return false
+		}
+		key = wr.DCAccessKey
+		if sq.av == avUD {
+			key = uint64(wr.QKey) << 32 // and a zero reserved word
+		}
+		n += wqe.DatagramSegSize / 16
+	}
+	sgl := wr.SGL
+	if len(sgl) == 1 {
+		// The common case: one SGE, no longer than a data segment and a
+		// message take.
+		if l := sgl[0].Length; l > sq.maxLen || sq.maxSGE < 1 {
+			return false
+		} else if l != 0 {
+			n++
+		}
+	} else {
+		var total uint64
+		var or uint32
+		for i := range sgl {
+			l := sgl[i].Length
+			if l != 0 {
+				n++
+			}
+			total += uint64(l)
+			or |= l
+		}
+		if len(sgl) > sq.maxSGE || or&wqe.InlineSeg != 0 || total > sq.maxTotal {
+			return false
+		}
+	}
+	pi := sq.pi
+	bbs := (n + 3) >> 2
+	slot := int(pi) & (len(sq.slots) - 1)
+	if n > sq.maxDS || bbs > int(b.limit-pi) || slot+bbs > len(sq.slots) {
+		return false // too large, no room, or across the ring's end
+	}
+	// The WQE's WQEBBs (setPost made sure the ring holds one a slot; the
+	// slicing checks it all the same), written segment by segment.
+	w := sq.ring[slot*wqe.WQEBB : (slot+bbs)*wqe.WQEBB]
+	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
+	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
+	db := wqe.StoreCtrl((*[16]byte)(w), 0, info.mlx5, pi, sq.qpn, uint8(n), 0, wr.StreamID, fm, imm)
+	off := wqe.CtrlSegSize
+	if ah != nil {
+		wqe.StoreAV((*[wqe.DatagramSegSize]byte)(w[off:]), key, wr.RemoteQPN|wqe.ExtendedUDAV, &ah.av)
+		off += wqe.DatagramSegSize
+	}
+	if info.remote {
+		wqe.StoreRaddr((*[16]byte)(w[off:]), wr.RemoteAddr, wr.RKey)
+		off += wqe.RaddrSegSize
+	}
+	for i := range sgl {
+		if sgl[i].Length != 0 {
+			wqe.StoreData((*[16]byte)(w[off:]), wqe.SGE(sgl[i]))
+			off += wqe.DataSegSize
+		}
+	}
+	for ; off < len(w); off += 16 {
+		*(*[16]byte)(w[off:]) = [16]byte{} // the rest of the last WQEBB
+	}
+	sq.fm = false
+	if ds := sq.streams; ds != nil {
+		ds.stream[slot] = wr.StreamID
+	}
+	sq.track(wr.WrID, info.wc, bbs, pi, info.bits)
+	b.lastDB = db
+	b.n++
+	return true
+}
+
+// limit is the producer counter up to which a post may write: the
+// producer counter plus the WQEBBs no posted work request still uses,
+// which is the consumer counter the poller advances plus the ring's
+// WQEBBs (a send queue has fewer than 65536).
+func (sq *sendQueue) limit() uint16 {
+	return uint16(sq.tail.Load()) + uint16(len(sq.slots))
+}
+
+// track records the work request of wqebbs WQEBBs at the producer counter
+// in each of its WQEBBs (a CQE names the WQE that asked for it, which for
+// an mkey configure may be its last, or, on error, any of them), with the
+// counter of its last WQE, and advances the producer counter.
+func (sq *sendQueue) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
+	mask := len(sq.slots) - 1
+	next := sq.pi + uint16(wqebbs)
+	for j := sq.pi; j != next; j++ {
+		sq.slots[int(j)&mask] = sqSlot{wrID: wrID, next: next, last: last, op: op, bits: bits}
+	}
+	sq.pi = next
+}
+
+// ringDoorbell rings the send doorbell for what was posted, nreq WQEs,
+// the last of which has the doorbell word doorbell (the first 8 bytes of
+// its control segment): a BlueFlame copy of a single WQE of more than one
+// segment that fits, as libmlx5 does, else the 8-byte doorbell.
+func (sq *sendQueue) ringDoorbell(doorbell uint64, nreq int) error {
+	// Several WQEs, or one of one segment: the 8-byte doorbell
+	// (doorbell.SQ.UseBlueFlame).
+	if nreq != 1 || doorbell&0x3f <= 1 {
+		sq.bell.RingWord(sq.pi, doorbell)
+		return nil
+	}
+	if w := sq.bf1(doorbell); w != nil {
+		return sq.bell.RingBF1(sq.pi, w)
+	}
+	return sq.ringAny(doorbell, nreq)
+}
+
+// bf1 is the WQEBB that a post of a single WQE with the doorbell word
+// doorbell (of more than one segment) copies by BlueFlame: the WQE's one
+// WQEBB, if it has at most 4 segments and the register has BlueFlame
+// buffers (of at least one WQEBB); else nil. The ring is a power of two
+// of WQEBBs (CreateQP), so the WQEBB at the counter's slot is in it
+// (the conversion checks it all the same). Inlined.
+func (sq *sendQueue) bf1(doorbell uint64) *[wqe.WQEBB]byte {
+	ring := sq.ring
+	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
+	if doorbell&0x3f > 4 || at+wqe.WQEBB > uint(len(ring)) || sq.bell.BlueFlameSize() == 0 {
+		return nil
+	}
+	return (*[wqe.WQEBB]byte)(ring[at:])
+}
+
+// ringAny is ringDoorbell for any post.
+func (sq *sendQueue) ringAny(doorbell uint64, nreq int) error {
+	// The doorbell word is the last WQE's control segment's first 8
+	// bytes: its counter in bits 40 to 55, its ds in the low 6 bits.
+	last, lastDS := uint16(doorbell>>40), uint8(doorbell&0x3f)
+	ring := sq.ring
+	bbs := len(ring) / wqe.WQEBB
+	ds := int(lastDS)
+	if sq.bell.UseBlueFlame(nreq, ds) {
+		i := int(last) & (bbs - 1)
+		end := i + (ds*16+wqe.WQEBB-1)/wqe.WQEBB
+		if end <= bbs {
+			return sq.bell.RingBF(sq.pi, ring[i*wqe.WQEBB:end*wqe.WQEBB], nil)
+		}
+		return sq.bell.RingBF(sq.pi, ring[i*wqe.WQEBB:], ring[:(end-bbs)*wqe.WQEBB])
+	}
+	var db [8]byte
+	binary.BigEndian.PutUint64(db[:], doorbell)
+	return sq.bell.Ring(sq.pi, db[:])
+}
