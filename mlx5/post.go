@@ -161,16 +161,6 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	return qp.Begin().Add(wr).Commit()
 }
 
-// Add builds one send work request into the batch.
-func (b *Batch) Add(wr *SendWR) *Batch {
-	// The common work request is post's (sendq.go); the rest, and every
-	// error, the general path's.
-	if b != nil && b.ready && wr != nil && b.qp.sq.post(b, wr) {
-		return b
-	}
-	return b.add(wr)
-}
-
 // PostSendList posts the work requests in order with one doorbell, all or
 // none: if one is invalid or does not fit, nothing is posted and the error
 // names it (ibv_post_send posts those before the bad one; a batch is all

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/mlx5go/mlx5go/doorbell"
 	"github.com/mlx5go/mlx5go/wqe"
@@ -10,9 +11,9 @@ import (
 
 // sendQueue is a QP's send side: the ring and its per-WQEBB records, the
 // producer and consumer counters, the limits a work request is checked
-// against, and the doorbell. post writes the common work request, ring
-// rings for what was posted, and retire (sendq_retire.go) frees what
-// completed. The QP keeps the lifecycle and the verbs around it.
+// against, and the doorbell. Its post (Batch.Add's body) writes the
+// common work request, ringDoorbell rings for what was posted, and
+// retire (sendq_retire.go) frees what completed. The QP keeps the lifecycle and the verbs around it.
 type sendQueue struct {
 	ring  wqe.Ring
 	slots []sqSlot
@@ -30,7 +31,8 @@ type sendQueue struct {
 	// ops are the opcodes post writes, one bit each: those of postOps
 	// the QP's type allows (setPost).
 	ops uint16
-	qpn uint32
+	// heads are the control segments' heads of post's opcodes (setPost).
+	heads [16]wqe.CtrlHead
 	// maxDS is the largest WQE post writes, in 16-byte segments: what a
 	// control segment can describe, and no larger than maxWQE.
 	maxDS int
@@ -133,7 +135,10 @@ func init() {
 // the limits. Called once the ring, the limits and the QP's number are
 // set, and again when one changes.
 func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
-	sq.ops, sq.qpn, sq.av = 0, qpn, avNone
+	sq.ops, sq.av = 0, avNone
+	for op := range sq.heads {
+		sq.heads[op] = wqe.CtrlHeadOf(0, postOps[op].mlx5, qpn)
+	}
 	sq.maxDS = min(wqe.MaxDS, sq.maxWQE*(wqe.WQEBB/16))
 	sq.maxTotal = uint64(sq.maxMsg)
 	if sq.maxTotal == 0 {
@@ -148,7 +153,8 @@ func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
 	case QPTypeDCT:
 		return // it has no send queue
 	}
-	if len(sq.slots) == 0 || len(sq.slots)&(len(sq.slots)-1) != 0 || len(sq.ring) != len(sq.slots)*wqe.WQEBB {
+	if len(sq.slots) == 0 || len(sq.slots)&(len(sq.slots)-1) != 0 || len(sq.ring) != len(sq.slots)*wqe.WQEBB || sq.maxSGE < 1 ||
+		sq.maxStream&(sq.maxStream+1) != 0 {
 		return
 	}
 	for op := range numOpcodes {
@@ -158,20 +164,29 @@ func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
 	}
 }
 
-// post writes wr, the work request of batch b, at the producer counter if
-// it is one post writes (a SEND, SEND with immediate or invalidate, RDMA
-// WRITE with or without immediate or RDMA READ of a gather list, on any
-// QP type that allows it), is valid and fits: its WQE is the control
-// segment, the address vector (UD and DCI), the remote address segment
-// and a data segment for each SGE of non-zero length, in whole WQEBBs up
-// to the batch's limit that do not cross the ring's end. It records the
-// work request and notes its doorbell word in b. Otherwise it writes
-// nothing and returns false: the general path (Batch.add) then builds the
-// work request, or says why it cannot.
-func (sq *sendQueue) post(b *Batch, wr *SendWR) bool {
+// Add builds one send work request into the batch. Its body is the send
+// queue's post: if the batch is ready and wr is one post writes (a SEND,
+// SEND with immediate or invalidate, RDMA WRITE with or without
+// immediate or RDMA READ of a gather list, on any QP type that allows
+// it), is valid and fits, it writes wr's WQE at the producer counter: the
+// control segment, the address vector (UD and DCI), the remote address
+// segment and a data segment for each SGE of non-zero length, in whole
+// WQEBBs up to the batch's limit that do not cross the ring's end. It
+// records the work request and notes its doorbell word in the batch.
+// Otherwise it writes nothing and hands wr to the general path
+// (Batch.add), which builds it with package wqe's builders or says why it
+// cannot. (post is Add itself, not a call from it: a call costs a post
+// about 30 instructions.)
+func (b *Batch) Add(wr *SendWR) *Batch {
+	if b == nil || !b.ready || wr == nil {
+		return b.add(wr)
+	}
+	sq := &b.qp.sq
 	op := wr.Opcode
-	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline) != 0 || wr.StreamID > sq.maxStream {
-		return false
+	// maxStream is a power of two less one: a stream past it has a bit
+	// outside it.
+	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline)|int(wr.StreamID&^sq.maxStream) != 0 {
+		return b.add(wr)
 	}
 	info := &postOps[op&15]
 	n := 1 // the WQE's 16-byte segments
@@ -179,25 +194,22 @@ func (sq *sendQueue) post(b *Batch, wr *SendWR) bool {
 		n++
 	}
 	var ah *AH
-	var key uint64
 	if sq.av != avNone {
 		ah = wr.AH
 		if ah == nil || ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
-			return false
-		}
-		key = wr.DCAccessKey
-		if sq.av == avUD {
-			key = uint64(wr.QKey) << 32 // and a zero reserved word
+			return b.add(wr)
 		}
 		n += wqe.DatagramSegSize / 16
 	}
 	sgl := wr.SGL
 	if len(sgl) == 1 {
-		// The common case: one SGE, no longer than a data segment and a
-		// message take.
-		if l := sgl[0].Length; l > sq.maxLen || sq.maxSGE < 1 {
-			return false
-		} else if l != 0 {
+		// The common case: one SGE (setPost allows one), no longer than
+		// a data segment and a message take.
+		l := sgl[0].Length
+		if l > sq.maxLen {
+			return b.add(wr)
+		}
+		if l != 0 {
 			n++
 		}
 	} else {
@@ -212,48 +224,92 @@ func (sq *sendQueue) post(b *Batch, wr *SendWR) bool {
 			or |= l
 		}
 		if len(sgl) > sq.maxSGE || or&wqe.InlineSeg != 0 || total > sq.maxTotal {
-			return false
+			return b.add(wr)
 		}
 	}
 	pi := sq.pi
 	bbs := (n + 3) >> 2
-	slot := int(pi) & (len(sq.slots) - 1)
-	if n > sq.maxDS || bbs > int(b.limit-pi) || slot+bbs > len(sq.slots) {
-		return false // too large, no room, or across the ring's end
+	at := int(pi) & (len(sq.slots) - 1) * wqe.WQEBB
+	end := at + bbs*wqe.WQEBB
+	if n > sq.maxDS || bbs > int(b.limit-pi) || end > len(sq.ring) {
+		return b.add(wr) // too large, no room, or across the ring's end
 	}
-	// The WQE's WQEBBs (setPost made sure the ring holds one a slot; the
-	// slicing checks it all the same), written segment by segment.
-	w := sq.ring[slot*wqe.WQEBB : (slot+bbs)*wqe.WQEBB]
+	// The WQE's bytes are sq.ring[at:end] (checked above): n segments in
+	// bbs WQEBBs, written by 16-byte segment at w+off, off < end-at.
+	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
-	db := wqe.StoreCtrl((*[16]byte)(w), 0, info.mlx5, pi, sq.qpn, uint8(n), 0, wr.StreamID, fm, imm)
-	off := wqe.CtrlSegSize
+	db := wqe.StoreCtrl(seg(w, 0), sq.heads[op&15], pi, uint8(n), 0, wr.StreamID, fm, imm)
+	off := uintptr(wqe.CtrlSegSize)
 	if ah != nil {
-		wqe.StoreAV((*[wqe.DatagramSegSize]byte)(w[off:]), key, wr.RemoteQPN|wqe.ExtendedUDAV, &ah.av)
-		off += wqe.DatagramSegSize
+		off += wqe.DatagramSegSize // written last: see below
 	}
 	if info.remote {
-		wqe.StoreRaddr((*[16]byte)(w[off:]), wr.RemoteAddr, wr.RKey)
+		wqe.StoreRaddr(seg(w, off), wr.RemoteAddr, wr.RKey)
 		off += wqe.RaddrSegSize
 	}
-	for i := range sgl {
-		if sgl[i].Length != 0 {
-			wqe.StoreData((*[16]byte)(w[off:]), wqe.SGE(sgl[i]))
+	if len(sgl) == 1 {
+		if sgl[0].Length != 0 {
+			wqe.StoreData(seg(w, off), wqe.SGE(sgl[0]))
 			off += wqe.DataSegSize
 		}
+	} else {
+		for i := range sgl {
+			if sgl[i].Length != 0 {
+				wqe.StoreData(seg(w, off), wqe.SGE(sgl[i]))
+				off += wqe.DataSegSize
+			}
+		}
 	}
-	for ; off < len(w); off += 16 {
-		*(*[16]byte)(w[off:]) = [16]byte{} // the rest of the last WQEBB
+	// The rest of the last WQEBB: up to three segments of zeros.
+	switch off & (wqe.WQEBB - 1) {
+	case 16:
+		*seg(w, off) = [16]byte{}
+		off += 16
+		fallthrough
+	case 32:
+		*seg(w, off) = [16]byte{}
+		off += 16
+		fallthrough
+	case 48:
+		*seg(w, off) = [16]byte{}
 	}
 	sq.fm = false
 	if ds := sq.streams; ds != nil {
-		ds.stream[slot] = wr.StreamID
+		ds.stream[int(pi)&(len(ds.stream)-1)] = wr.StreamID
 	}
 	sq.track(wr.WrID, info.wc, bbs, pi, info.bits)
 	b.lastDB = db
 	b.n++
-	return true
+	if ah != nil {
+		// The address vector, after the control segment. A call (StoreAV
+		// does not inline), made last so that nothing of the rest is
+		// kept across it: values kept across a call are spilled on the
+		// common case's path too.
+		sq.storeAV(w, wr, ah)
+	}
+	return b
 }
+
+// The parts of post that are not the common case's, out of line so that
+// the common case keeps its registers.
+
+// storeAV writes the address vector segment of wr, whose AH is ah, after
+// the control segment at w: a datagram segment on UD (the Q_Key, then a
+// zero word), the DC address on a DCI (the access key).
+//
+//go:noinline
+func (sq *sendQueue) storeAV(w unsafe.Pointer, wr *SendWR, ah *AH) {
+	key := wr.DCAccessKey
+	if sq.av == avUD {
+		key = uint64(wr.QKey) << 32
+	}
+	wqe.StoreAV((*[wqe.DatagramSegSize]byte)(unsafe.Add(w, wqe.CtrlSegSize)), key, wr.RemoteQPN|wqe.ExtendedUDAV, &ah.av)
+}
+
+// seg is the 16-byte segment at w+off, which the caller has checked to
+// be in the ring.
+func seg(w unsafe.Pointer, off uintptr) *[16]byte { return (*[16]byte)(unsafe.Add(w, off)) }
 
 // limit is the producer counter up to which a post may write: the
 // producer counter plus the WQEBBs no posted work request still uses,
@@ -268,10 +324,14 @@ func (sq *sendQueue) limit() uint16 {
 // an mkey configure may be its last, or, on error, any of them), with the
 // counter of its last WQE, and advances the producer counter.
 func (sq *sendQueue) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
-	mask := len(sq.slots) - 1
-	next := sq.pi + uint16(wqebbs)
-	for j := sq.pi; j != next; j++ {
-		sq.slots[int(j)&mask] = sqSlot{wrID: wrID, next: next, last: last, op: op, bits: bits}
+	slots, pi := sq.slots, sq.pi
+	mask := len(slots) - 1
+	next := pi + uint16(wqebbs)
+	for j := pi; j != next; j++ {
+		// Field by field: a record built whole is copied from the stack,
+		// whose narrow stores its 16-byte load waits for.
+		s := &slots[int(j)&mask]
+		s.wrID, s.next, s.last, s.op, s.bits = wrID, next, last, op, bits
 	}
 	sq.pi = next
 }

@@ -108,14 +108,25 @@ func putWords(s *[16]byte, w0, w1 uint64) {
 	binary.LittleEndian.PutUint64(s[8:], bits.ReverseBytes64(w1))
 }
 
+// CtrlHead is what the first word of a control segment holds of its
+// work request's operation and QP: opmod, opcode and the QP number's low
+// 24 bits (opmod_idx_opcode and qpn_ds without the counter and ds). A
+// poster makes it once per QP and opcode; StoreCtrl adds the rest.
+type CtrlHead uint64
+
+// CtrlHeadOf is the CtrlHead of opmod, opcode and the QP number qpn.
+func CtrlHeadOf(opmod, opcode uint8, qpn uint32) CtrlHead {
+	return CtrlHead(uint64(opmod)<<56 | uint64(opcode)<<32 | uint64(qpn&0xffffff)<<8)
+}
+
 // StoreCtrl writes a control segment into s (struct mlx5_wqe_ctrl_seg:
-// opmod_idx_opcode, qpn_ds with the QP number's low 24 bits and ds's
-// low 6, signature, dci_stream_channel_id, fm_ce_se, imm) and returns
-// its first 8 bytes as the big-endian word they hold: the doorbell word
-// an 8-byte ring writes, which holds the WQE's counter in bits 40 to 55
-// and its ds in the low 6 bits.
-func StoreCtrl(s *[16]byte, opmod, opcode uint8, pi uint16, qpn uint32, ds, signature uint8, stream uint16, fm uint8, imm uint32) (doorbell uint64) {
-	w0 := uint64(opmod)<<56 | uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn&0xffffff)<<8 | uint64(ds&0x3f)
+// opmod_idx_opcode and qpn_ds, from h, the counter pi and ds's low 6
+// bits; signature, dci_stream_channel_id, fm_ce_se, imm) and returns its
+// first 8 bytes as the big-endian word they hold: the doorbell word an
+// 8-byte ring writes, which holds the WQE's counter in bits 40 to 55 and
+// its ds in the low 6 bits.
+func StoreCtrl(s *[16]byte, h CtrlHead, pi uint16, ds, signature uint8, stream uint16, fm uint8, imm uint32) (doorbell uint64) {
+	w0 := uint64(h) | uint64(pi)<<40 | uint64(ds&0x3f)
 	putWords(s, w0, uint64(signature)<<56|uint64(stream)<<40|uint64(fm)<<32|uint64(imm))
 	return w0
 }
@@ -582,7 +593,7 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	if s.DC != nil {
 		stream = s.DC.StreamID
 	}
-	db := StoreCtrl((*[16]byte)(w), 0, s.Opcode, pi, s.QPN, uint8(l.ds), 0, stream, fm, imm)
+	db := StoreCtrl((*[16]byte)(w), CtrlHeadOf(0, s.Opcode, s.QPN), pi, uint8(l.ds), 0, stream, fm, imm)
 	off := CtrlSegSize
 	if s.UD != nil {
 		_ = PutDatagram(w[off:], s.UD)

@@ -92,7 +92,7 @@ func PutCtrl(b []byte, c *Ctrl) error {
 	if len(b) < CtrlSegSize {
 		return ErrShort
 	}
-	StoreCtrl((*[16]byte)(b), c.OpMod, c.Opcode, c.WQEIndex, c.QPN, c.DS, c.Signature, c.StreamID, c.FmCeSe, c.Imm)
+	StoreCtrl((*[16]byte)(b), CtrlHeadOf(c.OpMod, c.Opcode, c.QPN), c.WQEIndex, c.DS, c.Signature, c.StreamID, c.FmCeSe, c.Imm)
 	return nil
 }
 

@@ -19,7 +19,7 @@ func TestSegmentWriters(t *testing.T) {
 		opmod, opcode, pi, qpn := uint8(r.Uint32()), uint8(r.Uint32()), uint16(r.Uint32()), r.Uint32()
 		ds, sg, stream, fm, imm := uint8(r.Uint32()), uint8(r.Uint32()), uint16(r.Uint32()), uint8(r.Uint32()), r.Uint32()
 		var got, want [16]byte
-		db := StoreCtrl(&got, opmod, opcode, pi, qpn, ds, sg, stream, fm, imm)
+		db := StoreCtrl(&got, CtrlHeadOf(opmod, opcode, qpn), pi, ds, sg, stream, fm, imm)
 		binary.BigEndian.PutUint32(want[ctrlOffOpmodIdxOpcode:], uint32(opmod)<<24|uint32(pi)<<8|uint32(opcode))
 		binary.BigEndian.PutUint32(want[ctrlOffQPNDS:], qpn<<8|uint32(ds&0x3f))
 		want[ctrlOffSignature] = sg
