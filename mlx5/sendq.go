@@ -97,6 +97,7 @@ const (
 // init fills in the rest from opcodes.
 type postInfo struct {
 	remote bool
+	segs   uint8 // the control segment, and the remote address segment if remote
 	// immMask and invMask pick the ctrl's imm: SendWR.Imm&immMask |
 	// SendWR.InvalidateKey&invMask.
 	immMask, invMask uint32
@@ -126,6 +127,10 @@ func init() {
 		if postOpSet>>op&1 != 0 {
 			f, o := &postOps[op], &opcodes[op]
 			f.mlx5, f.bits, f.wc = o.mlx5, o.slot, o.wc
+			f.segs = 1
+			if f.remote {
+				f.segs++
+			}
 		}
 	}
 }
@@ -154,7 +159,7 @@ func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
 		return // it has no send queue
 	}
 	if len(sq.slots) == 0 || len(sq.slots)&(len(sq.slots)-1) != 0 || len(sq.ring) != len(sq.slots)*wqe.WQEBB || sq.maxSGE < 1 ||
-		sq.maxStream&(sq.maxStream+1) != 0 {
+		sq.maxStream&(sq.maxStream+1) != 0 || sq.maxDS < 3+int(min(sq.av, 1))*wqe.DatagramSegSize/16 {
 		return
 	}
 	for op := range numOpcodes {
@@ -189,10 +194,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 		return b.add(wr)
 	}
 	info := &postOps[op&15]
-	n := 1 // the WQE's 16-byte segments
-	if info.remote {
-		n++
-	}
+	n := int(info.segs) // the WQE's 16-byte segments
 	var ah *AH
 	if sq.av != avNone {
 		ah = wr.AH
@@ -203,8 +205,9 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	sgl := wr.SGL
 	if len(sgl) == 1 {
-		// The common case: one SGE (setPost allows one), no longer than
-		// a data segment and a message take.
+		// The common case: one SGE, no longer than a data segment and a
+		// message take (setPost made sure the QP takes one, in a WQE of
+		// up to maxDS segments).
 		l := sgl[0].Length
 		if l > sq.maxLen {
 			return b.add(wr)
@@ -223,7 +226,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 			total += uint64(l)
 			or |= l
 		}
-		if len(sgl) > sq.maxSGE || or&wqe.InlineSeg != 0 || total > sq.maxTotal {
+		if len(sgl) > sq.maxSGE || or&wqe.InlineSeg != 0 || total > sq.maxTotal || n > sq.maxDS {
 			return b.add(wr)
 		}
 	}
@@ -231,7 +234,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	bbs := (n + 3) >> 2
 	at := int(pi) & (len(sq.slots) - 1) * wqe.WQEBB
 	end := at + bbs*wqe.WQEBB
-	if n > sq.maxDS || bbs > int(b.limit-pi) || end > len(sq.ring) {
+	if bbs > int(b.limit-pi) || end > len(sq.ring) {
 		return b.add(wr) // too large, no room, or across the ring's end
 	}
 	// The WQE's bytes are sq.ring[at:end] (checked above): n segments in
