@@ -83,6 +83,7 @@ func TestPostSendQueueFull(t *testing.T) {
 
 func BenchmarkPostRDMAWrite(b *testing.B) {
 	qp, _ := testQP(b, &Context{}, 256)
+	qp.sq.setPost(qp.typ, qp.qpn)
 	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
 		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}}}
 	b.ReportAllocs()
@@ -101,6 +102,8 @@ func BenchmarkPostDCRDMAWrite(b *testing.B) {
 	c := &Context{}
 	qp, _ := testQP(b, c, 256)
 	qp.typ, qp.dciStreams, qp.sq.maxStream, qp.sq.maxWQE = QPTypeDCI, true, 7, 2
+	qp.sq.streams = &streamBook{stream: make([]uint16, 256), doneTo: make([]uint16, 8), ahead: make([]bool, 8)}
+	qp.sq.setPost(qp.typ, qp.qpn)
 	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
 	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
 		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},

@@ -195,9 +195,8 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	info := &postOps[op&15]
 	n := int(info.segs) // the WQE's 16-byte segments
-	var ah *AH
 	if sq.av != avNone {
-		ah = wr.AH
+		ah := wr.AH
 		if ah == nil || ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
 			return b.add(wr)
 		}
@@ -244,7 +243,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
 	db := wqe.StoreCtrl(seg(w, 0), sq.heads[op&15], pi, uint8(n), 0, wr.StreamID, fm, imm)
 	off := uintptr(wqe.CtrlSegSize)
-	if ah != nil {
+	if sq.av != avNone {
 		off += wqe.DatagramSegSize // written last: see below
 	}
 	if info.remote {
@@ -284,12 +283,12 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	sq.track(wr.WrID, info.wc, bbs, pi, info.bits)
 	b.lastDB = db
 	b.n++
-	if ah != nil {
+	if sq.av != avNone {
 		// The address vector, after the control segment. A call (StoreAV
 		// does not inline), made last so that nothing of the rest is
 		// kept across it: values kept across a call are spilled on the
 		// common case's path too.
-		sq.storeAV(w, wr, ah)
+		sq.storeAV(w, wr)
 	}
 	return b
 }
@@ -297,17 +296,17 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 // The parts of post that are not the common case's, out of line so that
 // the common case keeps its registers.
 
-// storeAV writes the address vector segment of wr, whose AH is ah, after
+// storeAV writes the address vector segment of wr (its AH checked) after
 // the control segment at w: a datagram segment on UD (the Q_Key, then a
 // zero word), the DC address on a DCI (the access key).
 //
 //go:noinline
-func (sq *sendQueue) storeAV(w unsafe.Pointer, wr *SendWR, ah *AH) {
+func (sq *sendQueue) storeAV(w unsafe.Pointer, wr *SendWR) {
 	key := wr.DCAccessKey
 	if sq.av == avUD {
 		key = uint64(wr.QKey) << 32
 	}
-	wqe.StoreAV((*[wqe.DatagramSegSize]byte)(unsafe.Add(w, wqe.CtrlSegSize)), key, wr.RemoteQPN|wqe.ExtendedUDAV, &ah.av)
+	wqe.StoreAV((*[wqe.DatagramSegSize]byte)(unsafe.Add(w, wqe.CtrlSegSize)), key, wr.RemoteQPN|wqe.ExtendedUDAV, &wr.AH.av)
 }
 
 // seg is the 16-byte segment at w+off, which the caller has checked to
