@@ -188,12 +188,69 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	sq := &b.qp.sq
 	op := wr.Opcode
-	// maxStream is a power of two less one: a stream past it has a bit
-	// outside it.
-	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline)|int(wr.StreamID&^sq.maxStream) != 0 {
+	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline) != 0 {
 		return b.add(wr)
 	}
 	info := &postOps[op&15]
+	sgl := wr.SGL
+	if (len(sgl)-1)|int(sq.av)|int(wr.StreamID) != 0 {
+		return b.postAny(wr, info)
+	}
+	// The common case: one SGE, no longer than a data segment and a
+	// message take (setPost made sure the QP takes one), no address
+	// vector, stream 0: a WQE of at most three segments, one WQEBB.
+	pi := sq.pi
+	l := sgl[0].Length
+	at := int(pi) & (len(sq.slots) - 1) * wqe.WQEBB
+	if l > sq.maxLen || b.limit == pi || at+wqe.WQEBB > len(sq.ring) {
+		return b.add(wr)
+	}
+	n := int(info.segs)
+	if l != 0 {
+		n++
+	}
+	// The WQEBB is sq.ring[at:at+64] (checked above).
+	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
+	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
+	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
+	db := wqe.StoreCtrl(seg(w, 0), sq.heads[op&15], pi, uint8(n), 0, 0, fm, imm)
+	off := uintptr(wqe.CtrlSegSize)
+	if info.remote {
+		wqe.StoreRaddr(seg(w, off), wr.RemoteAddr, wr.RKey)
+		off += wqe.RaddrSegSize
+	}
+	if l != 0 {
+		wqe.StoreData(seg(w, off), wqe.SGE(sgl[0]))
+		off += wqe.DataSegSize
+	}
+	switch off {
+	case 16:
+		*seg(w, 16) = [16]byte{}
+		fallthrough
+	case 32:
+		*seg(w, 32) = [16]byte{}
+	}
+	*seg(w, 48) = [16]byte{}
+	sq.fm = false
+	sq.track(wr.WrID, info.wc, 1, pi, info.bits)
+	b.lastDB = db
+	b.n++
+	return b
+}
+
+// postAny is post for the work requests of other shapes: a gather list of
+// other than one SGE, an address vector (UD, DCI), a WQE of several
+// WQEBBs. Not inlined in Add: the common case keeps its registers.
+//
+//go:noinline
+func (b *Batch) postAny(wr *SendWR, info *postInfo) *Batch {
+	sq := &b.qp.sq
+	op := wr.Opcode
+	// maxStream is a power of two less one (setPost): a stream past it
+	// has a bit outside it.
+	if wr.StreamID&^sq.maxStream != 0 {
+		return b.add(wr)
+	}
 	n := int(info.segs) // the WQE's 16-byte segments
 	if sq.av != avNone {
 		ah := wr.AH
