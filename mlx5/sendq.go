@@ -28,10 +28,9 @@ type sendQueue struct {
 	// (SendWR.StreamID): 2^LogConcurrent - 1 on a DCI made with
 	// DCIStreams, else 0.
 	maxStream uint16
-	// ops are the opcodes post writes, one bit each: those of postOps
-	// the QP's type allows (setPost).
-	ops uint16
-	// heads are the control segments' heads of post's opcodes (setPost).
+	// heads are the control segments' heads of the opcodes post writes,
+	// by opcode: those of postOps the QP's type allows (setPost); 0 for
+	// the others (no head is 0: every opcode post writes is not).
 	heads [16]wqe.CtrlHead
 	// maxDS is the largest WQE post writes, in 16-byte segments: what a
 	// control segment can describe, and no larger than maxWQE.
@@ -140,10 +139,7 @@ func init() {
 // the limits. Called once the ring, the limits and the QP's number are
 // set, and again when one changes.
 func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
-	sq.ops, sq.av = 0, avNone
-	for op := range sq.heads {
-		sq.heads[op] = wqe.CtrlHeadOf(0, postOps[op].mlx5, qpn)
-	}
+	sq.heads, sq.av = [16]wqe.CtrlHead{}, avNone
 	sq.maxDS = min(wqe.MaxDS, sq.maxWQE*(wqe.WQEBB/16))
 	sq.maxTotal = uint64(sq.maxMsg)
 	if sq.maxTotal == 0 {
@@ -164,7 +160,7 @@ func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
 	}
 	for op := range numOpcodes {
 		if postOpSet>>op&1 != 0 && opcodes[op].types.has(typ) {
-			sq.ops |= 1 << op
+			sq.heads[op] = wqe.CtrlHeadOf(0, postOps[op].mlx5, qpn)
 		}
 	}
 }
@@ -188,12 +184,13 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	sq := &b.qp.sq
 	op := wr.Opcode
-	if op >= 16 || sq.ops>>(op&15)&1 == 0 || len(wr.Inline) != 0 {
+	head := sq.heads[op&15]
+	if op >= 16 || head == 0 || len(wr.Inline) != 0 {
 		return b.add(wr)
 	}
 	info := &postOps[op&15]
 	sgl := wr.SGL
-	if (len(sgl)-1)|int(sq.av)|int(wr.StreamID) != 0 {
+	if len(sgl) != 1 || int(sq.av)|int(wr.StreamID) != 0 {
 		return b.postAny(wr, info)
 	}
 	// The common case: one SGE, no longer than a data segment and a
@@ -213,7 +210,7 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
-	db := wqe.StoreCtrl(seg(w, 0), sq.heads[op&15], pi, uint8(n), 0, 0, fm, imm)
+	db := wqe.StoreCtrl(seg(w, 0), head, pi, uint8(n), 0, 0, fm, imm)
 	off := uintptr(wqe.CtrlSegSize)
 	if info.remote {
 		wqe.StoreRaddr(seg(w, off), wr.RemoteAddr, wr.RKey)
