@@ -98,20 +98,53 @@ func BenchmarkPostRDMAWrite(b *testing.B) {
 // BenchmarkPostDCRDMAWrite is BenchmarkPostRDMAWrite on a DCI with
 // streams: the same RDMA WRITE of one SGE to a DCT (its AH, number and
 // key) on stream 5, a 2-WQEBB WQE copied to the BlueFlame register.
-func BenchmarkPostDCRDMAWrite(b *testing.B) {
+func BenchmarkPostDCRDMAWrite(b *testing.B) { benchDC(b, true, 1) }
+
+// BenchmarkPostDCRDMAWriteNoStreams is BenchmarkPostDCRDMAWrite on a DCI
+// without streams (stream 0).
+func BenchmarkPostDCRDMAWriteNoStreams(b *testing.B) { benchDC(b, false, 1) }
+
+// BenchmarkBatchDCRDMAWrite16 is a batch of 16 of BenchmarkPostDCRDMAWrite's
+// RDMA WRITEs, the last signaled, on streams 0 to 7 in turn: one 8-byte
+// doorbell.
+func BenchmarkBatchDCRDMAWrite16(b *testing.B) { benchDC(b, true, 16) }
+
+// benchDC posts n DC RDMA WRITEs of one SGE a batch (PostSend for 1) on a
+// 256-WQEBB DCI, with 8 streams or none.
+func benchDC(b *testing.B, streams bool, n int) {
 	c := &Context{}
 	qp, _ := testQP(b, c, 256)
-	qp.typ, qp.dciStreams, qp.sq.maxStream, qp.sq.maxWQE = QPTypeDCI, true, 7, 2
-	qp.sq.streams = &streamBook{stream: make([]uint16, 256), doneTo: make([]uint16, 8), ahead: make([]bool, 8)}
+	qp.typ, qp.sq.maxWQE = QPTypeDCI, 2
+	if streams {
+		qp.dciStreams, qp.sq.maxStream = true, 7
+		qp.sq.streams = &streamBook{stream: make([]uint16, 256), doneTo: make([]uint16, 8), ahead: make([]bool, 8)}
+	}
 	qp.sq.setPost(qp.typ, qp.qpn)
 	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
-	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
-		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
-		AH:  ah, RemoteQPN: 0x1234, DCAccessKey: 0x0123456789abcdef, StreamID: 5}
+	wrs := make([]SendWR, n)
+	for i := range wrs {
+		wrs[i] = SendWR{Opcode: OpRDMAWrite, RemoteAddr: 0x1000, RKey: 0x55,
+			SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
+			AH:  ah, RemoteQPN: 0x1234, DCAccessKey: 0x0123456789abcdef}
+		if streams {
+			wrs[i].StreamID = uint16(5+i) & 7
+		}
+	}
+	wrs[n-1].Flags = SendSignaled
 	b.ReportAllocs()
 	for b.Loop() {
 		qp.sq.tail.Store(uint32(qp.sq.pi)) // as if polled
-		if err := qp.PostSend(&wr); err != nil {
+		var err error
+		if n == 1 {
+			err = qp.PostSend(&wrs[0])
+		} else {
+			bt := qp.Begin()
+			for i := range wrs {
+				bt.Add(&wrs[i])
+			}
+			err = bt.Commit()
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
