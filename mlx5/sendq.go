@@ -380,14 +380,20 @@ func (sq *sendQueue) limit() uint16 {
 // an mkey configure may be its last, or, on error, any of them), with the
 // counter of its last WQE, and advances the producer counter.
 func (sq *sendQueue) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
-	slots, pi := sq.slots, sq.pi
+	slots, j := sq.slots, sq.pi
 	mask := len(slots) - 1
-	next := pi + uint16(wqebbs)
-	for j := pi; j != next; j++ {
+	// A work request has a WQEBB at least. (The loop tests at its end:
+	// for one WQEBB, a constant where track is inlined, the compiler
+	// leaves no loop.)
+	next := j + uint16(max(wqebbs, 1))
+	for {
 		// Field by field: a record built whole is copied from the stack,
 		// whose narrow stores its 16-byte load waits for.
 		s := &slots[int(j)&mask]
 		s.wrID, s.next, s.last, s.op, s.bits = wrID, next, last, op, bits
+		if j++; j == next {
+			break
+		}
 	}
 	sq.pi = next
 }
