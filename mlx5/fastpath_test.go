@@ -14,7 +14,7 @@ import (
 
 // fastPair is two QPs alike in memory: fast posts through Add, which
 // takes the work requests post writes (sendq.go) there, slow with post
-// off (sendQueue.heads all 0), so that every work request goes the general way,
+// off (sendQueue.heads and anyHeads all 0), so that every work request goes the general way,
 // through wqe.BuildSend, the encoder the oracle's bytes check
 // (wqe/datapath_oracle_test.go, wqe/dc_oracle_test.go).
 type fastPair struct{ fast, slow *QP }
@@ -34,8 +34,8 @@ func newFastPair(tb testing.TB, typ QPType, maxMsg uint32) fastPair {
 		(*q).sq.maxMsg = maxMsg
 		(*q).sq.setPost((*q).typ, (*q).qpn)
 	}
-	p.slow.sq.heads = [16]wqe.CtrlHead{}
-	if p.fast.sq.heads == ([16]wqe.CtrlHead{}) {
+	p.slow.sq.heads, p.slow.sq.anyHeads = [16]wqe.CtrlHead{}, [16]wqe.CtrlHead{}
+	if p.fast.sq.anyHeads == ([16]wqe.CtrlHead{}) {
 		tb.Fatalf("post takes no opcode on a %v QP", typ)
 	}
 	return p

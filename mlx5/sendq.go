@@ -28,10 +28,12 @@ type sendQueue struct {
 	// (SendWR.StreamID): 2^LogConcurrent - 1 on a DCI made with
 	// DCIStreams, else 0.
 	maxStream uint16
-	// heads are the control segments' heads of the opcodes post writes,
-	// by opcode: those of postOps the QP's type allows (setPost); 0 for
-	// the others (no head is 0: every opcode post writes is not).
-	heads [16]wqe.CtrlHead
+	// anyHeads are the control segments' heads of the opcodes post
+	// writes, by opcode: those of postOps the QP's type allows (setPost);
+	// 0 for the others (no head is 0: no opcode post writes is).
+	// heads are anyHeads on a QP whose WQEs have no address vector (the
+	// common case's), all 0 on the others.
+	heads, anyHeads [16]wqe.CtrlHead
 	// maxDS is the largest WQE post writes, in 16-byte segments: what a
 	// control segment can describe, and no larger than maxWQE.
 	maxDS int
@@ -139,7 +141,7 @@ func init() {
 // the limits. Called once the ring, the limits and the QP's number are
 // set, and again when one changes.
 func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
-	sq.heads, sq.av = [16]wqe.CtrlHead{}, avNone
+	sq.heads, sq.anyHeads, sq.av = [16]wqe.CtrlHead{}, [16]wqe.CtrlHead{}, avNone
 	sq.maxDS = min(wqe.MaxDS, sq.maxWQE*(wqe.WQEBB/16))
 	sq.maxTotal = uint64(sq.maxMsg)
 	if sq.maxTotal == 0 {
@@ -160,8 +162,11 @@ func (sq *sendQueue) setPost(typ QPType, qpn uint32) {
 	}
 	for op := range numOpcodes {
 		if postOpSet>>op&1 != 0 && opcodes[op].types.has(typ) {
-			sq.heads[op] = wqe.CtrlHeadOf(0, postOps[op].mlx5, qpn)
+			sq.anyHeads[op] = wqe.CtrlHeadOf(0, postOps[op].mlx5, qpn)
 		}
+	}
+	if sq.av == avNone {
+		sq.heads = sq.anyHeads
 	}
 }
 
@@ -185,17 +190,17 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	sq := &b.qp.sq
 	op := wr.Opcode
 	head := sq.heads[op&15]
-	if op >= 16 || head == 0 || len(wr.Inline) != 0 {
-		return b.add(wr)
+	if op >= 16 || head == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
+		return b.addOther(wr)
 	}
 	info := &postOps[op&15]
 	sgl := wr.SGL
-	if len(sgl) != 1 || int(sq.av)|int(wr.StreamID) != 0 {
+	if len(sgl) != 1 {
 		return b.postAny(wr, info)
 	}
-	// The common case: one SGE, no longer than a data segment and a
-	// message take (setPost made sure the QP takes one), no address
-	// vector, stream 0: a WQE of at most three segments, one WQEBB.
+	// The common case: no address vector (heads), stream 0, one SGE, no
+	// longer than a data segment and a message take (setPost made sure
+	// the QP takes one): a WQE of at most three segments, one WQEBB.
 	pi := sq.pi
 	l := sgl[0].Length
 	at := int(pi) & (len(sq.slots) - 1) * wqe.WQEBB
@@ -233,6 +238,19 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	b.lastDB = db
 	b.n++
 	return b
+}
+
+// addOther is Add for a work request that is not post's common case by
+// its opcode, inline data, stream or QP (one with an address vector):
+// postAny's if post writes it, else the general path's. Not inlined:
+// Add's common case keeps its registers.
+//
+//go:noinline
+func (b *Batch) addOther(wr *SendWR) *Batch {
+	if op := wr.Opcode; op < 16 && b.qp.sq.anyHeads[op] != 0 && len(wr.Inline) == 0 {
+		return b.postAny(wr, &postOps[op])
+	}
+	return b.add(wr)
 }
 
 // postAny is post for the work requests of other shapes: a gather list of
@@ -295,7 +313,7 @@ func (b *Batch) postAny(wr *SendWR, info *postInfo) *Batch {
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
 	fm := wqe.CtrlFlags(wqe.SendFlags(wr.Flags), sq.fm)
-	db := wqe.StoreCtrl(seg(w, 0), sq.heads[op&15], pi, uint8(n), 0, wr.StreamID, fm, imm)
+	db := wqe.StoreCtrl(seg(w, 0), sq.anyHeads[op&15], pi, uint8(n), 0, wr.StreamID, fm, imm)
 	off := uintptr(wqe.CtrlSegSize)
 	if sq.av != avNone {
 		off += wqe.DatagramSegSize // written last: see below
