@@ -134,20 +134,25 @@ func benchDC(b *testing.B, streams bool, n int) {
 	b.ReportAllocs()
 	for b.Loop() {
 		qp.sq.tail.Store(uint32(qp.sq.pi)) // as if polled
-		var err error
+		err := error(nil)
 		if n == 1 {
 			err = qp.PostSend(&wrs[0])
 		} else {
-			bt := qp.Begin()
-			for i := range wrs {
-				bt.Add(&wrs[i])
-			}
-			err = bt.Commit()
+			err = commitAll(qp, wrs)
 		}
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// commitAll posts wrs as one batch: Begin, an Add each, Commit.
+func commitAll(qp *QP, wrs []SendWR) error {
+	bt := qp.Begin()
+	for i := range wrs {
+		bt.Add(&wrs[i])
+	}
+	return bt.Commit()
 }
 
 // The benchmarks below measure what libmlx5's own benchmark measures
@@ -365,11 +370,7 @@ func benchBatch(b *testing.B, n int, list bool) {
 		if list {
 			err = qp.PostSendList(wrs)
 		} else {
-			bt := qp.Begin()
-			for i := range wrs {
-				bt.Add(&wrs[i])
-			}
-			err = bt.Commit()
+			err = commitAll(qp, wrs)
 		}
 		if err != nil {
 			b.Fatal(err)
