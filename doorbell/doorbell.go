@@ -211,7 +211,7 @@ func (q *SQ) Ring(counter uint16, ctrl []byte) error {
 }
 
 // RingWord is Ring with the control segment's first 8 bytes given as the
-// big-endian word they hold (wqe.CtrlWords's w0, a WQE builder's
+// big-endian word they hold (a WQE builder's
 // doorbell word).
 func (q *SQ) RingWord(counter uint16, ctrl uint64) {
 	var b [8]byte

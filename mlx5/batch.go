@@ -82,7 +82,7 @@ func (qp *QP) Begin() *Batch {
 	b.qp, b.err, b.n, b.extra = qp, nil, 0, 0
 	b.undo = b.undo[:0]
 	b.open, b.ready, b.refusedAt = true, true, false
-	b.start, b.fm = qp.sq.pi, qp.fmCache
+	b.start, b.fm = qp.sq.pi, qp.sq.fm
 	b.limit = qp.sq.limit()
 	return b
 }
@@ -155,7 +155,7 @@ func (b *Batch) usable() bool { return b.open && b.err == nil }
 // at Begin less what the batch wrote, and no more than the largest work
 // request the QP was created for.
 func (b *Batch) room() int {
-	return min(int(b.limit-b.qp.sq.pi), b.qp.maxWQE)
+	return min(int(b.limit-b.qp.sq.pi), b.qp.sq.maxWQE)
 }
 
 // added records a work request the builder wrote: its WQEBBs, the
@@ -167,11 +167,11 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, db uint64, 
 	if wqes > 1 {
 		last = at + uint16(bbs) - 1 // the last SET_PSV: one WQEBB
 	}
-	qp.fmCache = fence
+	qp.sq.fm = fence
 	if ds := qp.sq.streams; ds != nil {
 		ds.stream[int(at)&(len(ds.stream)-1)] = b.stream
 	}
-	qp.track(wrID, wc, bbs, last, bits)
+	qp.sq.track(wrID, wc, bbs, last, bits)
 	b.lastDB = db
 	b.extra += wqes - 1
 	b.n++
@@ -226,7 +226,7 @@ func (b *Batch) add(wr *SendWR) *Batch {
 	}
 	switch wr.Opcode {
 	case OpLocalInv:
-		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wqe.SendFlags(wr.Flags), SmallFence: qp.fmCache}
+		l := wqe.LocalInv{QPN: qp.qpn, RKey: wr.InvalidateKey, Flags: wqe.SendFlags(wr.Flags), SmallFence: qp.sq.fm}
 		r, e := wqe.BuildLocalInv(qp.sq.ring, qp.sq.pi, b.room(), &l)
 		bbs, db, fence, err = r.WQEBBs, r.Doorbell, r.SmallFence, e
 	case OpNOP:
@@ -236,7 +236,7 @@ func (b *Batch) add(wr *SendWR) *Batch {
 		s := &b.send
 		s.QPN, s.Opcode, s.Flags, s.Imm = qp.qpn, info.mlx5, wqe.SendFlags(wr.Flags), wr.Imm
 		s.RemoteAddr, s.RKey, s.SGL, s.Inline = wr.RemoteAddr, wr.RKey, wqeSGL(wr.SGL), wr.Inline
-		s.SmallFence, s.MaxSGE, s.MaxInline, s.MaxMessage = qp.fmCache, qp.sq.maxSGE, qp.sq.maxInline, qp.sq.maxMsg
+		s.SmallFence, s.MaxSGE, s.MaxInline, s.MaxMessage = qp.sq.fm, qp.sq.maxSGE, qp.sq.maxInline, qp.sq.maxMsg
 		s.SwapAdd, s.Compare, s.UD = 0, 0, nil
 		switch wr.Opcode {
 		case OpSendInv:
@@ -289,7 +289,7 @@ func (b *Batch) Commit() error {
 	}
 	b.open, b.ready = false, false
 	qp.sq.sync.publish()
-	err := qp.ring(b.lastDB, n)
+	err := qp.sq.ringDoorbell(b.lastDB, n)
 	qp.g.exitHeld()
 	if err != nil {
 		return qp.ringErr(err)
@@ -378,7 +378,7 @@ func (b *Batch) rollback() {
 	for j := b.start; j != qp.sq.pi; j++ {
 		clear(qp.sq.ring.Slot(j))
 	}
-	qp.sq.pi, qp.fmCache = b.start, b.fm
+	qp.sq.pi, qp.sq.fm = b.start, b.fm
 	for i := len(b.undo) - 1; i >= 0; i-- {
 		b.undo[i].restore()
 	}
@@ -402,7 +402,7 @@ func (qp *QP) ahErr(op postOp, n int, wr *SendWR) error {
 // stream 0.
 func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	const op = postSend
-	if wr.StreamID > qp.maxStream {
+	if wr.StreamID > qp.sq.maxStream {
 		return qp.streamErr(n, wr)
 	}
 	ah := wr.AH
@@ -434,7 +434,7 @@ func (qp *QP) streamErr(n int, wr *SendWR) error {
 	case !qp.dciStreams:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d on a DCI without streams (QPOptions.DCIStreams): stream 0 only", n, wr.WrID, wr.StreamID)
 	}
-	return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d of a DCI of %d streams (QPOptions.DCIStreams): 0 to %d", n, wr.WrID, wr.StreamID, int(qp.maxStream)+1, qp.maxStream)
+	return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): stream %d of a DCI of %d streams (QPOptions.DCIStreams): 0 to %d", n, wr.WrID, wr.StreamID, int(qp.sq.maxStream)+1, qp.sq.maxStream)
 }
 
 // wrErr is the error of work request n of a batch that the builder
@@ -447,8 +447,8 @@ func (qp *QP) wrErr(op postOp, n int, wrID uint64, needs int, err error) error {
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) is larger than the send queue's %d WQEBBs (QPOptions.MaxSendWR)", n, wrID, len(qp.sq.slots))
 	}
 	if err == wqe.ErrNoRoom {
-		if needs > qp.maxWQE {
-			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, needs, qp.maxWQE)
+		if needs > qp.sq.maxWQE {
+			return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x) takes %d WQEBBs, more than the %d of the largest the QP was created for (QPOptions)", n, wrID, needs, qp.sq.maxWQE)
 		}
 		if n == 0 {
 			return qp.errs.full[op]

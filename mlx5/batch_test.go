@@ -21,7 +21,7 @@ func TestBatchAbortRestoresMkeys(t *testing.T) {
 	build := func(abortFirst bool) []byte {
 		c := &Context{devx: true}
 		qp, _ := testQP(t, c, 64)
-		qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 64, true, mainQPInline
+		qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = 64, true, mainQPInline
 		m := &Mkey{c: c, lkey: 0x200300, rkey: 0x200300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302},
 			sentErrs: ^uint32(0), name: "m"}
 		klm := []KLM{{Addr: 0x7e5a00000000, ByteCount: 4096, Mkey: 0x200100}}
@@ -34,13 +34,13 @@ func TestBatchAbortRestoresMkeys(t *testing.T) {
 			if !errors.Is(Checked(t, err), ErrInvalid) || !strings.Contains(err.Error(), "work request 2 ") {
 				t.Fatalf("the batch: %v, want ErrInvalid naming work request 2", err)
 			}
-			if qp.sq.pi != 0 || qp.fmCache || m.bsf != 0 || m.shape.Load() != 0 || m.sentErrs != ^uint32(0) {
-				t.Fatalf("after the abort: pi %d, small fence %v, mkey %+v", qp.sq.pi, qp.fmCache, m.bsf)
+			if qp.sq.pi != 0 || qp.sq.fm || m.bsf != 0 || m.shape.Load() != 0 || m.sentErrs != ^uint32(0) {
+				t.Fatalf("after the abort: pi %d, small fence %v, mkey %+v", qp.sq.pi, qp.sq.fm, m.bsf)
 			}
 			if !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) {
 				t.Fatal("the aborted batch left bytes in the ring")
 			}
-			if got := qp.dbSQ.Counter(); got != 0 {
+			if got := qp.sq.bell.Counter(); got != 0 {
 				t.Fatalf("the aborted batch rang: doorbell record %d", got)
 			}
 		}
@@ -79,7 +79,7 @@ func TestCloseEndsOpenBatch(t *testing.T) {
 	if err := b.Commit(); !errors.Is(Checked(t, err), ErrClosed) {
 		t.Errorf("Commit of the batch Close ended: %v, want ErrClosed", err)
 	}
-	if got := qp.dbSQ.Counter(); got != 0 {
+	if got := qp.sq.bell.Counter(); got != 0 {
 		t.Errorf("the batch rang after Close: doorbell record %d", got)
 	}
 	if qp.sq.pi != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) {

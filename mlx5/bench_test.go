@@ -21,7 +21,8 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	}
 	tb.Cleanup(func() { buf.Close() })
 	mem := buf.Bytes()
-	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2), maxWQE: 1}
+	qp := &QP{c: c, qpn: 0x1a2, name: qpName(0x1a2)}
+	qp.sq.maxWQE = 1
 	qp.initErrors()
 	qp.g.open()
 	qp.sq.ring = wqe.Ring(mem[:n*wqe.WQEBB])
@@ -29,7 +30,7 @@ func testQP(tb testing.TB, c *Context, n int) (*QP, []byte) {
 	qp.sq.maxSGE = 4
 	rec := mem[n*wqe.WQEBB : n*wqe.WQEBB+8]
 	uar := mem[n*wqe.WQEBB+4096:]
-	if qp.dbSQ, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
+	if qp.sq.bell, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
 		tb.Fatal(err)
 	}
 	return qp, uar
@@ -45,7 +46,7 @@ func TestPostSendRings(t *testing.T) {
 		if err := qp.PostSend(&wr); err != nil {
 			t.Fatal(err)
 		}
-		if got := qp.dbSQ.Counter(); got != uint16(i+1) {
+		if got := qp.sq.bell.Counter(); got != uint16(i+1) {
 			t.Errorf("post %d: doorbell record %d", i, got)
 		}
 		// BlueFlame: the whole WQE (3 segments) in the half this post used.
@@ -82,6 +83,7 @@ func TestPostSendQueueFull(t *testing.T) {
 
 func BenchmarkPostRDMAWrite(b *testing.B) {
 	qp, _ := testQP(b, &Context{}, 256)
+	qp.sq.setPost(qp.typ, qp.qpn)
 	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
 		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}}}
 	b.ReportAllocs()
@@ -96,21 +98,61 @@ func BenchmarkPostRDMAWrite(b *testing.B) {
 // BenchmarkPostDCRDMAWrite is BenchmarkPostRDMAWrite on a DCI with
 // streams: the same RDMA WRITE of one SGE to a DCT (its AH, number and
 // key) on stream 5, a 2-WQEBB WQE copied to the BlueFlame register.
-func BenchmarkPostDCRDMAWrite(b *testing.B) {
+func BenchmarkPostDCRDMAWrite(b *testing.B) { benchDC(b, true, 1) }
+
+// BenchmarkPostDCRDMAWriteNoStreams is BenchmarkPostDCRDMAWrite on a DCI
+// without streams (stream 0).
+func BenchmarkPostDCRDMAWriteNoStreams(b *testing.B) { benchDC(b, false, 1) }
+
+// BenchmarkBatchDCRDMAWrite16 is a batch of 16 of BenchmarkPostDCRDMAWrite's
+// RDMA WRITEs, the last signaled, on streams 0 to 7 in turn: one 8-byte
+// doorbell.
+func BenchmarkBatchDCRDMAWrite16(b *testing.B) { benchDC(b, true, 16) }
+
+// benchDC posts n DC RDMA WRITEs of one SGE a batch (PostSend for 1) on a
+// 256-WQEBB DCI, with 8 streams or none.
+func benchDC(b *testing.B, streams bool, n int) {
 	c := &Context{}
 	qp, _ := testQP(b, c, 256)
-	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 7, 2
+	qp.typ, qp.sq.maxWQE = QPTypeDCI, 2
+	if streams {
+		qp.dciStreams, qp.sq.maxStream = true, 7
+		qp.sq.streams = &streamBook{stream: make([]uint16, 256), doneTo: make([]uint16, 8), ahead: make([]bool, 8)}
+	}
+	qp.sq.setPost(qp.typ, qp.qpn)
 	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
-	wr := SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: 0x1000, RKey: 0x55,
-		SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
-		AH:  ah, RemoteQPN: 0x1234, DCAccessKey: 0x0123456789abcdef, StreamID: 5}
+	wrs := make([]SendWR, n)
+	for i := range wrs {
+		wrs[i] = SendWR{Opcode: OpRDMAWrite, RemoteAddr: 0x1000, RKey: 0x55,
+			SGL: []SGE{{Addr: 0x2000, Length: 4096, LKey: 0x66}},
+			AH:  ah, RemoteQPN: 0x1234, DCAccessKey: 0x0123456789abcdef}
+		if streams {
+			wrs[i].StreamID = uint16(5+i) & 7
+		}
+	}
+	wrs[n-1].Flags = SendSignaled
 	b.ReportAllocs()
 	for b.Loop() {
 		qp.sq.tail.Store(uint32(qp.sq.pi)) // as if polled
-		if err := qp.PostSend(&wr); err != nil {
+		err := error(nil)
+		if n == 1 {
+			err = qp.PostSend(&wrs[0])
+		} else {
+			err = commitAll(qp, wrs)
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// commitAll posts wrs as one batch: Begin, an Add each, Commit.
+func commitAll(qp *QP, wrs []SendWR) error {
+	bt := qp.Begin()
+	for i := range wrs {
+		bt.Add(&wrs[i])
+	}
+	return bt.Commit()
 }
 
 // The benchmarks below measure what libmlx5's own benchmark measures
@@ -151,7 +193,7 @@ func BenchmarkPostMkeyConfigure(b *testing.B) { benchPostMkeyConfigure(b, false)
 func benchPostMkeyConfigure(b *testing.B, newTag bool) {
 	c := &Context{devx: true}
 	qp, _ := testQP(b, c, 1024)
-	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
+	qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	m := &Mkey{c: c, lkey: 0x200200, rkey: 0x200200, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x301, 0x302}, sentErrs: ^uint32(0),
 		sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true} // as CreateMkey makes it on cx7
 	wire := &sig.T10DIF{Seed: 0xffff, AppTag: 0xabcd, RefTag: 0x11223344, Flags: sig.T10DIFAppEscape}
@@ -328,11 +370,7 @@ func benchBatch(b *testing.B, n int, list bool) {
 		if list {
 			err = qp.PostSendList(wrs)
 		} else {
-			bt := qp.Begin()
-			for i := range wrs {
-				bt.Add(&wrs[i])
-			}
-			err = bt.Commit()
+			err = commitAll(qp, wrs)
 		}
 		if err != nil {
 			b.Fatal(err)

@@ -164,7 +164,7 @@ func replayCancel(t *testing.T, rec *cancelRecord) bool {
 	n := rec.QP.WQECnt
 	qp, _ := testQP(t, r.Context, n)
 	qp.qpn, qp.name, qp.verbs, qp.handle = rec.QP.QPN, qpName(rec.QP.QPN), true, seam.Handle(handle)
-	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = n, true, mainQPInline
+	qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = n, true, mainQPInline
 	qp.initErrors()
 	// Stale records, as the harness left libmlx5's: slot i last held a
 	// one-WQEBB SEND, WR number i, wr_id 0xdead0000+i.

@@ -67,7 +67,7 @@ func walkQP(t *testing.T, start uint16) (*QP, *recorded, *uint16) {
 				bbs++
 			}
 		}
-		qp.track(w.id, w.wc, bbs, at+uint16(bbs)-1, 0)
+		qp.sq.track(w.id, w.wc, bbs, at+uint16(bbs)-1, 0)
 	}
 	return qp, r, hw
 }

@@ -110,11 +110,11 @@ func TestQPCloseStopsPostsBeforeDestroy(t *testing.T) {
 				var rang []string
 				w.before = func(qp *QP) {
 					at = append(at, qp.g.v.Load())
-					counter = qp.dbSQ.Counter()
+					counter = qp.sq.bell.Counter()
 				}
 				w.after = func(qp *QP) {
 					time.Sleep(2 * time.Millisecond)
-					if c := qp.dbSQ.Counter(); c != counter {
+					if c := qp.sq.bell.Counter(); c != counter {
 						rang = append(rang, fmt.Sprintf("the send counter went from %d to %d", counter, c))
 					}
 				}

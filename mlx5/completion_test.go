@@ -107,9 +107,9 @@ func TestMultiWQERequestCompletesOnce(t *testing.T) {
 	c := &Context{devx: true}
 	cq := testCQ(t, c, 16, 0)
 	qp := sqQP(t, cq, 0xa1, 8)
-	qp.maxWQE = 8
+	qp.sq.maxWQE = 8
 	// A configure-like request: a 4-WQEBB UMR and two 1-WQEBB SET_PSVs.
-	qp.track(1, WCUMR, 6, 5, 0)
+	qp.sq.track(1, WCUMR, 6, 5, 0)
 	qp.sq.slots[0].last = 5
 	if free := qp.sq.free(); free != 2 {
 		t.Fatalf("free %d, want 2", free)
@@ -156,7 +156,7 @@ func TestOutOfOrderCompletionsFreeOnlyDoneWork(t *testing.T) {
 	// A DC SEND with one SGE is 2 WQEBBs (ctrl, the DC address, data):
 	// 8 of them fill the 16-WQEBB ring; work request i is WQE 2i.
 	qp := sqQP(t, cq, 0xa1, 16)
-	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 3, 2
+	qp.typ, qp.dciStreams, qp.sq.maxStream, qp.sq.maxWQE = QPTypeDCI, true, 3, 2
 	qp.sq.streams = &streamBook{stream: make([]uint16, 16), doneTo: make([]uint16, 4), ahead: make([]bool, 4)}
 	pd := &PD{c: c}
 	ah := &AH{pd: pd}

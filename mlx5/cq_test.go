@@ -128,7 +128,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)
 	qp, _ := testQP(t, c, 1024) // the harness's main_rc: 1024 WQEBBs, QPN 0x1a2
-	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
+	qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	cq.attachLocked(qp)
 
 	// The harness's configure: access, the layout, the case's signature
@@ -175,7 +175,7 @@ func mkeyCheckCase(t *testing.T, r *mkeyCheckRecord) {
 	// SET_PSVs again; libmlx5's bytes, every one.
 	clear(qp.sq.ring)
 	clear(qp.sq.slots)
-	qp.sq.pi, qp.sq.reported, qp.fmCache = 0, 0, false
+	qp.sq.pi, qp.sq.reported, qp.sq.fm = 0, 0, false
 	qp.sq.tail.Store(0)
 	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 86, Mkey: m, List: []KLM{checkSGE}}); err != nil {
 		t.Fatalf("the next configure: %v", err)

@@ -79,11 +79,12 @@ var oraclePD = &PD{c: &Context{}}
 // full of junk, its counters where the case starts.
 func oracleQP(t *testing.T, r *dp.Record) (*QP, []byte) {
 	qp, uar := testQP(t, oraclePD.c, r.QP.SQWQECnt)
-	qp.qpn, qp.maxWQE = r.QP.QPN, r.QP.SQWQECnt
+	qp.qpn, qp.sq.maxWQE = r.QP.QPN, r.QP.SQWQECnt
 	qp.sq.maxSGE, qp.sq.maxInline = r.QP.SendCap.MaxSendSGE, r.QP.SendCap.MaxInlineData
 	if r.QP.Type == "IBV_QPT_UD" {
 		qp.typ = QPTypeUD
 	}
+	qp.sq.setPost(qp.typ, qp.qpn) // the work requests post takes go through it
 	qp.sq.pi = uint16(r.Input.SQStart)
 	qp.sq.tail.Store(uint32(qp.sq.pi)) // the harness completed what it posted to get there
 	for i := range qp.sq.ring {
@@ -100,8 +101,8 @@ func oracleQP(t *testing.T, r *dp.Record) (*QP, []byte) {
 			t.Fatal(err)
 		}
 	}
-	if r.QP.BFSize != qp.dbSQ.BlueFlameSize() {
-		t.Fatalf("%s: BlueFlame size %d, the test QP's %d", r.Case, r.QP.BFSize, qp.dbSQ.BlueFlameSize())
+	if r.QP.BFSize != qp.sq.bell.BlueFlameSize() {
+		t.Fatalf("%s: BlueFlame size %d, the test QP's %d", r.Case, r.QP.BFSize, qp.sq.bell.BlueFlameSize())
 	}
 	return qp, uar
 }
@@ -145,8 +146,8 @@ func datapathCase(t *testing.T, r *dp.Record) int {
 	}
 	for p, post := range r.Input.Posts {
 		want := &r.Result.Posts[p]
-		half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
-		clear(uar[doorbell.BlueFlameOffset : doorbell.BlueFlameOffset+2*qp.dbSQ.BlueFlameSize()])
+		half := doorbell.BlueFlameOffset + qp.sq.bell.Half()
+		clear(uar[doorbell.BlueFlameOffset : doorbell.BlueFlameOffset+2*qp.sq.bell.BlueFlameSize()])
 		sqBefore, rqBefore := qp.sq.pi, qp.rq.pi
 		var err error
 		switch post.API {
@@ -192,7 +193,7 @@ func datapathCase(t *testing.T, r *dp.Record) int {
 				kind = 1
 			}
 			// Nothing posted, nothing rung, no byte left.
-			if qp.sq.pi != sqBefore || qp.rq.pi != rqBefore || !bytes.Equal(uar[half:half+qp.dbSQ.BlueFlameSize()], make([]byte, qp.dbSQ.BlueFlameSize())) {
+			if qp.sq.pi != sqBefore || qp.rq.pi != rqBefore || !bytes.Equal(uar[half:half+qp.sq.bell.BlueFlameSize()], make([]byte, qp.sq.bell.BlueFlameSize())) {
 				fail("post %d: the failed post moved a counter or rang", p)
 			}
 			for i := range qp.sq.slots {
@@ -203,8 +204,8 @@ func datapathCase(t *testing.T, r *dp.Record) int {
 			}
 			continue
 		}
-		if got := int(qp.sq.pi); got != want.SQPIAfter || got != int(qp.dbSQ.Counter()) && post.API != "ibv_post_recv" {
-			fail("post %d: SQ counter %d (record %d), libmlx5 %d", p, got, qp.dbSQ.Counter(), want.SQPIAfter)
+		if got := int(qp.sq.pi); got != want.SQPIAfter || got != int(qp.sq.bell.Counter()) && post.API != "ibv_post_recv" {
+			fail("post %d: SQ counter %d (record %d), libmlx5 %d", p, got, qp.sq.bell.Counter(), want.SQPIAfter)
 		}
 		if post.API == "ibv_post_recv" {
 			if got := int(qp.rq.pi); got != want.RQPIAfter || got != int(qp.dbRQ.Counter()) {
@@ -212,7 +213,7 @@ func datapathCase(t *testing.T, r *dp.Record) int {
 			}
 		}
 		// The post's one write to the UAR.
-		checkUARWrite(t, fail, p, uar[half:half+qp.dbSQ.BlueFlameSize()], &want.BF)
+		checkUARWrite(t, fail, p, uar[half:half+qp.sq.bell.BlueFlameSize()], &want.BF)
 	}
 	if kind != 0 {
 		return kind

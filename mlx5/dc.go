@@ -81,8 +81,8 @@ func (qp *QP) ResetDCIStream(stream uint16) error {
 		return opErr(op, qp.name, ErrNoDEVX)
 	case !qp.dciStreams:
 		return invalid(op, qp.name, "a DCI without streams (QPOptions.DCIStreams) has no stream to reset: an error takes it to ERR; recover the QP (Modify to RESET, then RTS)")
-	case stream > qp.maxStream:
-		return invalid(op, qp.name, "stream %d of a DCI of %d streams (QPOptions.DCIStreams): 0 to %d", stream, int(qp.maxStream)+1, qp.maxStream)
+	case stream > qp.sq.maxStream:
+		return invalid(op, qp.name, "stream %d of a DCI of %d streams (QPOptions.DCIStreams): 0 to %d", stream, int(qp.sq.maxStream)+1, qp.sq.maxStream)
 	case qp.state != QPStateRTS:
 		return invalid(op, qp.name, "the QP is in %v (as last modified or queried), not RTS: a DCI in ERR is recovered by Modify to RESET, then RTS", qp.state)
 	}

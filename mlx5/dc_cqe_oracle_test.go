@@ -160,10 +160,10 @@ func dcScriptCase(t *testing.T, c *Context, dev *srqDevice, srq *SRQ, s *dcScrip
 	switch {
 	case s.QP != nil:
 		qp, _ = testQP(t, c, s.QP.SQWQECnt)
-		qp.qpn, qp.name, qp.typ, qp.maxWQE, qp.verbs = s.QP.QPN, qpName(s.QP.QPN), QPTypeDCI, s.QP.SQWQECnt, true
+		qp.qpn, qp.name, qp.typ, qp.sq.maxWQE, qp.verbs = s.QP.QPN, qpName(s.QP.QPN), QPTypeDCI, s.QP.SQWQECnt, true
 		qp.sq.maxSGE, qp.sq.maxInline, qp.state, qp.sendCQ, qp.recvCQ = s.QP.SendCap.MaxSendSGE, s.QP.SendCap.MaxInlineData, QPStateRTS, cq, cq
 		if st := s.QP.DCIStreams; st != nil {
-			qp.dciStreams, qp.maxStream = true, uint16(1<<st.Conc-1)
+			qp.dciStreams, qp.sq.maxStream = true, uint16(1<<st.Conc-1)
 		}
 	default:
 		qp = &QP{c: c, qpn: s.DCT.QPN, name: qpName(s.DCT.QPN), typ: QPTypeDCT, srq: srq, verbs: true, sendCQ: cq, recvCQ: cq}
@@ -180,7 +180,7 @@ func dcScriptCase(t *testing.T, c *Context, dev *srqDevice, srq *SRQ, s *dcScrip
 			for k := range st.WRs {
 				wrs[k] = dcSendWR(t, qp, &st.WRs[k])
 				if modulo {
-					wrs[k].StreamID &= qp.maxStream
+					wrs[k].StreamID &= qp.sq.maxStream
 				}
 				b.Add(&wrs[k])
 			}

@@ -65,8 +65,9 @@ func dcQP(t *testing.T, r *dp.Record) (*QP, []byte) {
 	qp, uar := oracleQP(t, r)
 	qp.typ = QPTypeDCI
 	if s := r.QP.DCIStreams; s != nil {
-		qp.dciStreams, qp.maxStream = true, uint16(1<<s.LogNumConcurent-1)
+		qp.dciStreams, qp.sq.maxStream = true, uint16(1<<s.LogNumConcurent-1)
 	}
+	qp.sq.setPost(qp.typ, qp.qpn)
 	return qp, uar
 }
 
@@ -137,8 +138,8 @@ func dcCase(t *testing.T, r *dp.Record, api string) int {
 	kind := 0
 	for p, post := range r.Input.Posts {
 		want := &r.Result.Posts[p]
-		half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
-		clear(uar[doorbell.BlueFlameOffset : doorbell.BlueFlameOffset+2*qp.dbSQ.BlueFlameSize()])
+		half := doorbell.BlueFlameOffset + qp.sq.bell.Half()
+		clear(uar[doorbell.BlueFlameOffset : doorbell.BlueFlameOffset+2*qp.sq.bell.BlueFlameSize()])
 		before := qp.sq.pi
 		wrs := make([]SendWR, len(post.WRs))
 		for k := range post.WRs {
@@ -168,7 +169,7 @@ func dcCase(t *testing.T, r *dp.Record, api string) int {
 			if !errors.As(err, &e) || e.Op != "post send" || e.Obj != qp.name {
 				fail("post %d: %#v names no operation and QP", p, err)
 			}
-			if qp.sq.pi != before || !bytes.Equal(uar[half:half+qp.dbSQ.BlueFlameSize()], make([]byte, qp.dbSQ.BlueFlameSize())) {
+			if qp.sq.pi != before || !bytes.Equal(uar[half:half+qp.sq.bell.BlueFlameSize()], make([]byte, qp.sq.bell.BlueFlameSize())) {
 				fail("post %d: the refused post moved the counter or rang", p)
 			}
 			// A rolled-back batch leaves zeros where it wrote; a refused
@@ -190,10 +191,10 @@ func dcCase(t *testing.T, r *dp.Record, api string) int {
 			fail("post %d: %v; libmlx5 posted it", p, err)
 			continue
 		}
-		if got := int(qp.sq.pi); got != want.SQPIAfter || got != int(qp.dbSQ.Counter()) {
-			fail("post %d: SQ counter %d (record %d), libmlx5 %d", p, got, qp.dbSQ.Counter(), want.SQPIAfter)
+		if got := int(qp.sq.pi); got != want.SQPIAfter || got != int(qp.sq.bell.Counter()) {
+			fail("post %d: SQ counter %d (record %d), libmlx5 %d", p, got, qp.sq.bell.Counter(), want.SQPIAfter)
 		}
-		checkUARWrite(t, fail, p, uar[half:half+qp.dbSQ.BlueFlameSize()], &want.BF)
+		checkUARWrite(t, fail, p, uar[half:half+qp.sq.bell.BlueFlameSize()], &want.BF)
 	}
 	if kind != 0 {
 		return kind
@@ -253,13 +254,14 @@ func TestDCIPostRefusals(t *testing.T) {
 	} {
 		for _, api := range dcAPIs {
 			qp, uar := testQP(t, ctx, 64)
-			qp.typ, qp.maxWQE = QPTypeDCI, 64
+			qp.typ, qp.sq.maxWQE = QPTypeDCI, 64
 			if c.rc {
 				qp.typ = QPTypeRC
 			}
 			if c.streams >= 0 && !c.rc {
-				qp.dciStreams, qp.maxStream = true, uint16(1<<c.streams-1)
+				qp.dciStreams, qp.sq.maxStream = true, uint16(1<<c.streams-1)
 			}
+			qp.sq.setPost(qp.typ, qp.qpn)
 			for i := range qp.sq.ring {
 				qp.sq.ring[i] = junk
 			}
@@ -283,7 +285,7 @@ func TestDCIPostRefusals(t *testing.T) {
 				t.Errorf("%s (%s): %v", c.name, api, err)
 			}
 			CheckAPIError(t, err)
-			if qp.sq.pi != 0 || qp.dbSQ.Counter() != 0 || !bytes.Equal(uar[doorbell.BlueFlameOffset:doorbell.BlueFlameOffset+512], make([]byte, 512)) {
+			if qp.sq.pi != 0 || qp.sq.bell.Counter() != 0 || !bytes.Equal(uar[doorbell.BlueFlameOffset:doorbell.BlueFlameOffset+512], make([]byte, 512)) {
 				t.Errorf("%s (%s): posted, counter %d", c.name, api, qp.sq.pi)
 			}
 			for i := range 64 {
@@ -295,7 +297,8 @@ func TestDCIPostRefusals(t *testing.T) {
 	}
 	// The same work requests are posted where they are valid.
 	qp, _ := testQP(t, ctx, 64)
-	qp.typ, qp.dciStreams, qp.maxStream, qp.maxWQE = QPTypeDCI, true, 3, 64
+	qp.typ, qp.dciStreams, qp.sq.maxStream, qp.sq.maxWQE = QPTypeDCI, true, 3, 64
+	qp.sq.setPost(qp.typ, qp.qpn)
 	for _, wr := range []SendWR{ok, {Opcode: OpLocalInv, InvalidateKey: 5}, {Opcode: OpNOP}} {
 		if err := qp.PostSend(&wr); err != nil {
 			t.Errorf("%v: %v", wr.Opcode, err)

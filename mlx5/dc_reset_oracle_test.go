@@ -184,7 +184,7 @@ func TestOracleDCIStreamReset(t *testing.T) {
 		qp := &QP{c: c, verbs: true, qpn: r.Input.QPN, name: qpName(r.Input.QPN), handle: 0x77,
 			typ: map[string]QPType{"DCI": QPTypeDCI, "RC": QPTypeRC, "UD": QPTypeUD, "DCT": QPTypeDCT}[q.Type]}
 		if s := q.Streams; s != nil {
-			qp.dciStreams, qp.maxStream = true, uint16(1<<s.Conc-1)
+			qp.dciStreams, qp.sq.maxStream = true, uint16(1<<s.Conc-1)
 		}
 		st, ok := ibvStates[r.Input.State]
 		if !ok {

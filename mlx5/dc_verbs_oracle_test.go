@@ -306,7 +306,7 @@ func checkDCIGeometry(t *testing.T, k string, rec map[string]any, at string, q *
 		BF int `json:"bf_size"`
 	}
 	field(t, rec, at, &lib)
-	if q == nil || len(q.sq.slots) != lib.SQ.WQECnt || (q.dbSQ != nil && q.dbSQ.BlueFlameSize() != lib.BF) {
+	if q == nil || len(q.sq.slots) != lib.SQ.WQECnt || (q.sq.bell != nil && q.sq.bell.BlueFlameSize() != lib.BF) {
 		t.Errorf("%s: send queue of %d WQEBBs; libmlx5 %d", k, len(q.sq.slots), lib.SQ.WQECnt)
 	}
 }

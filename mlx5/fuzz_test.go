@@ -25,7 +25,7 @@ func FuzzPoll(f *testing.F) {
 		c := &Context{devx: true}
 		cq := testCQ(t, c, 16, 0)
 		qp, _ := testQP(t, c, 16)
-		qp.maxWQE, qp.mkeyConf = 16, true
+		qp.sq.maxWQE, qp.mkeyConf = 16, true
 		qp.rq.wrID = make([]uint64, 4)
 		qp.rq.ring = make([]byte, 4*16)
 		qp.rq.stride, qp.rq.maxSGE = 16, 1
@@ -38,7 +38,7 @@ func FuzzPoll(f *testing.F) {
 			}
 			posted[uint64(100+i)] = true
 		}
-		qp.track(200, WCUMR, 6, qp.sq.pi+5, 0) // a configure's bookkeeping
+		qp.sq.track(200, WCUMR, 6, qp.sq.pi+5, 0) // a configure's bookkeeping
 		posted[200] = true
 		for i := range 4 {
 			qp.rq.wrID[i] = uint64(300 + i)

@@ -139,7 +139,7 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 	c.addMkey(m)
 	const cqEntries = 256 // the harness's main CQ
 	qp, uar := testQP(t, c, r.QP.WQECnt)
-	qp.qpn, qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
+	qp.qpn, qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
 	var cq *CQ
 
 	for i := range r.Steps {
@@ -148,7 +148,7 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 			t.Fatalf("step %d (%s): producer counter %d, libmlx5 %d", i, s.Step, qp.sq.pi, s.PIBefore)
 		}
 		clear(uar[doorbell.BlueFlameOffset : doorbell.BlueFlameOffset+2*benchBFSize])
-		half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
+		half := doorbell.BlueFlameOffset + qp.sq.bell.Half()
 		var err error
 		switch {
 		case s.Op == "mlx5dv_wr_mkey_configure":
@@ -193,8 +193,8 @@ func localInvSequence(t *testing.T, r *invalidationRecord) {
 		if err != nil {
 			t.Fatalf("step %d (%s): %v", i, s.Step, err)
 		}
-		if int(qp.sq.pi) != s.PIAfter || int(qp.dbSQ.Counter()) != s.DBRec.Send {
-			t.Errorf("step %d (%s): producer counter %d, doorbell record %d; libmlx5 %d, %d", i, s.Step, qp.sq.pi, qp.dbSQ.Counter(), s.PIAfter, s.DBRec.Send)
+		if int(qp.sq.pi) != s.PIAfter || int(qp.sq.bell.Counter()) != s.DBRec.Send {
+			t.Errorf("step %d (%s): producer counter %d, doorbell record %d; libmlx5 %d, %d", i, s.Step, qp.sq.pi, qp.sq.bell.Counter(), s.PIAfter, s.DBRec.Send)
 		}
 		for j, w := range s.SQ.WQEBBs {
 			if g := qp.sq.ring.Slot(uint16(s.PIBefore + j)); !bytes.Equal(g, unhex(t, w.Hex)) {
@@ -236,7 +236,7 @@ func TestInvalidationQPTypes(t *testing.T) {
 		{QPTypeRC, OpSendInv, true}, {QPTypeUC, OpSendInv, false}, {QPTypeUD, OpSendInv, false},
 	} {
 		qp, _ := testQP(t, &Context{}, 8)
-		qp.typ, qp.maxWQE = c.typ, 8
+		qp.typ, qp.sq.maxWQE = c.typ, 8
 		err := qp.PostSend(&SendWR{Opcode: c.op, InvalidateKey: 0x1234500, SGL: []SGE{{Addr: 0x1000, Length: 8, LKey: 1}}})
 		if c.ok {
 			if err != nil {

@@ -240,7 +240,7 @@ func mkeyCheckSeqCase(t *testing.T, r *mkeyCheckSeqRecord, libmlx5 map[string]ch
 	c.addMkey(m)
 	cq := testCQ(t, c, r.Input.CQ.Count, r.Input.CQ.CI)
 	qp, _ := testQP(t, c, 1024)
-	qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
+	qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = 1024, true, mainQPInline
 	cq.attachLocked(qp)
 	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 0x55, Mkey: m, Flags: SendSignaled, SetAccess: true,
 		Access: AccessLocalWrite, List: []KLM{checkSGE}, Sig: attr}); err != nil {
@@ -312,7 +312,7 @@ func mkeyCheckSeqCase(t *testing.T, r *mkeyCheckSeqRecord, libmlx5 map[string]ch
 
 	clear(qp.sq.ring)
 	clear(qp.sq.slots)
-	qp.sq.pi, qp.sq.reported, qp.fmCache = 0, 0, false
+	qp.sq.pi, qp.sq.reported, qp.sq.fm = 0, 0, false
 	qp.sq.tail.Store(0)
 	if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 0x56, Mkey: m, List: []KLM{checkSGE}}); err != nil {
 		t.Fatalf("the configure after the errors: %v", err)

@@ -165,7 +165,7 @@ func postAsRecorded(t *testing.T, qp *QP, r *umrsig.Record) bool {
 		t.Fatalf("%s: %v (expressible %v)", r.Case, err, ok)
 	}
 	qp.restart()
-	qp.fmCache = false
+	qp.sq.fm = false
 	clear(qp.sq.ring)
 	m := &Mkey{c: qp.c, lkey: in.Mkey, rkey: in.Mkey, maxEntries: r.Input.Mkey.MaxEntries,
 		sigMkey: r.Input.Mkey.BlockSignature, sentErrs: ^uint32(0), name: mkeyName(in.Mkey)}
@@ -186,7 +186,7 @@ func postAsRecorded(t *testing.T, qp *QP, r *umrsig.Record) bool {
 			t.Errorf("%s: libmlx5 failed (errno %d), post: %v", r.Case, r.Result.WRComplete, err)
 			return false
 		}
-		if qp.sq.pi != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.dbSQ.Counter() != 0 {
+		if qp.sq.pi != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.sq.bell.Counter() != 0 {
 			t.Errorf("%s: the refused post wrote to the queue", r.Case)
 			return false
 		}
@@ -200,9 +200,9 @@ func postAsRecorded(t *testing.T, qp *QP, r *umrsig.Record) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok = int(qp.sq.pi) == len(want) && int(qp.dbSQ.Counter()) == r.DBRec.Send
+	ok = int(qp.sq.pi) == len(want) && int(qp.sq.bell.Counter()) == r.DBRec.Send
 	if !ok {
-		t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi, qp.dbSQ.Counter(), len(want), r.DBRec.Send)
+		t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi, qp.sq.bell.Counter(), len(want), r.DBRec.Send)
 	}
 	for i, w := range want {
 		if g := qp.sq.ring.Slot(uint16(i)); !bytes.Equal(g, w) {

@@ -115,7 +115,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 func mkeyConfigure(c *wqe.MkeyConfigure, qp *QP, m *Mkey, wr *MkeyConfigureWR, access wqe.Access, errs uint32) {
 	// Field by field: a composite literal is built on the stack, then
 	// copied.
-	c.QPN, c.Mkey, c.Flags, c.SmallFence = qp.qpn, m.lkey, wqe.SendFlags(wr.Flags)|wqe.SendInline, qp.fmCache
+	c.QPN, c.Mkey, c.Flags, c.SmallFence = qp.qpn, m.lkey, wqe.SendFlags(wr.Flags)|wqe.SendInline, qp.sq.fm
 	c.SetAccess, c.Access = wr.SetAccess, access
 	c.List, c.Interleaved, c.RepeatCount = wqeKLMs(wr.List), wqeRepeat(wr.Interleaved), wr.RepeatCount
 	// libmlx5 rounds an mkey's max_entries up to a multiple of 4

@@ -165,7 +165,7 @@ func TestMkeyConfigureCoversWR(t *testing.T) {
 		change func(qp *QP, m *Mkey, errs *uint32)
 	}{
 		{"qp.qpn", func(qp *QP, _ *Mkey, _ *uint32) { qp.qpn++ }},
-		{"qp.fmCache", func(qp *QP, _ *Mkey, _ *uint32) { qp.fmCache = !qp.fmCache }},
+		{"qp.sq.fm", func(qp *QP, _ *Mkey, _ *uint32) { qp.sq.fm = !qp.sq.fm }},
 		{"m.lkey", func(_ *QP, m *Mkey, _ *uint32) { m.lkey++ }},
 		{"m.maxEntries", func(_ *QP, m *Mkey, _ *uint32) { m.maxEntries = 9 }},
 		{"m.psvIndex[0]", func(_ *QP, m *Mkey, _ *uint32) { m.psvIndex[0]++ }},
@@ -178,12 +178,12 @@ func TestMkeyConfigureCoversWR(t *testing.T) {
 		{"m.sigCaps", func(_ *QP, m *Mkey, _ *uint32) { m.sigCaps.CRCType = 1 }},
 		{"signature errors", func(_ *QP, _ *Mkey, errs *uint32) { *errs++ }},
 	} {
-		qpn, fm := qp.qpn, qp.fmCache
+		qpn, fm := qp.qpn, qp.sq.fm
 		m, errs := newMkey(), uint32(3)
 		s.change(qp, m, &errs)
 		if reflect.DeepEqual(inputs(qp, m, newWR(m), errs), base) {
 			t.Errorf("%s: the builder's inputs do not change", s.name)
 		}
-		qp.qpn, qp.fmCache = qpn, fm
+		qp.qpn, qp.sq.fm = qpn, fm
 	}
 }

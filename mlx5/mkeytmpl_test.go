@@ -498,7 +498,7 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 			changes = append(changes, change{path: mu.path, wr: mu.do})
 		}
 		changes = append(changes,
-			change{path: "the QP's small fence", state: func(qp *QP, _ *Mkey) { qp.fmCache = !qp.fmCache }},
+			change{path: "the QP's small fence", state: func(qp *QP, _ *Mkey) { qp.sq.fm = !qp.sq.fm }},
 			change{path: "the mkey's BSF state", state: func(_ *QP, m *Mkey) { m.bsf = (m.bsf + 1) % 3 }})
 		if base.mk != 2 { // a signature error on an mkey without signature support changes nothing
 			changes = append(changes, change{path: "a signature error", state: func(_ *QP, m *Mkey) { m.sigErrs.Add(1) }})
@@ -547,8 +547,8 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 				t.Fatalf("%s: with the template %s, without %s", what, errs[0], errs[1])
 			}
 			a, b := p.tmpl, p.general
-			if a.sq.pi != b.sq.pi || a.fmCache != b.fmCache || !bytes.Equal(a.sq.ring, b.sq.ring) {
-				t.Fatalf("%s: with the template counter %d, fence %v; without %d, %v; or other bytes", what, a.sq.pi, a.fmCache, b.sq.pi, b.fmCache)
+			if a.sq.pi != b.sq.pi || a.sq.fm != b.sq.fm || !bytes.Equal(a.sq.ring, b.sq.ring) {
+				t.Fatalf("%s: with the template counter %d, fence %v; without %d, %v; or other bytes", what, a.sq.pi, a.sq.fm, b.sq.pi, b.sq.fm)
 			}
 			ma, mb := p.mkeys[0][base.mk], p.mkeys[1][base.mk]
 			if ma.bsf != mb.bsf || ma.sentErrs != mb.sentErrs || ma.sigPSV != mb.sigPSV || ma.shape.Load() != mb.shape.Load() {

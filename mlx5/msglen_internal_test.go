@@ -30,7 +30,7 @@ func TestOverlongSendWritesNothing(t *testing.T) {
 			if err := post(); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%v: %v, want ErrInvalid", sgl, err)
 			}
-			if qp.sq.pi != 0 || qp.dbSQ.Counter() != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) ||
+			if qp.sq.pi != 0 || qp.sq.bell.Counter() != 0 || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) ||
 				!bytes.Equal(uar, make([]byte, len(uar))) {
 				t.Fatalf("%v: the send queue moved or was written (pi %d)", sgl, qp.sq.pi)
 			}

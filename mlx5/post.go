@@ -1,9 +1,7 @@
 package mlx5
 
 import (
-	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
@@ -134,24 +132,16 @@ type SendWR struct {
 	StreamID    uint16
 }
 
-// limit is the producer counter up to which a post may write: the
-// producer counter plus the WQEBBs no posted work request still uses,
-// which is the consumer counter the poller advances plus the ring's
-// WQEBBs (a send queue has fewer than 65536).
-func (sq *sendQueue) limit() uint16 {
-	return uint16(sq.tail.Load()) + uint16(len(sq.slots))
-}
-
 // PostSend posts one send work request and rings the doorbell: a batch
 // of one. It does not allocate or make a system call; one goroutine at a
 // time may post on a QP.
 func (qp *QP) PostSend(wr *SendWR) error {
-	// The fast lane's work requests go without a batch: Begin, Add and
-	// Commit's bookkeeping is for rolling back several.
-	// The QP's batch, not open, is the lane's scratch: its limit, the
-	// doorbell word it notes and its count. Add takes wr by the fast lane
-	// or not at all (its general path does nothing in a batch that is
-	// not open); then the batch of one below says why.
+	// A work request that post writes goes without a batch: Begin, Add
+	// and Commit's bookkeeping is for rolling back several. The QP's
+	// batch, not open, is post's scratch: its limit, the doorbell word it
+	// notes and its count. Add takes wr by post or not at all (its
+	// general path does nothing in a batch that is not open); then the
+	// batch of one below says why.
 	if qp != nil && !qp.batch.open && qp.g.enter() {
 		b := &qp.batch
 		b.qp, b.limit, b.ready, b.n = qp, qp.sq.limit(), true, 0
@@ -159,7 +149,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		b.ready = false
 		if b.n == 1 {
 			qp.sq.sync.publish()
-			err := qp.ring(b.lastDB, 1)
+			err := qp.sq.ringDoorbell(b.lastDB, 1)
 			qp.g.exit()
 			if err != nil {
 				return qp.ringErr(err)
@@ -181,73 +171,6 @@ func (qp *QP) PostSendList(wrs []SendWR) error {
 		b.Add(&wrs[i])
 	}
 	return b.Commit()
-}
-
-// track records the work request of wqebbs WQEBBs at the producer counter
-// in each of its WQEBBs (a CQE names the WQE that asked for it, which for
-// an mkey configure may be its last, or, on error, any of them), with the
-// counter of its last WQE, and advances the producer counter.
-func (qp *QP) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
-	mask := len(qp.sq.slots) - 1
-	next := qp.sq.pi + uint16(wqebbs)
-	rec := sqSlot{wrID: wrID, next: next, last: last, op: op, bits: bits}
-	for j := qp.sq.pi; j != next; j++ {
-		qp.sq.slots[int(j)&mask] = rec
-	}
-	qp.sq.pi = next
-}
-
-// ring rings the send doorbell for what was posted, nreq WQEs, the last
-// of which has the doorbell word doorbell (the first 8 bytes of its
-// control segment): a BlueFlame copy of a single WQE of more than one
-// segment that fits, as libmlx5 does, else the 8-byte doorbell.
-func (qp *QP) ring(doorbell uint64, nreq int) error {
-	// Several WQEs, or one of one segment: the 8-byte doorbell
-	// (doorbell.SQ.UseBlueFlame).
-	if nreq != 1 || doorbell&0x3f <= 1 {
-		qp.dbSQ.RingWord(qp.sq.pi, doorbell)
-		return nil
-	}
-	if w := qp.bf1(doorbell); w != nil {
-		return qp.dbSQ.RingBF1(qp.sq.pi, w)
-	}
-	return qp.ringAny(doorbell, nreq)
-}
-
-// bf1 is the WQEBB that a post of a single WQE with the doorbell word
-// doorbell (of more than one segment) copies by BlueFlame: the WQE's one
-// WQEBB, if it has at most 4 segments and the register has BlueFlame
-// buffers (of at least one WQEBB); else nil. The ring is a power of two
-// of WQEBBs (CreateQP), so the WQEBB at the counter's slot is in it
-// (checked all the same). Inlined.
-func (qp *QP) bf1(doorbell uint64) *[wqe.WQEBB]byte {
-	ring := qp.sq.ring
-	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
-	if doorbell&0x3f > 4 || at+wqe.WQEBB > uint(len(ring)) || qp.dbSQ.BlueFlameSize() == 0 {
-		return nil
-	}
-	return (*[wqe.WQEBB]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(ring)), at))
-}
-
-// ringAny is ring for any post.
-func (qp *QP) ringAny(doorbell uint64, nreq int) error {
-	// The doorbell word is the last WQE's control segment's first 8
-	// bytes: its counter in bits 40 to 55, its ds in the low 6 bits.
-	last, lastDS := uint16(doorbell>>40), uint8(doorbell&0x3f)
-	ring := qp.sq.ring
-	bbs := len(ring) / wqe.WQEBB
-	ds := int(lastDS)
-	if qp.dbSQ.UseBlueFlame(nreq, ds) {
-		i := int(last) & (bbs - 1)
-		end := i + (ds*16+wqe.WQEBB-1)/wqe.WQEBB
-		if end <= bbs {
-			return qp.dbSQ.RingBF(qp.sq.pi, ring[i*wqe.WQEBB:end*wqe.WQEBB], nil)
-		}
-		return qp.dbSQ.RingBF(qp.sq.pi, ring[i*wqe.WQEBB:], ring[:(end-bbs)*wqe.WQEBB])
-	}
-	var db [8]byte
-	binary.BigEndian.PutUint64(db[:], doorbell)
-	return qp.dbSQ.Ring(qp.sq.pi, db[:])
 }
 
 // RecvWR is one receive work request (struct ibv_recv_wr): where an

@@ -109,34 +109,14 @@ type QP struct {
 	sendCQ        *CQ
 	recvCQ        *CQ
 
-	g       guard // posts inside; Close
-	typ     QPType
-	batch   Batch
-	sq      sendQueue
-	rq      recvQueue
-	dbSQ    *doorbell.SQ
-	dbRQ    *doorbell.RQ
-	fmCache bool // the last WQE asked the next one for a small fence
-	// fast are the opcodes the QP posts through the fast lane
-	// (fastpath.go), one bit each.
-	fast uint64
-	// ctrlQPN is the QP's number in a ctrl segment's first word.
-	ctrlQPN uint64
-	// fastMaxDS is the largest WQE, in 16-byte segments, the fast lane
-	// writes: what a control segment describes, and no more than maxWQE.
-	fastMaxDS int
-	// fastMaxLen is the longest single SGE the fast lane takes: the
-	// shorter of the longest message and a data segment's limit.
-	fastMaxLen uint32
-	// maxWQE is the WQEBBs of the largest work request the QP was
-	// created for; mkeyConf whether that includes mkey configures.
-	maxWQE   int
-	mkeyConf bool
-	// maxStream is the last stream channel a work request may name
-	// (SendWR.StreamID): 2^LogConcurrent - 1 on a DCI made with
-	// DCIStreams, else 0. dciStreams: made with DCIStreams.
-	maxStream  uint16
-	dciStreams bool
+	g          guard // posts inside; Close
+	typ        QPType
+	batch      Batch
+	sq         sendQueue
+	rq         recvQueue
+	dbRQ       *doorbell.RQ
+	mkeyConf   bool // the QP posts mkey configures (QPOptions.MkeyConfigure)
+	dciStreams bool // a DCI made with DCIStreams
 	errs       postErrors
 	cancel     cancelBox // CancelPostedSends's QUERY_QP mailboxes (the poster's)
 
@@ -146,50 +126,6 @@ type QP struct {
 	// wq is the mapping of the work queue (in res): what an open batch
 	// writes, which Close leaves to the batch (releaseWQ).
 	wq *Buffer
-}
-
-// sqSlot is the send queue's record of the work request that uses a
-// WQEBB; every WQEBB of a work request holds the same record.
-type sqSlot struct {
-	wrID uint64
-	next uint16 // producer counter after the work request
-	last uint16 // counter of its last WQE
-	op   WCOpcode
-	bits uint8 // what its completion reports beyond WrID, Opcode and QPN: slotImm...
-}
-
-// What a successful requester completion reports beyond the common case
-// (libmlx5's handle_good_req): IBV_WC_WITH_IMM for a SEND or RDMA WRITE
-// with immediate; the CQE's byte count for an RDMA READ; 8 bytes (the old
-// value) for an atomic.
-const (
-	slotImm       = 1 << 0
-	slotByteCount = 1 << 1
-	slotAtomic    = 1 << 2
-)
-
-// sendQueue is the send side's ring and per-WQEBB bookkeeping.
-type sendQueue struct {
-	ring      wqe.Ring
-	pi        uint16 // producer counter, in WQEBBs (the poster's)
-	slots     []sqSlot
-	streams   *streamBook // a DCI with streams' (retireStream); nil for others
-	maxSGE    int
-	maxInline int
-	// maxMsg is the longest message a work request may send or read
-	// (Context.maxMessage; on UD the port's active MTU too). initFast
-	// derives the fast lane's limits from it: call it after a change.
-	maxMsg uint32
-	sync   handoff
-
-	_ [64]byte // the poller's fields on their own cache line
-	// tail is the consumer counter: the WQEBBs before it are free. The
-	// poller advances it past a work request when the CQE of its last WQE
-	// arrives (all of its WQEs are then done with).
-	tail atomic.Uint32
-	// reported is the next of the last work request a completion was
-	// reported for: CQEs of its other WQEs complete nothing more.
-	reported uint16
 }
 
 type recvQueue struct {
@@ -370,11 +306,12 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 			return nil, err
 		}
 	}
-	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure,
+	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, mkeyConf: o.MkeyConfigure,
 		typ: o.Type, verbs: verbs, srq: o.SRQ, sigPipelining: o.SigPipelining}
+	qp.sq.maxWQE = largest
 	if s := o.DCIStreams; s != nil {
 		// A stream id has 16 bits: more channels than that are all of them.
-		qp.dciStreams, qp.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
+		qp.dciStreams, qp.sq.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
 	}
 	qp.sq.maxSGE, qp.sq.maxInline = max(o.MaxSendSGE, 1), sq.maxInline
 	qp.sq.maxMsg = c.maxMessage()
@@ -391,7 +328,7 @@ func (c *Context) CreateQP(o QPOptions) (*QP, error) {
 	if err == nil {
 		qp.name = qpName(qp.qpn)
 		qp.initErrors()
-		qp.initFast()
+		qp.sq.setPost(qp.typ, qp.qpn)
 		qp.g.open()
 		// A QP closing on these CQs with the same number (the firmware
 		// reuses numbers at once) has cleaned its CQEs out of them before
@@ -546,8 +483,8 @@ func (qp *QP) rings(wq []byte, sq sqGeometry, rq rqGeometry) {
 	}
 	qp.sq.ring = wqe.Ring(wq[rqBytes : rqBytes+sq.wqeCnt*wqe.WQEBB])
 	qp.sq.slots = make([]sqSlot, sq.wqeCnt)
-	if qp.dciStreams && qp.maxStream > 0 && sq.wqeCnt > 0 {
-		n := int(qp.maxStream) + 1
+	if qp.dciStreams && qp.sq.maxStream > 0 && sq.wqeCnt > 0 {
+		n := int(qp.sq.maxStream) + 1
 		qp.sq.streams = &streamBook{stream: make([]uint16, sq.wqeCnt), doneTo: make([]uint16, n), ahead: make([]bool, n)}
 	}
 }
@@ -593,7 +530,7 @@ func (qp *QP) create(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 	qp.obj = obj
 	qp.qpn = uint32(prm.CreateQpOut.Qpn.Get(out))
 
-	if qp.dbSQ, err = doorbell.NewSQ(q.dbr, q.uar.page[doorbell.BlueFlameOffset:], c.caps.BFRegSize/2); err != nil {
+	if qp.sq.bell, err = doorbell.NewSQ(q.dbr, q.uar.page[doorbell.BlueFlameOffset:], c.caps.BFRegSize/2); err != nil {
 		return err
 	}
 	qp.dbRQ, err = doorbell.NewRQ(q.dbr)

@@ -180,7 +180,7 @@ func (qp *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	if udMax != 0 {
 		qp.sq.maxMsg = udMax
-		qp.initFast()
+		qp.sq.setPost(qp.typ, qp.qpn)
 	}
 	if mask&QPAttrState == 0 {
 		return nil
@@ -244,7 +244,7 @@ func (qp *QP) restart() {
 			clear(ds.ahead)
 			ds.reach = 0
 		}
-		qp.dbSQ.Reset()
+		qp.sq.bell.Reset()
 	}
 	if qp.rq.wrID != nil {
 		qp.rq.pi = 0
@@ -286,7 +286,7 @@ func (qp *QP) modifyDCT(a *QPAttr, mask QPAttrMask) error {
 	}
 	qp.qpn, qp.name = resp.Dctn, qpName(resp.Dctn)
 	qp.initErrors()
-	qp.initFast() // its QP number in ctrl segments (a DCT posts none)
+	qp.sq.setPost(qp.typ, qp.qpn) // its QP number in ctrl segments (a DCT posts none)
 	for _, cq := range qp.cqs() {
 		cq.attachLocked(qp)
 	}

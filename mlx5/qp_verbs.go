@@ -84,7 +84,7 @@ func (qp *QP) createVerbs(o *QPOptions, sq sqGeometry, rq rqGeometry) error {
 		drv.Flags |= mlx5abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
 		drv.BfregIndex = qp.bf.uar.pageID
 		rec := dbr.mem[:doorbell.RecordSize]
-		if qp.dbSQ, err = doorbell.NewSQ(rec, qp.bf.uar.page[qp.bf.off:], c.caps.BFRegSize/2); err != nil {
+		if qp.sq.bell, err = doorbell.NewSQ(rec, qp.bf.uar.page[qp.bf.off:], c.caps.BFRegSize/2); err != nil {
 			return err
 		}
 		if qp.dbRQ, err = doorbell.NewRQ(rec); err != nil {

@@ -54,7 +54,7 @@ func newScale(tb testing.TB, typ QPType, n int) *scaleFixture {
 	// Touch every page first (the rings, doorbell records and registers
 	// are fresh mappings): one pass of posts over each whole ring.
 	for i, qp := range f.qps {
-		for range len(qp.sq.slots) / qp.maxWQE {
+		for range len(qp.sq.slots) / qp.sq.maxWQE {
 			if err := f.post(i, 0); err != nil {
 				tb.Fatal(err)
 			}

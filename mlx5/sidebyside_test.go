@@ -140,23 +140,24 @@ func benchQP(tb testing.TB, c *Context, o QPOptions, qpn uint32) *QP {
 	}
 	tb.Cleanup(func() { buf.Close() })
 	mem := buf.Bytes()
-	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, maxWQE: largest, mkeyConf: o.MkeyConfigure, typ: o.Type, qpn: qpn, name: qpName(qpn)}
+	qp := &QP{c: c, pd: o.PD, sendCQ: o.SendCQ, recvCQ: o.RecvCQ, mkeyConf: o.MkeyConfigure, typ: o.Type, qpn: qpn, name: qpName(qpn)}
+	qp.sq.maxWQE = largest
 	if s := o.DCIStreams; s != nil {
-		qp.dciStreams, qp.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
+		qp.dciStreams, qp.sq.maxStream = true, uint16(1<<min(s.LogConcurrent, 16)-1)
 	}
 	qp.sq.maxSGE, qp.sq.maxInline, qp.sq.maxMsg = max(o.MaxSendSGE, 1), sq.maxInline, c.maxMessage()
 	qp.caps = QPCaps{MaxSendWR: sq.maxPost, MaxSendSGE: sq.maxSGE, MaxInlineData: sq.maxInline, MaxRecvWR: rq.maxPost, MaxRecvSGE: rq.maxSGE}
 	qp.rings(mem[:wq], sq, rq)
 	rec := mem[wq : wq+doorbell.RecordSize]
 	uar := mem[wq+4096:]
-	if qp.dbSQ, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
+	if qp.sq.bell, err = doorbell.NewSQ(rec, uar[doorbell.BlueFlameOffset:], benchBFSize); err != nil {
 		tb.Fatal(err)
 	}
 	if qp.dbRQ, err = doorbell.NewRQ(rec); err != nil {
 		tb.Fatal(err)
 	}
 	qp.initErrors()
-	qp.initFast()
+	qp.sq.setPost(qp.typ, qp.qpn)
 	qp.g.open()
 	for _, cq := range []*CQ{o.SendCQ, o.RecvCQ} {
 		if cq != nil {
@@ -528,9 +529,9 @@ func TestSideBySideWQEs(t *testing.T) {
 			f := newSideBySide(t, name)
 			qp := f.qp
 			if qp.qpn != r.QP.QPN || len(qp.sq.slots) != r.QP.WQECnt || qp.caps.MaxSendWR != r.QP.MaxPost ||
-				qp.caps.MaxInlineData != r.QP.MaxInl || qp.dbSQ.BlueFlameSize() != r.QP.BFSize {
+				qp.caps.MaxInlineData != r.QP.MaxInl || qp.sq.bell.BlueFlameSize() != r.QP.BFSize {
 				t.Errorf("%s: QP %#x of %d WQEBBs, MaxSendWR %d, MaxInlineData %d, BlueFlame %d; libmlx5's %s: %#x, %d, %d, %d, %d",
-					name, qp.qpn, len(qp.sq.slots), qp.caps.MaxSendWR, qp.caps.MaxInlineData, qp.dbSQ.BlueFlameSize(),
+					name, qp.qpn, len(qp.sq.slots), qp.caps.MaxSendWR, qp.caps.MaxInlineData, qp.sq.bell.BlueFlameSize(),
 					r.QP.Name, r.QP.QPN, r.QP.WQECnt, r.QP.MaxPost, r.QP.MaxInl, r.QP.BFSize)
 			}
 			if r.CQ != nil {

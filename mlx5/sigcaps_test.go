@@ -173,7 +173,7 @@ type posted struct {
 }
 
 func (r *sigRig) posted() posted {
-	return posted{r.dev.Objects(), r.qp.sq.pi, r.qp.dbSQ.Counter(), bytes.Clone(r.qp.sq.ring)}
+	return posted{r.dev.Objects(), r.qp.sq.pi, r.qp.sq.bell.Counter(), bytes.Clone(r.qp.sq.ring)}
 }
 
 func (r *sigRig) configure(wrID uint64, m *Mkey, a *sig.BlockAttr) *MkeyConfigureWR {

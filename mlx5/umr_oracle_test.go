@@ -74,17 +74,17 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			// The harness's QP, emptied at sq_pi_before, its small fence
 			// consumed.
 			qp, uar := testQP(t, m.c, r.QP.WQECnt)
-			qp.qpn, qp.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
+			qp.qpn, qp.sq.maxWQE, qp.mkeyConf, qp.sq.maxInline = r.QP.QPN, r.QP.WQECnt, true, mainQPInline
 			qp.sq.pi = uint16(r.PIBefore)
 			qp.sq.tail.Store(uint32(qp.sq.pi))
-			half := doorbell.BlueFlameOffset + qp.dbSQ.Half()
+			half := doorbell.BlueFlameOffset + qp.sq.bell.Half()
 
 			err = qp.PostMkeyConfigure(configureWR(r, &in, m))
 			if r.Result.WRComplete != 0 {
 				if !errors.Is(err, ErrInvalid) {
 					t.Errorf("%s: libmlx5 failed (errno %d), post: %v", r.Case, r.Result.WRComplete, err)
 				}
-				if qp.sq.pi != uint16(r.PIBefore) || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.dbSQ.Counter() != 0 {
+				if qp.sq.pi != uint16(r.PIBefore) || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.sq.bell.Counter() != 0 {
 					t.Errorf("%s: the refused post wrote to the queue", r.Case)
 				}
 				errs++
@@ -98,9 +98,9 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ok = int(qp.sq.pi-uint16(r.PIBefore)) == len(want) && int(qp.dbSQ.Counter()) == r.DBRec.Send
+			ok = int(qp.sq.pi-uint16(r.PIBefore)) == len(want) && int(qp.sq.bell.Counter()) == r.DBRec.Send
 			if !ok {
-				t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi-uint16(r.PIBefore), qp.dbSQ.Counter(), len(want), r.DBRec.Send)
+				t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi-uint16(r.PIBefore), qp.sq.bell.Counter(), len(want), r.DBRec.Send)
 			}
 			for i, w := range want {
 				if g := qp.sq.ring.Slot(uint16(r.PIBefore + i)); !bytes.Equal(g, w) {

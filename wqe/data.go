@@ -91,41 +91,73 @@ const (
 	avOffRGID          = 32 // rgid
 )
 
-// The 16-byte segments of the data path as two 64-bit words, the first
-// the one at the lower address, each written big-endian (PutWords): a
-// WQE written in 8-byte stores is read back in 8-byte loads by a
-// BlueFlame copy without a store-forwarding stall, and a poster can
-// build a WQE from them without a bounds check per field. BuildSend
-// writes every segment through them; mlx5's post path writes the common
-// work request with them directly.
+// The segment writers: each stores one segment into the bytes s points
+// to, its 8-byte words big-endian, one store a word (binary.BigEndian's
+// PutUint64 of a word made of shifted fields compiles to narrower stores
+// of the fields, which the 8-byte loads of a BlueFlame copy then wait
+// for; a byte swap and a little-endian store write the same bytes in
+// one). They take an array pointer, so that a caller that has the
+// segment's place in the ring needs no bounds check per field, and they
+// inline. They are the only encoding of their segments: the builders
+// of this package write through them, the Put functions check a slice's
+// length and call them, and mlx5's post composes them.
 
-// PutWords writes the segment of words w0 and w1 into b[:16], big-endian,
-// each in one 8-byte store. (binary.BigEndian.PutUint64 of a word made of
-// shifted fields compiles to narrower stores of the fields, which a
-// BlueFlame copy's 8-byte loads then wait for; the byte swap and a
-// little-endian store write the same bytes in one store.)
-func PutWords(b []byte, w0, w1 uint64) {
-	_ = b[15]
-	binary.LittleEndian.PutUint64(b[0:], bits.ReverseBytes64(w0))
-	binary.LittleEndian.PutUint64(b[8:], bits.ReverseBytes64(w1))
+// putWords writes the 16-byte segment of words w0 and w1 into s.
+func putWords(s *[16]byte, w0, w1 uint64) {
+	binary.LittleEndian.PutUint64(s[0:], bits.ReverseBytes64(w0))
+	binary.LittleEndian.PutUint64(s[8:], bits.ReverseBytes64(w1))
 }
 
-// CtrlWords are the words of a data path control segment (struct
-// mlx5_wqe_ctrl_seg with opmod, signature and stream id 0): w0 is
-// opmod_idx_opcode and qpn_ds (qpn's low 24 bits), the doorbell an 8-byte
-// ring writes; w1 is fm_ce_se and imm.
-func CtrlWords(opcode uint8, pi uint16, qpn uint32, ds, fm uint8, imm uint32) (w0, w1 uint64) {
-	return uint64(pi)<<40 | uint64(opcode)<<32 | uint64(qpn&0xffffff)<<8 | uint64(ds&0x3f), uint64(fm)<<32 | uint64(imm)
+// CtrlHead is what the first word of a control segment holds of its
+// work request's operation and QP: opmod, opcode and the QP number's low
+// 24 bits (opmod_idx_opcode and qpn_ds without the counter and ds). A
+// poster makes it once per QP and opcode; StoreCtrl adds the rest.
+type CtrlHead uint64
+
+// CtrlHeadOf is the CtrlHead of opmod, opcode and the QP number qpn.
+func CtrlHeadOf(opmod, opcode uint8, qpn uint32) CtrlHead {
+	return CtrlHead(uint64(opmod)<<56 | uint64(opcode)<<32 | uint64(qpn&0xffffff)<<8)
 }
 
-// RaddrWords are the words of a remote address segment (struct
+// StoreCtrl writes a control segment into s (struct mlx5_wqe_ctrl_seg:
+// opmod_idx_opcode and qpn_ds, from h, the counter pi and ds's low 6
+// bits; signature, dci_stream_channel_id, fm_ce_se, imm) and returns its
+// first 8 bytes as the big-endian word they hold: the doorbell word an
+// 8-byte ring writes, which holds the WQE's counter in bits 40 to 55 and
+// its ds in the low 6 bits.
+func StoreCtrl(s *[16]byte, h CtrlHead, pi uint16, ds, signature uint8, stream uint16, fm uint8, imm uint32) (doorbell uint64) {
+	w0 := uint64(h) | uint64(pi)<<40 | uint64(ds&0x3f)
+	putWords(s, w0, uint64(signature)<<56|uint64(stream)<<40|uint64(fm)<<32|uint64(imm))
+	return w0
+}
+
+// StoreRaddr writes a remote address segment into s (struct
 // mlx5_wqe_raddr_seg: raddr, rkey, a zero reserved word).
-func RaddrWords(raddr uint64, rkey uint32) (w0, w1 uint64) { return raddr, uint64(rkey) << 32 }
+func StoreRaddr(s *[16]byte, raddr uint64, rkey uint32) { putWords(s, raddr, uint64(rkey)<<32) }
 
-// DataWords are the words of the data segment of s (struct
-// mlx5_wqe_data_seg: byte_count, lkey, addr). s.Length is written as it
-// is: the builders refuse lengths past MaxSGELength.
-func DataWords(s SGE) (w0, w1 uint64) { return uint64(s.Length)<<32 | uint64(s.LKey), s.Addr }
+// StoreData writes the data segment of g into s (struct
+// mlx5_wqe_data_seg: byte_count, lkey, addr). It writes g.Length as it
+// is: a length past MaxSGELength sets the bit that makes the device read
+// the segment as an inline one, and the builders refuse it first.
+func StoreData(s *[16]byte, g SGE) { putWords(s, uint64(g.Length)<<32|uint64(g.LKey), g.Addr) }
+
+// StoreAtomic writes an atomic segment into s (struct
+// mlx5_wqe_atomic_seg: swap_add, compare).
+func StoreAtomic(s *[16]byte, swapAdd, compare uint64) { putWords(s, swapAdd, compare) }
+
+// StoreAV writes an address vector segment into s (struct mlx5_wqe_av,
+// the datagram segment): key in its first 8 bytes (a UD work request's
+// Q_Key then a zero word, a DCI's DC access key), dqp_dct, then the
+// address vector's fields as an AH holds them (stat_rate_sl, fl_mlid,
+// rlid, a zero reserved word, rmac, tclass, hop_limit, grh_gid_fl,
+// rgid).
+func StoreAV(s *[48]byte, key uint64, dqp uint32, av *AV) {
+	m := &av.RMAC
+	putWords((*[16]byte)(s[0:16]), key, uint64(dqp)<<32|uint64(av.StatRateSL)<<24|uint64(av.FlMlid)<<16|uint64(av.RLID))
+	putWords((*[16]byte)(s[16:32]), uint64(m[0])<<24|uint64(m[1])<<16|uint64(m[2])<<8|uint64(m[3]),
+		uint64(m[4])<<56|uint64(m[5])<<48|uint64(av.TClass)<<40|uint64(av.HopLimit)<<32|uint64(av.GRHGidFl))
+	*(*[16]byte)(s[32:48]) = av.RGID
+}
 
 // ctrlFlags is fm_ce_se by SendFence, SendSignaled and SendSolicited
 // (the low three bits of the flags) and the small fence (bit 3).
@@ -160,8 +192,7 @@ func PutData(b []byte, s SGE) error {
 	if len(b) < DataSegSize {
 		return ErrShort
 	}
-	w0, w1 := DataWords(s)
-	PutWords(b, w0, w1)
+	StoreData((*[16]byte)(b), s)
 	return nil
 }
 
@@ -171,8 +202,7 @@ func PutRaddr(b []byte, raddr uint64, rkey uint32) error {
 	if len(b) < RaddrSegSize {
 		return ErrShort
 	}
-	w0, w1 := RaddrWords(raddr, rkey)
-	PutWords(b, w0, w1)
+	StoreRaddr((*[16]byte)(b), raddr, rkey)
 	return nil
 }
 
@@ -184,8 +214,7 @@ func PutAtomic(b []byte, swapAdd, compare uint64) error {
 	if len(b) < AtomicSegSize {
 		return ErrShort
 	}
-	be.PutUint64(b[atomicOffSwapAdd:], swapAdd)
-	be.PutUint64(b[atomicOffCompare:], compare)
+	StoreAtomic((*[16]byte)(b), swapAdd, compare)
 	return nil
 }
 
@@ -298,28 +327,8 @@ func PutDatagram(b []byte, u *UD) error {
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
-	b = b[:DatagramSegSize]
-	be.PutUint32(b[avOffQKey:], u.QKey)
-	be.PutUint32(b[avOffQKeyReserved:], 0)
-	be.PutUint32(b[avOffDQPDCT:], u.RemoteQPN&0xffffff|ExtendedUDAV)
-	putAV(b, &u.AV)
+	StoreAV((*[DatagramSegSize]byte)(b), uint64(u.QKey)<<32, u.RemoteQPN&0xffffff|ExtendedUDAV, &u.AV)
 	return nil
-}
-
-// putAV writes the address vector's fields after dqp_dct into the 48
-// bytes of b, as libmlx5 copies an AH's: stat_rate_sl, fl_mlid, rlid, a
-// zero reserved word, rmac, tclass, hop_limit, grh_gid_fl, rgid.
-func putAV(b []byte, av *AV) {
-	b = b[:DatagramSegSize]
-	b[avOffStatRateSL] = av.StatRateSL
-	b[avOffFlMlid] = av.FlMlid
-	be.PutUint16(b[avOffRLID:], av.RLID)
-	clear(b[avOffReserved0:avOffRMAC])
-	copy(b[avOffRMAC:avOffTClass], av.RMAC[:])
-	b[avOffTClass] = av.TClass
-	b[avOffHopLimit] = av.HopLimit
-	be.PutUint32(b[avOffGRHGidFl:], av.GRHGidFl)
-	copy(b[avOffRGID:], av.RGID[:])
 }
 
 // DC is the destination of a work request on a DCI
@@ -350,9 +359,7 @@ func PutDCAddr(b []byte, d *DC) error {
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
-	be.PutUint64(b[avOffQKey:], d.Key)
-	be.PutUint32(b[avOffDQPDCT:], d.DCTN|ExtendedUDAV)
-	putAV(b, &d.AV)
+	StoreAV((*[DatagramSegSize]byte)(b), d.Key, d.DCTN|ExtendedUDAV, &d.AV)
 	return nil
 }
 
@@ -582,19 +589,21 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 	if s.Opcode == OpcodeSendImm || s.Opcode == OpcodeRDMAWriteImm || s.Opcode == OpcodeSendInval {
 		imm = s.Imm
 	}
-	db, w1 := CtrlWords(s.Opcode, pi, s.QPN, uint8(l.ds), fm, imm)
-	PutWords(w, db, w1)
+	var stream uint16
+	if s.DC != nil {
+		stream = s.DC.StreamID
+	}
+	db := StoreCtrl((*[16]byte)(w), CtrlHeadOf(0, s.Opcode, s.QPN), pi, uint8(l.ds), 0, stream, fm, imm)
 	off := CtrlSegSize
 	if s.UD != nil {
 		_ = PutDatagram(w[off:], s.UD)
 		off += DatagramSegSize
 	} else if s.DC != nil {
-		be.PutUint16(w[ctrlOffStreamID:], s.DC.StreamID)
 		_ = PutDCAddr(w[off:], s.DC)
 		off += DatagramSegSize
 	}
 	if l.remote {
-		_ = PutRaddr(w[off:], s.RemoteAddr, s.RKey)
+		StoreRaddr((*[16]byte)(w[off:]), s.RemoteAddr, s.RKey)
 		off += RaddrSegSize
 	}
 	if l.atomic {
@@ -602,7 +611,7 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 		if s.Opcode == OpcodeAtomicCS {
 			cmp = s.Compare
 		}
-		_ = PutAtomic(w[off:], s.SwapAdd, cmp)
+		StoreAtomic((*[16]byte)(w[off:]), s.SwapAdd, cmp)
 		off += AtomicSegSize
 	}
 	if l.inline > 0 {
@@ -622,13 +631,13 @@ func (s *Send) encode(w []byte, pi uint16, l *sendLayout) uint64 {
 			if l.atomic {
 				g.Length = atomicSize
 			}
-			_ = PutData(w[off:], g)
+			StoreData((*[16]byte)(w[off:]), g)
 			off += DataSegSize
 		}
 	}
 	// Zero the rest of the last WQEBB: at most three 16-byte units.
 	for ; off+16 <= len(w); off += 16 {
-		PutWords(w[off:], 0, 0)
+		*(*[16]byte)(w[off:]) = [16]byte{}
 	}
 	return db
 }

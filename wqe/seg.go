@@ -93,12 +93,7 @@ func PutCtrl(b []byte, c *Ctrl) error {
 	if len(b) < CtrlSegSize {
 		return ErrShort
 	}
-	be.PutUint32(b[ctrlOffOpmodIdxOpcode:], uint32(c.OpMod)<<24|uint32(c.WQEIndex)<<8|uint32(c.Opcode))
-	be.PutUint32(b[ctrlOffQPNDS:], c.QPN<<8|uint32(c.DS&0x3f))
-	b[ctrlOffSignature] = c.Signature
-	be.PutUint16(b[ctrlOffStreamID:], c.StreamID)
-	b[ctrlOffFmCeSe] = c.FmCeSe
-	be.PutUint32(b[ctrlOffImm:], c.Imm)
+	StoreCtrl((*[16]byte)(b), CtrlHeadOf(c.OpMod, c.Opcode, c.QPN), c.WQEIndex, c.DS, c.Signature, c.StreamID, c.FmCeSe, c.Imm)
 	return nil
 }
 

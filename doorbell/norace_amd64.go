@@ -1,0 +1,6 @@
+//go:build !race
+
+package doorbell
+
+// raceEnabled: built with the race detector (race.go).
+const raceEnabled = false
