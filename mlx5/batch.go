@@ -151,6 +151,24 @@ func (b *Batch) fail(op postOp, err error) {
 // usable reports whether Add may build: the batch is open and healthy.
 func (b *Batch) usable() bool { return b.open && b.err == nil }
 
+// takes is the start of every Add: whether the batch may build the work
+// request of operation op. A nil batch takes nothing; one that is not
+// usable notes op's refusal; a nil work request (isNil) poisons the
+// batch with ErrInvalid.
+func (b *Batch) takes(op postOp, isNil bool) bool {
+	switch {
+	case b == nil:
+		return false
+	case !b.usable():
+		b.refusedAs(op)
+		return false
+	case isNil:
+		b.fail(op, invalid(postOpNames[op], b.qp.name, "work request %d of the batch is nil", b.n))
+		return false
+	}
+	return true
+}
+
 // room is the WQEBBs a work request of the batch may take: what was free
 // at Begin less what the batch wrote, and no more than the largest work
 // request the QP was created for.
@@ -180,18 +198,11 @@ func (b *Batch) added(wrID uint64, wc WCOpcode, bits uint8, bbs int, db uint64, 
 // add is Add's general path. In a batch that is not open it does
 // nothing (PostSend relies on it).
 func (b *Batch) add(wr *SendWR) *Batch {
-	if b == nil || !b.usable() {
-		if b != nil {
-			b.refusedAs(postSend)
-		}
+	const op = postSend
+	if !b.takes(op, wr == nil) {
 		return b
 	}
 	qp := b.qp
-	const op = postSend
-	if wr == nil {
-		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d of the batch is nil", b.n))
-		return b
-	}
 	if len(qp.sq.slots) == 0 && qp.typ != QPTypeDCT {
 		b.fail(op, invalid(postOpNames[op], qp.name, "the QP has no send queue (MaxSendWR 0)"))
 		return b

@@ -25,18 +25,11 @@ import (
 // An mkey configured again with the inputs of its last configure but for
 // its list's entries has its WQEs copied (mkeyTmpl).
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
-	if b == nil || !b.usable() {
-		if b != nil {
-			b.refusedAs(postMkeyConfigure)
-		}
+	const op = postMkeyConfigure
+	if !b.takes(op, wr == nil) {
 		return b
 	}
 	qp := b.qp
-	const op = postMkeyConfigure
-	if wr == nil {
-		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d of the batch is nil", b.n))
-		return b
-	}
 	m := wr.Mkey
 	access, ok := wr.Access.mkeyAccess()
 	switch {
