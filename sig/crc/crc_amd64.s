@@ -95,6 +95,27 @@
 	PXOR      t, a; \
 	PXOR      b, a
 
+// FOLD_XMM_LOAD sets a to a·x^d + the 16 bytes at m in polynomial order
+// (put in b by the shuffle s); FOLD_XMM_REFL is it for reflected data,
+// which needs no shuffle. END_XMM moves a to the end and 64 bits on with
+// the row of fin at byte offset off (k and t are scratch), leaving the
+// sum of the two products in a.
+#define FOLD_XMM_LOAD(k, a, m, s, b, t) \
+	MOVOU  m, b; \
+	PSHUFB s, b; \
+	FOLD_XMM(k, a, b, t)
+
+#define FOLD_XMM_REFL(k, a, m, b, t) \
+	MOVOU m, b; \
+	FOLD_XMM(k, a, b, t)
+
+#define END_XMM(off, a, k, t) \
+	MOVOU     (foldKeys_fin+off)(AX), k; \
+	MOVO      a, t; \
+	PCLMULQDQ $0x00, k, a; \
+	PCLMULQDQ $0x11, k, t; \
+	PXOR      t, a
+
 #define FOLD_YMM(k, a, b, t) \
 	VPCLMULQDQ $0x00, k, a, t; \
 	VPCLMULQDQ $0x11, k, a, a; \
@@ -285,110 +306,54 @@ xmm8:
 	JNE  xmm8LoopRefl
 
 xmm8Loop:
-	MOVOU  0(SI), X10
-	MOVOU  16(SI), X12
-	MOVOU  32(SI), X14
-	PSHUFB X8, X10
-	PSHUFB X8, X12
-	PSHUFB X8, X14
-	FOLD_XMM(X9, X0, X10, X11)
-	FOLD_XMM(X9, X1, X12, X13)
-	FOLD_XMM(X9, X2, X14, X15)
-	MOVOU  48(SI), X10
-	MOVOU  64(SI), X12
-	MOVOU  80(SI), X14
-	PSHUFB X8, X10
-	PSHUFB X8, X12
-	PSHUFB X8, X14
-	FOLD_XMM(X9, X3, X10, X11)
-	FOLD_XMM(X9, X4, X12, X13)
-	FOLD_XMM(X9, X5, X14, X15)
-	MOVOU  96(SI), X10
-	MOVOU  112(SI), X12
-	PSHUFB X8, X10
-	PSHUFB X8, X12
-	FOLD_XMM(X9, X6, X10, X11)
-	FOLD_XMM(X9, X7, X12, X13)
-	ADDQ   $128, SI
-	SUBQ   $128, CX
-	JGE    xmm8Loop
-	JMP    xmm8Left
+	FOLD_XMM_LOAD(X9, X0, 0(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X1, 16(SI), X8, X12, X13)
+	FOLD_XMM_LOAD(X9, X2, 32(SI), X8, X14, X15)
+	FOLD_XMM_LOAD(X9, X3, 48(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X4, 64(SI), X8, X12, X13)
+	FOLD_XMM_LOAD(X9, X5, 80(SI), X8, X14, X15)
+	FOLD_XMM_LOAD(X9, X6, 96(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X7, 112(SI), X8, X12, X13)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JGE  xmm8Loop
+	JMP  xmm8Left
 
 xmm8LoopRefl:
-	MOVOU 0(SI), X10
-	MOVOU 16(SI), X12
-	MOVOU 32(SI), X14
-	FOLD_XMM(X9, X0, X10, X11)
-	FOLD_XMM(X9, X1, X12, X13)
-	FOLD_XMM(X9, X2, X14, X15)
-	MOVOU 48(SI), X10
-	MOVOU 64(SI), X12
-	MOVOU 80(SI), X14
-	FOLD_XMM(X9, X3, X10, X11)
-	FOLD_XMM(X9, X4, X12, X13)
-	FOLD_XMM(X9, X5, X14, X15)
-	MOVOU 96(SI), X10
-	MOVOU 112(SI), X12
-	FOLD_XMM(X9, X6, X10, X11)
-	FOLD_XMM(X9, X7, X12, X13)
-	ADDQ  $128, SI
-	SUBQ  $128, CX
-	JGE   xmm8LoopRefl
+	FOLD_XMM_REFL(X9, X0, 0(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X1, 16(SI), X12, X13)
+	FOLD_XMM_REFL(X9, X2, 32(SI), X14, X15)
+	FOLD_XMM_REFL(X9, X3, 48(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X4, 64(SI), X12, X13)
+	FOLD_XMM_REFL(X9, X5, 80(SI), X14, X15)
+	FOLD_XMM_REFL(X9, X6, 96(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X7, 112(SI), X12, X13)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JGE  xmm8LoopRefl
 
 xmm8Left:
 	ADDQ $128, CX
 	JNZ  xmmFold8
 
 	// The data ended with the accumulators: T is the sum of each moved
-	// to the end and 64 bits on (rows 8-15 of fin), in two halves.
-	MOVOU     (foldKeys_fin+128)(AX), X9
-	MOVOU     (foldKeys_fin+144)(AX), X10
-	MOVOU     (foldKeys_fin+160)(AX), X11
-	MOVOU     (foldKeys_fin+176)(AX), X12
-	MOVO      X0, X13
-	MOVO      X1, X14
-	MOVO      X2, X15
-	PCLMULQDQ $0x00, X9, X0
-	PCLMULQDQ $0x11, X9, X13
-	PCLMULQDQ $0x00, X10, X1
-	PCLMULQDQ $0x11, X10, X14
-	PCLMULQDQ $0x00, X11, X2
-	PCLMULQDQ $0x11, X11, X15
-	PXOR      X13, X0
-	PXOR      X14, X1
-	PXOR      X15, X2
-	MOVO      X3, X13
-	PCLMULQDQ $0x00, X12, X3
-	PCLMULQDQ $0x11, X12, X13
-	PXOR      X13, X3
-	PXOR      X1, X0
-	PXOR      X3, X2
-	PXOR      X2, X0
-	MOVOU     (foldKeys_fin+192)(AX), X9
-	MOVOU     (foldKeys_fin+208)(AX), X10
-	MOVOU     (foldKeys_fin+224)(AX), X11
-	MOVOU     (foldKeys_fin+240)(AX), X12
-	MOVO      X4, X13
-	MOVO      X5, X14
-	MOVO      X6, X15
-	MOVO      X7, X1
-	PCLMULQDQ $0x00, X9, X4
-	PCLMULQDQ $0x11, X9, X13
-	PCLMULQDQ $0x00, X10, X5
-	PCLMULQDQ $0x11, X10, X14
-	PCLMULQDQ $0x00, X11, X6
-	PCLMULQDQ $0x11, X11, X15
-	PCLMULQDQ $0x00, X12, X7
-	PCLMULQDQ $0x11, X12, X1
-	PXOR      X13, X4
-	PXOR      X14, X5
-	PXOR      X15, X6
-	PXOR      X1, X7
-	PXOR      X5, X4
-	PXOR      X7, X6
-	PXOR      X6, X4
-	PXOR      X0, X4
-	JMP       barrett
+	// to the end and 64 bits on (rows 8-15 of fin).
+	END_XMM(128, X0, X8, X10)
+	END_XMM(144, X1, X9, X11)
+	END_XMM(160, X2, X12, X13)
+	END_XMM(176, X3, X14, X15)
+	END_XMM(192, X4, X8, X10)
+	END_XMM(208, X5, X9, X11)
+	END_XMM(224, X6, X12, X13)
+	END_XMM(240, X7, X14, X15)
+	PXOR X1, X0
+	PXOR X3, X2
+	PXOR X5, X4
+	PXOR X7, X6
+	PXOR X2, X0
+	PXOR X6, X4
+	PXOR X0, X4
+	JMP  barrett
 
 xmmFold8:
 	// X0-X3 = X0-X3·x^512 + X4-X7, then on with four accumulators
