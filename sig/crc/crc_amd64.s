@@ -98,8 +98,9 @@
 // FOLD_XMM_LOAD sets a to a·x^d + the 16 bytes at m in polynomial order
 // (put in b by the shuffle s); FOLD_XMM_REFL is it for reflected data,
 // which needs no shuffle. END_XMM moves a to the end and 64 bits on with
-// the row of fin at byte offset off (k and t are scratch), leaving the
-// sum of the two products in a.
+// the row of fin at byte offset off (t is scratch), leaving the sum of
+// the two products in a; it takes the row from memory, where legacy SSE
+// needs a 16-byte aligned operand, as foldKeys is (TestKeysAligned).
 #define FOLD_XMM_LOAD(k, a, m, s, b, t) \
 	MOVOU  m, b; \
 	PSHUFB s, b; \
@@ -109,11 +110,10 @@
 	MOVOU m, b; \
 	FOLD_XMM(k, a, b, t)
 
-#define END_XMM(off, a, k, t) \
-	MOVOU     (foldKeys_fin+off)(AX), k; \
+#define END_XMM(off, a, t) \
 	MOVO      a, t; \
-	PCLMULQDQ $0x00, k, a; \
-	PCLMULQDQ $0x11, k, t; \
+	PCLMULQDQ $0x00, (foldKeys_fin+off)(AX), a; \
+	PCLMULQDQ $0x11, (foldKeys_fin+off)(AX), t; \
 	PXOR      t, a
 
 #define FOLD_YMM(k, a, b, t) \
@@ -286,6 +286,8 @@ xmm8:
 	MOVOU  80(SI), X5
 	MOVOU  96(SI), X6
 	MOVOU  112(SI), X7
+	CMPQ   foldKeys_refl(AX), $0
+	JNE    xmm8First
 	PSHUFB X8, X0
 	PSHUFB X8, X1
 	PSHUFB X8, X2
@@ -294,6 +296,8 @@ xmm8:
 	PSHUFB X8, X5
 	PSHUFB X8, X6
 	PSHUFB X8, X7
+
+xmm8First:
 	PXOR   X9, X0
 	MOVOU  foldKeys_k1024(AX), X9
 	ADDQ   $128, SI
@@ -338,14 +342,14 @@ xmm8Left:
 
 	// The data ended with the accumulators: T is the sum of each moved
 	// to the end and 64 bits on (rows 8-15 of fin).
-	END_XMM(128, X0, X8, X10)
-	END_XMM(144, X1, X9, X11)
-	END_XMM(160, X2, X12, X13)
-	END_XMM(176, X3, X14, X15)
-	END_XMM(192, X4, X8, X10)
-	END_XMM(208, X5, X9, X11)
-	END_XMM(224, X6, X12, X13)
-	END_XMM(240, X7, X14, X15)
+	END_XMM(128, X0, X8)
+	END_XMM(144, X1, X9)
+	END_XMM(160, X2, X10)
+	END_XMM(176, X3, X11)
+	END_XMM(192, X4, X12)
+	END_XMM(208, X5, X13)
+	END_XMM(224, X6, X14)
+	END_XMM(240, X7, X15)
 	PXOR X1, X0
 	PXOR X3, X2
 	PXOR X5, X4
