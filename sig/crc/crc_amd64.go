@@ -6,7 +6,7 @@ import "golang.org/x/sys/cpu"
 
 // The amd64 implementations, best last.
 const (
-	levelCLMUL  = 1 // PCLMULQDQ on XMM registers, 64 bytes a step
+	levelCLMUL  = 1 // PCLMULQDQ on XMM registers, 128 bytes a step
 	levelAVX2   = 2 // VPCLMULQDQ on YMM registers, 128 bytes a step
 	levelAVX512 = 3 // VPCLMULQDQ on ZMM registers, 256 bytes a step
 )

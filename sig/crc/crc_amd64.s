@@ -6,7 +6,8 @@
 // See keys.go for the algorithm. Registers: AX the foldKeys, SI the next
 // data byte, CX the bytes left, X8 (Y8, Z8) the byte shuffle that puts
 // each 16-byte lane in polynomial order (a byte reversal MSB-first, the
-// identity reflected), X0-X3 (Y0-Y3, Z0-Z3) the accumulators.
+// identity reflected), X0-X7 (four of them for the last 64 to 127 bytes,
+// X3 alone below 64) or Y0-Y3 or Z0-Z3 the accumulators.
 //
 // Three widths share the end of the work: PCLMULQDQ on XMM registers
 // (legacy SSE encoding, for CPUs without AVX), VPCLMULQDQ on YMM registers
@@ -93,6 +94,27 @@
 	PCLMULQDQ $0x11, k, t; \
 	PXOR      t, a; \
 	PXOR      b, a
+
+// FOLD_XMM_LOAD sets a to a·x^d + the 16 bytes at m in polynomial order
+// (put in b by the shuffle s); FOLD_XMM_REFL is it for reflected data,
+// which needs no shuffle. END_XMM moves a to the end and 64 bits on with
+// the row of fin at byte offset off (t is scratch), leaving the sum of
+// the two products in a; it takes the row from memory, where legacy SSE
+// needs a 16-byte aligned operand, as foldKeys is (TestKeysAligned).
+#define FOLD_XMM_LOAD(k, a, m, s, b, t) \
+	MOVOU  m, b; \
+	PSHUFB s, b; \
+	FOLD_XMM(k, a, b, t)
+
+#define FOLD_XMM_REFL(k, a, m, b, t) \
+	MOVOU m, b; \
+	FOLD_XMM(k, a, b, t)
+
+#define END_XMM(off, a, t) \
+	MOVO      a, t; \
+	PCLMULQDQ $0x00, (foldKeys_fin+off)(AX), a; \
+	PCLMULQDQ $0x11, (foldKeys_fin+off)(AX), t; \
+	PXOR      t, a
 
 #define FOLD_YMM(k, a, b, t) \
 	VPCLMULQDQ $0x00, k, a, t; \
@@ -228,27 +250,124 @@ notZMM:
 	JAE  ymm
 
 xmm:
-	// Four XMM accumulators, 64 bytes a step (one below 64 bytes). The
-	// register is xored into the first 64 message bits: the high qword of
-	// the first lane MSB-first, the low qword reflected.
+	// Eight XMM accumulators, 128 bytes a step (four for 64 to 127 bytes,
+	// one below 64). The register goes into X9 and is xored into the first
+	// 64 message bits: the high qword of the first lane MSB-first, the low
+	// qword reflected. Reflected data needs no shuffle (the identity), so
+	// its main loop leaves the PSHUFB out, which on many CPUs competes with
+	// PCLMULQDQ for one port.
 	MOVOU foldKeys_shuf(AX), X8
-	MOVQ  BX, X4
+	MOVQ  BX, X9
 	CMPQ  foldKeys_refl(AX), $0
 	JNE   xmmShort
-	PSLLDQ $8, X4
+	PSLLDQ $8, X9
 
 xmmShort:
+	CMPQ CX, $128
+	JAE  xmm8
 	CMPQ CX, $64
 	JAE  xmmLoad
 
 	// Fewer than 64 bytes: one accumulator.
 	MOVOU  0(SI), X3
 	PSHUFB X8, X3
-	PXOR   X4, X3
+	PXOR   X9, X3
 	ADDQ   $16, SI
 	SUBQ   $16, CX
 	MOVOU  foldKeys_k128(AX), X9
 	JMP    loop16
+
+xmm8:
+	MOVOU  0(SI), X0
+	MOVOU  16(SI), X1
+	MOVOU  32(SI), X2
+	MOVOU  48(SI), X3
+	MOVOU  64(SI), X4
+	MOVOU  80(SI), X5
+	MOVOU  96(SI), X6
+	MOVOU  112(SI), X7
+	CMPQ   foldKeys_refl(AX), $0
+	JNE    xmm8First
+	PSHUFB X8, X0
+	PSHUFB X8, X1
+	PSHUFB X8, X2
+	PSHUFB X8, X3
+	PSHUFB X8, X4
+	PSHUFB X8, X5
+	PSHUFB X8, X6
+	PSHUFB X8, X7
+
+xmm8First:
+	PXOR   X9, X0
+	MOVOU  foldKeys_k1024(AX), X9
+	ADDQ   $128, SI
+
+	// CX runs 256 bytes behind the data left, so that the loop ends when
+	// it goes negative.
+	SUBQ $256, CX
+	JL   xmm8Left
+	CMPQ foldKeys_refl(AX), $0
+	JNE  xmm8LoopRefl
+
+xmm8Loop:
+	FOLD_XMM_LOAD(X9, X0, 0(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X1, 16(SI), X8, X12, X13)
+	FOLD_XMM_LOAD(X9, X2, 32(SI), X8, X14, X15)
+	FOLD_XMM_LOAD(X9, X3, 48(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X4, 64(SI), X8, X12, X13)
+	FOLD_XMM_LOAD(X9, X5, 80(SI), X8, X14, X15)
+	FOLD_XMM_LOAD(X9, X6, 96(SI), X8, X10, X11)
+	FOLD_XMM_LOAD(X9, X7, 112(SI), X8, X12, X13)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JGE  xmm8Loop
+	JMP  xmm8Left
+
+xmm8LoopRefl:
+	FOLD_XMM_REFL(X9, X0, 0(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X1, 16(SI), X12, X13)
+	FOLD_XMM_REFL(X9, X2, 32(SI), X14, X15)
+	FOLD_XMM_REFL(X9, X3, 48(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X4, 64(SI), X12, X13)
+	FOLD_XMM_REFL(X9, X5, 80(SI), X14, X15)
+	FOLD_XMM_REFL(X9, X6, 96(SI), X10, X11)
+	FOLD_XMM_REFL(X9, X7, 112(SI), X12, X13)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JGE  xmm8LoopRefl
+
+xmm8Left:
+	ADDQ $128, CX
+	JNZ  xmmFold8
+
+	// The data ended with the accumulators: T is the sum of each moved
+	// to the end and 64 bits on (rows 8-15 of fin).
+	END_XMM(128, X0, X8)
+	END_XMM(144, X1, X9)
+	END_XMM(160, X2, X10)
+	END_XMM(176, X3, X11)
+	END_XMM(192, X4, X12)
+	END_XMM(208, X5, X13)
+	END_XMM(224, X6, X14)
+	END_XMM(240, X7, X15)
+	PXOR X1, X0
+	PXOR X3, X2
+	PXOR X5, X4
+	PXOR X7, X6
+	PXOR X2, X0
+	PXOR X6, X4
+	PXOR X0, X4
+	JMP  barrett
+
+xmmFold8:
+	// X0-X3 = X0-X3·x^512 + X4-X7, then on with four accumulators
+	// (64 bytes a step while 64 are left).
+	MOVOU foldKeys_k512(AX), X9
+	FOLD_XMM(X9, X0, X4, X10)
+	FOLD_XMM(X9, X1, X5, X11)
+	FOLD_XMM(X9, X2, X6, X12)
+	FOLD_XMM(X9, X3, X7, X13)
+	JMP   xmmLoop
 
 xmmLoad:
 	MOVOU  0(SI), X0
@@ -259,7 +378,7 @@ xmmLoad:
 	PSHUFB X8, X1
 	PSHUFB X8, X2
 	PSHUFB X8, X3
-	PXOR   X4, X0
+	PXOR   X9, X0
 	ADDQ   $64, SI
 	SUBQ   $64, CX
 	MOVOU  foldKeys_k512(AX), X9

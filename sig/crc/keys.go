@@ -45,9 +45,9 @@ import (
 // (the heap's 512-byte size class) and no vector load of it splits a cache
 // line.
 type foldKeys struct {
-	// fin takes 4 ZMM (rows 0-15), 4 YMM (rows 8-15) or 4 XMM (rows 12-15)
-	// accumulators that end the data straight to T: row r moves a lane
-	// (15-r)·128 + 64 bits, its distance to the end plus 64.
+	// fin takes the accumulators that end the data straight to T: 4 ZMM
+	// (rows 0-15), 4 YMM or 8 XMM (rows 8-15), 4 XMM (rows 12-15). Row r
+	// moves a lane (15-r)·128 + 64 bits, its distance to the end plus 64.
 	fin   [16][2]uint64
 	k384  [2]uint64 // 4 lanes -> 1: k384, k256, k128 and a zero pair are
 	k256  [2]uint64 // one ZMM row; k256: 1 YMM, 32 bytes a step
@@ -55,9 +55,9 @@ type foldKeys struct {
 	_     [2]uint64 // zero: the fourth lane of that row
 	k2048 [2]uint64 // 4 ZMM accumulators, 256 bytes a step
 	k1536 [2]uint64 // 4 ZMM -> 1 ZMM
-	k1024 [2]uint64 // 4 YMM accumulators, 128 bytes a step; 8 NEON (arm64)
+	k1024 [2]uint64 // 4 YMM or 8 XMM accumulators, 128 bytes a step; 8 NEON (arm64)
 	k768  [2]uint64 // 4 YMM -> 1 YMM
-	k512  [2]uint64 // 4 XMM accumulators (64 bytes a step); 1 ZMM; 4 YMM -> 1
+	k512  [2]uint64 // 4 XMM accumulators (64 bytes a step); 8 XMM -> 4; 1 ZMM; 4 YMM -> 1
 	final uint64    // x^128 mod P; reflected, x^127 mod P
 	mu    uint64    // floor(x^128 / P) - x^64
 	poly  uint64    // P - x^64
