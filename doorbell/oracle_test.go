@@ -150,6 +150,9 @@ func TestOracleDoorbells(t *testing.T) {
 				if len(wqe) == WQEBB && wrap == nil { // one WQEBB: RingBF1
 					kind = "bf1"
 					err = sq.RingBF1(uint16(v.SQAfter), (*[WQEBB]byte)(wqe))
+				} else if len(wqe) == 2*WQEBB && wrap == nil { // two: RingBF2
+					kind = "bf2"
+					err = sq.RingBF2(uint16(v.SQAfter), (*[2 * WQEBB]byte)(wqe))
 				} else {
 					err = sq.RingBF(uint16(v.SQAfter), wqe, wrap)
 				}
