@@ -208,6 +208,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	if l != 0 {
 		n++
 	}
+	// Recorded first: track then reads the counter and the slots as the
+	// tests above did, before the WQE's stores, which the compiler
+	// cannot tell from stores to them.
+	sq.track(wr.WrID, info.wc, 1, pi, info.bits)
 	// The WQEBB is sq.ring[at:at+64] (checked above).
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
@@ -231,7 +235,6 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	*seg(w, 48) = [16]byte{}
 	sq.fm = false
-	sq.track(wr.WrID, info.wc, 1, pi, info.bits)
 	b.lastDB = db
 	b.n++
 	return b
