@@ -258,8 +258,13 @@ func (b *Batch) postAny(wr *SendWR) *Batch {
 	info := &postOps[op&15]
 	n := int(info.segs) // the WQE's 16-byte segments
 	if sq.av != avNone {
+		// The nil test alone: joined to the others it makes the compiler
+		// materialize dead's load as a flag and test it again.
 		ah := wr.AH
-		if ah == nil || ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
+		if ah == nil {
+			return b.add(wr)
+		}
+		if ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
 			return b.add(wr)
 		}
 		n += wqe.DatagramSegSize / 16
