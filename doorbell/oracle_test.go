@@ -190,7 +190,7 @@ func TestOracleDoorbells(t *testing.T) {
 	}
 	t.Logf("posts replayed by kind: %v", counts)
 	// Every kind of ring must have been exercised.
-	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/db-word", "datapath/bf", "datapath/bf1", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
+	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/db-word", "datapath/bf", "datapath/bf1", "datapath/bf2", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
 		if counts[k] == 0 {
 			t.Errorf("no %s posts", k)
 		}
