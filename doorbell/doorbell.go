@@ -249,14 +249,37 @@ func (q *SQ) RingBF(counter uint16, wqe, wrap []byte) error {
 // register. It returns ErrBFLength, and writes nothing, if the register
 // has no BlueFlame buffers (BlueFlameSize 0) or wqe is nil.
 func (q *SQ) RingBF1(counter uint16, wqe *[WQEBB]byte) error {
-	if q.bfSize == 0 || wqe == nil {
+	if q.bfSize < WQEBB || wqe == nil {
 		return ErrBFLength
 	}
+	q.ringBlocks(counter, unsafe.Pointer(wqe), false)
+	return nil
+}
+
+// RingBF2 is RingBF of a WQE of two WQEBBs that does not cross the ring's
+// end (a DCI's or a UD QP's RDMA WRITE or SEND of one SGE). It returns
+// ErrBFLength, and writes nothing, if a half of the register is shorter
+// than two WQEBBs or wqe is nil.
+func (q *SQ) RingBF2(counter uint16, wqe *[2 * WQEBB]byte) error {
+	if q.bfSize < 2*WQEBB || wqe == nil {
+		return ErrBFLength
+	}
+	q.ringBlocks(counter, unsafe.Pointer(wqe), true)
+	return nil
+}
+
+// ringBlocks is the ring of RingBF1 and RingBF2: it publishes the
+// counter and copies the WQEBB at src, and the one after it if two, to
+// the current half (the caller has checked that they fit in it).
+func (q *SQ) ringBlocks(counter uint16, src unsafe.Pointer, two bool) {
 	publish(q.rec, be32(uint32(counter)))
 	wcStart()
-	copyWQEBB((*[WQEBB / 8]uint64)(unsafe.Add(q.reg, q.half)), (*[WQEBB / 8]uint64)(unsafe.Pointer(wqe)))
+	dst := unsafe.Add(q.reg, q.half)
+	copyWQEBB((*[WQEBB / 8]uint64)(dst), (*[WQEBB / 8]uint64)(src))
+	if two {
+		copyWQEBB((*[WQEBB / 8]uint64)(unsafe.Add(dst, WQEBB)), (*[WQEBB / 8]uint64)(unsafe.Add(src, WQEBB)))
+	}
 	wcFlush(&q.half, q.half^q.bfSize)
-	return nil
 }
 
 // copyWQEBB copies the WQEBB at src to the register at dst: eight 8-byte

@@ -62,6 +62,7 @@ func TestRingBadInput(t *testing.T) {
 		{"bf partial wrap", q.RingBF(1, wqebb, wqebb[:8]), ErrBFLength},
 		{"bf over half", q.RingBF(1, bytes.Repeat(wqebb, 4), wqebb), ErrBFLength},
 		{"bf1 nil", q.RingBF1(1, nil), ErrBFLength},
+		{"bf2 nil", q.RingBF2(1, nil), ErrBFLength},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
@@ -83,13 +84,13 @@ func TestRingHalves(t *testing.T) {
 	ctrl := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	wqe := bytes.Repeat([]byte{0x5a}, 2*WQEBB)
 	wrap := bytes.Repeat([]byte{0xa5}, 2*WQEBB)
-	for i, c := range []uint16{0xfffe, 0xffff, 0, 1} {
-		want := []int{0, 256, 0, 256}[i]
+	for i, c := range []uint16{0xfffe, 0xffff, 0, 1, 2, 3} {
+		want := []int{0, 256, 0, 256, 0, 256}[i]
 		if q.Half() != want {
 			t.Fatalf("ring %d: half %d, want %d", i, q.Half(), want)
 		}
 		clear(d.uar)
-		switch i % 4 {
+		switch i {
 		case 0:
 			err = q.Ring(c, ctrl)
 		case 2:
@@ -98,6 +99,8 @@ func TestRingHalves(t *testing.T) {
 			err = q.RingBF(c, wqe, wrap)
 		case 3:
 			err = q.RingBF1(c, (*[WQEBB]byte)(wqe))
+		case 4, 5:
+			err = q.RingBF2(c, (*[2 * WQEBB]byte)([][]byte{wqe, wrap}[i-4]))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -106,13 +109,15 @@ func TestRingHalves(t *testing.T) {
 			t.Fatalf("ring %d: record %x, want send counter %#x", i, d.rec, c)
 		}
 		exp := make([]byte, UARSize)
-		switch i % 4 {
+		switch i {
 		case 0, 2:
 			copy(exp[BlueFlameOffset+want:], ctrl)
 		case 1:
 			copy(exp[BlueFlameOffset+want:], append(append([]byte{}, wqe...), wrap...))
 		case 3:
 			copy(exp[BlueFlameOffset+want:], wqe[:WQEBB])
+		case 4, 5:
+			copy(exp[BlueFlameOffset+want:], [][]byte{wqe, wrap}[i-4])
 		}
 		if !bytes.Equal(d.uar, exp) {
 			t.Fatalf("ring %d: UAR page differs from one write at %#x", i, BlueFlameOffset+want)
@@ -152,13 +157,36 @@ func TestNoBlueFlame(t *testing.T) {
 			t.Errorf("ring %d: register % x, half %d", i, reg, q.Half())
 		}
 	}
-	// RingBF1 has no buffer to copy to: it refuses, and writes nothing.
+	// RingBF1 and RingBF2 have no buffer to copy to: they refuse, and
+	// write nothing.
 	before := string(rec) + string(reg)
 	if err := q.RingBF1(9, new([WQEBB]byte)); !errors.Is(err, ErrBFLength) {
 		t.Errorf("RingBF1 without a BlueFlame buffer: %v, want ErrBFLength", err)
 	}
+	if err := q.RingBF2(9, new([2 * WQEBB]byte)); !errors.Is(err, ErrBFLength) {
+		t.Errorf("RingBF2 without a BlueFlame buffer: %v, want ErrBFLength", err)
+	}
 	if string(rec)+string(reg) != before {
-		t.Error("a refused RingBF1 wrote")
+		t.Error("a refused RingBF1 or RingBF2 wrote")
+	}
+}
+
+// TestRingBF2Short: RingBF2 refuses a register whose halves are one
+// WQEBB, and writes nothing; RingBF1 rings it.
+func TestRingBF2Short(t *testing.T) {
+	d := newFake()
+	q, err := NewSQ(d.rec, d.reg(2*WQEBB), WQEBB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.RingBF2(1, new([2 * WQEBB]byte)); !errors.Is(err, ErrBFLength) {
+		t.Errorf("RingBF2 with halves of one WQEBB: %v, want ErrBFLength", err)
+	}
+	if !bytes.Equal(d.rec, make([]byte, RecordSize)) || !bytes.Equal(d.uar, make([]byte, UARSize)) || q.Half() != 0 {
+		t.Fatal("a refused RingBF2 wrote")
+	}
+	if err := q.RingBF1(1, new([WQEBB]byte)); err != nil || q.Counter() != 1 {
+		t.Errorf("RingBF1 with halves of one WQEBB: %v, counter %d", err, q.Counter())
 	}
 }
 

@@ -150,6 +150,9 @@ func TestOracleDoorbells(t *testing.T) {
 				if len(wqe) == WQEBB && wrap == nil { // one WQEBB: RingBF1
 					kind = "bf1"
 					err = sq.RingBF1(uint16(v.SQAfter), (*[WQEBB]byte)(wqe))
+				} else if len(wqe) == 2*WQEBB && wrap == nil { // two: RingBF2
+					kind = "bf2"
+					err = sq.RingBF2(uint16(v.SQAfter), (*[2 * WQEBB]byte)(wqe))
 				} else {
 					err = sq.RingBF(uint16(v.SQAfter), wqe, wrap)
 				}
@@ -187,7 +190,7 @@ func TestOracleDoorbells(t *testing.T) {
 	}
 	t.Logf("posts replayed by kind: %v", counts)
 	// Every kind of ring must have been exercised.
-	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/db-word", "datapath/bf", "datapath/bf1", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
+	for _, k := range []string{"umr_sig/db", "datapath/db", "datapath/db-word", "datapath/bf", "datapath/bf1", "datapath/bf2", "datapath/rq", "wrap/db", "wrap/bf", "wrap/bf-wrap"} {
 		if counts[k] == 0 {
 			t.Errorf("no %s posts", k)
 		}

@@ -16,8 +16,11 @@ import (
 // AH is an address handle (ibv_ah): where a send on a UD QP goes (and,
 // for a DCI, the DCT's port). It holds the address vector its sends carry.
 type AH struct {
-	pd     *PD
-	av     wqe.AV
+	pd *PD
+	av wqe.AV
+	// img is av encoded, which post copies into a WQE's address vector
+	// segment (set by adoptAH, once av is final).
+	img    wqe.AVImage
 	handle seam.Handle
 	kernel bool // made by the kernel (RoCE): Close destroys it there
 	user   uint64
@@ -149,7 +152,10 @@ func udpSourcePort(flowLabel uint32) uint16 {
 	return uint16(low | 0xc000)
 }
 
+// adoptAH encodes the new AH's address vector, which is final now, and
+// hands the AH to the context (closing it if the context is closing).
 func (pd *PD) adoptAH(ah *AH) error {
+	ah.img = ah.av.Image()
 	if err := pd.c.adopt(ah); err != nil {
 		ah.Close()
 		return opErr("create ah", pdName(pd.pdn), err)

@@ -120,7 +120,7 @@ func benchDC(b *testing.B, streams bool, n int) {
 		qp.sq.streams = &streamBook{stream: make([]uint16, 256), doneTo: make([]uint16, 8), ahead: make([]bool, 8)}
 	}
 	qp.sq.setPost(qp.typ, qp.qpn)
-	ah := &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
+	ah := testAH(&PD{c: c}, wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1}))
 	wrs := make([]SendWR, n)
 	for i := range wrs {
 		wrs[i] = SendWR{Opcode: OpRDMAWrite, RemoteAddr: 0x1000, RKey: 0x55,

@@ -64,7 +64,7 @@ func sendWR(t *testing.T, api string, w *dp.WR) SendWR {
 			copy(a.DGID[:], dp.Unhex(t, g.DGID))
 			a.FlowLabel, a.SGIDIndex, a.HopLimit, a.TClass = g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
 		}
-		wr.AH = &AH{pd: oraclePD, av: wqe.IBAV(&a)}
+		wr.AH = testAH(oraclePD, wqe.IBAV(&a))
 		wr.RemoteQPN, wr.QKey = uint32(dp.Num(t, u.RemoteQPN)), uint32(dp.Num(t, u.RemoteQKey))
 	}
 	return wr

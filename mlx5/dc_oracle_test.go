@@ -51,7 +51,7 @@ func dcSendWR(t *testing.T, qp *QP, w *dp.WR) SendWR {
 			copy(a.DGID[:], dp.Unhex(t, g.DGID))
 			a.FlowLabel, a.SGIDIndex, a.HopLimit, a.TClass = g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
 		}
-		wr.AH = &AH{pd: &PD{c: qp.c}, av: wqe.IBAV(&a)}
+		wr.AH = testAH(&PD{c: qp.c}, wqe.IBAV(&a))
 		wr.RemoteQPN, wr.DCAccessKey = uint32(dp.Num(t, d.RemoteDCTN)), dp.Num(t, d.RemoteDCKey)
 		if d.StreamID != nil {
 			wr.StreamID = uint16(*d.StreamID)
@@ -227,7 +227,7 @@ func dcNoData(t *testing.T, r *dp.Record) {
 // (ErrClosed, as on a UD QP).
 func TestDCIPostRefusals(t *testing.T) {
 	ctx := &Context{}
-	ah := &AH{pd: &PD{c: ctx}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22})}
+	ah := testAH(&PD{c: ctx}, wqe.IBAV(&wqe.AHAttr{DLID: 0x22}))
 	closed := &AH{pd: &PD{c: ctx}, name: "AH to LID 0x22"}
 	closed.dead.Store(true)
 	other := &AH{pd: &PD{c: &Context{}}}
@@ -304,4 +304,12 @@ func TestDCIPostRefusals(t *testing.T) {
 			t.Errorf("%v: %v", wr.Opcode, err)
 		}
 	}
+}
+
+// testAH is an AH of pd with the address vector av, encoded as CreateAH
+// encodes it, without a kernel object.
+func testAH(pd *PD, av wqe.AV) *AH {
+	ah := &AH{pd: pd, av: av}
+	ah.img = av.Image()
+	return ah
 }

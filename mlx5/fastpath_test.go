@@ -49,7 +49,7 @@ func address(r *rand.Rand, c *Context, wr *SendWR, ud bool) {
 	av := wqe.IBAV(&wqe.AHAttr{DLID: uint16(r.Uint32()), SL: uint8(r.IntN(16)), SrcPathBits: uint8(r.IntN(128)),
 		StaticRate: uint8(r.IntN(20)), IsGlobal: r.IntN(2) == 0, DGID: [16]byte{0xfe, 0x80, 15: uint8(r.Uint32())},
 		FlowLabel: r.Uint32() & 0xfffff, SGIDIndex: uint8(r.IntN(4)), HopLimit: uint8(r.Uint32()), TClass: uint8(r.Uint32())})
-	wr.AH = &AH{pd: &PD{c: c}, av: av}
+	wr.AH = testAH(&PD{c: c}, av)
 	wr.RemoteQPN, wr.QKey, wr.DCAccessKey = r.Uint32()&0xffffff, r.Uint32(), r.Uint64()
 	wr.StreamID = uint16(r.IntN(4))
 	if ud && r.IntN(4) > 0 {

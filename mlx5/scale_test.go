@@ -48,7 +48,7 @@ func newScale(tb testing.TB, typ QPType, n int) *scaleFixture {
 	f.wr = SendWR{Opcode: OpRDMAWrite, Flags: SendSignaled, RemoteAddr: sbsRAddr, RKey: sbsRKey,
 		SGL: []SGE{{Addr: sbsAddr, Length: sbsLength, LKey: sbsLKey}}}
 	if typ == QPTypeDCI {
-		f.wr.AH = &AH{pd: o.PD, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
+		f.wr.AH = testAH(o.PD, wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1}))
 		f.wr.DCAccessKey = 0x0123456789abcdef
 	}
 	// Touch every page first (the rings, doorbell records and registers

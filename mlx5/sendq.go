@@ -190,14 +190,11 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	sq := &b.qp.sq
 	op := wr.Opcode
 	head := sq.heads[op&15]
-	if op >= 16 || head == 0 || len(wr.Inline)|int(wr.StreamID) != 0 {
-		return b.addOther(wr)
+	sgl := wr.SGL
+	if op >= 16 || head == 0 || len(wr.Inline)|int(wr.StreamID) != 0 || len(sgl) != 1 {
+		return b.postAny(wr)
 	}
 	info := &postOps[op&15]
-	sgl := wr.SGL
-	if len(sgl) != 1 {
-		return b.postAny(wr, info)
-	}
 	// The common case: no address vector (heads), stream 0, one SGE, no
 	// longer than a data segment and a message take (setPost made sure
 	// the QP takes one): a WQE of at most three segments, one WQEBB.
@@ -211,6 +208,10 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	if l != 0 {
 		n++
 	}
+	// Recorded first: track then reads the counter and the slots as the
+	// tests above did, before the WQE's stores, which the compiler
+	// cannot tell from stores to them.
+	sq.track(wr.WrID, info.wc, 1, pi, info.bits)
 	// The WQEBB is sq.ring[at:at+64] (checked above).
 	w := unsafe.Add(unsafe.Pointer(unsafe.SliceData(sq.ring)), at)
 	imm := wr.Imm&info.immMask | wr.InvalidateKey&info.invMask
@@ -234,51 +235,45 @@ func (b *Batch) Add(wr *SendWR) *Batch {
 	}
 	*seg(w, 48) = [16]byte{}
 	sq.fm = false
-	sq.track(wr.WrID, info.wc, 1, pi, info.bits)
 	b.lastDB = db
 	b.n++
 	return b
 }
 
-// addOther is Add for a work request that is not post's common case by
-// its opcode, inline data, stream or QP (one with an address vector):
-// postAny's if post writes it, else the general path's. Not inlined:
-// Add's common case keeps its registers.
+// postAny is post for the work requests that are not the common case's:
+// a gather list of other than one SGE, a stream, an address vector (UD,
+// DCI), a WQE of several WQEBBs. Those post does not write at all (by
+// opcode, QP type or inline data) go on to the general path. Not inlined
+// in Add: the common case keeps its registers.
 //
 //go:noinline
-func (b *Batch) addOther(wr *SendWR) *Batch {
-	if op := wr.Opcode; op < 16 && b.qp.sq.anyHeads[op] != 0 && len(wr.Inline) == 0 {
-		return b.postAny(wr, &postOps[op])
-	}
-	return b.add(wr)
-}
-
-// postAny is post for the work requests of other shapes: a gather list of
-// other than one SGE, an address vector (UD, DCI), a WQE of several
-// WQEBBs. Not inlined in Add: the common case keeps its registers.
-//
-//go:noinline
-func (b *Batch) postAny(wr *SendWR, info *postInfo) *Batch {
+func (b *Batch) postAny(wr *SendWR) *Batch {
 	sq := &b.qp.sq
 	op := wr.Opcode
 	// maxStream is a power of two less one (setPost): a stream past it
 	// has a bit outside it.
-	if wr.StreamID&^sq.maxStream != 0 {
+	if op >= 16 || sq.anyHeads[op&15] == 0 || len(wr.Inline) != 0 || wr.StreamID&^sq.maxStream != 0 {
 		return b.add(wr)
 	}
+	info := &postOps[op&15]
 	n := int(info.segs) // the WQE's 16-byte segments
 	if sq.av != avNone {
+		// The nil test alone: joined to the others it makes the compiler
+		// materialize dead's load as a flag and test it again.
 		ah := wr.AH
-		if ah == nil || ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
+		if ah == nil {
+			return b.add(wr)
+		}
+		if ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
 			return b.add(wr)
 		}
 		n += wqe.DatagramSegSize / 16
 	}
 	sgl := wr.SGL
 	if len(sgl) == 1 {
-		// The common case: one SGE, no longer than a data segment and a
-		// message take (setPost made sure the QP takes one, in a WQE of
-		// up to maxDS segments).
+		// One SGE, no longer than a data segment and a message take
+		// (setPost made sure the QP takes one, in a WQE of up to maxDS
+		// segments).
 		l := sgl[0].Length
 		if l > sq.maxLen {
 			return b.add(wr)
@@ -316,7 +311,14 @@ func (b *Batch) postAny(wr *SendWR, info *postInfo) *Batch {
 	db := wqe.StoreCtrl(seg(w, 0), sq.anyHeads[op&15], pi, uint8(n), 0, wr.StreamID, fm, imm)
 	off := uintptr(wqe.CtrlSegSize)
 	if sq.av != avNone {
-		off += wqe.DatagramSegSize // written last: see below
+		// The AH's encoded vector, with a datagram segment's Q_Key on
+		// UD and the DC access key on a DCI.
+		key := wr.DCAccessKey
+		if sq.av == avUD {
+			key = uint64(wr.QKey) << 32
+		}
+		wqe.StoreAV((*[wqe.DatagramSegSize]byte)(unsafe.Add(w, off)), key, wr.RemoteQPN|wqe.ExtendedUDAV, &wr.AH.img)
+		off += wqe.DatagramSegSize
 	}
 	if info.remote {
 		wqe.StoreRaddr(seg(w, off), wr.RemoteAddr, wr.RKey)
@@ -355,30 +357,7 @@ func (b *Batch) postAny(wr *SendWR, info *postInfo) *Batch {
 	sq.track(wr.WrID, info.wc, bbs, pi, info.bits)
 	b.lastDB = db
 	b.n++
-	if sq.av != avNone {
-		// The address vector, after the control segment. A call (StoreAV
-		// does not inline), made last so that nothing of the rest is
-		// kept across it: values kept across a call are spilled on the
-		// common case's path too.
-		sq.storeAV(w, wr)
-	}
 	return b
-}
-
-// The parts of post that are not the common case's, out of line so that
-// the common case keeps its registers.
-
-// storeAV writes the address vector segment of wr (its AH checked) after
-// the control segment at w: a datagram segment on UD (the Q_Key, then a
-// zero word), the DC address on a DCI (the access key).
-//
-//go:noinline
-func (sq *sendQueue) storeAV(w unsafe.Pointer, wr *SendWR) {
-	key := wr.DCAccessKey
-	if sq.av == avUD {
-		key = uint64(wr.QKey) << 32
-	}
-	wqe.StoreAV((*[wqe.DatagramSegSize]byte)(unsafe.Add(w, wqe.CtrlSegSize)), key, wr.RemoteQPN|wqe.ExtendedUDAV, &wr.AH.av)
 }
 
 // seg is the 16-byte segment at w+off, which the caller has checked to
@@ -400,16 +379,16 @@ func (sq *sendQueue) limit() uint16 {
 func (sq *sendQueue) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bits uint8) {
 	slots, j := sq.slots, sq.pi
 	mask := len(slots) - 1
-	// A work request has a WQEBB at least. (The loop tests at its end:
-	// for one WQEBB, a constant where track is inlined, the compiler
-	// leaves no loop.)
+	// A work request has a WQEBB at least. (The loop tests at its end,
+	// and stops after the first record for one WQEBB: where track is
+	// inlined with a constant 1, the compiler leaves no loop.)
 	next := j + uint16(max(wqebbs, 1))
 	for {
 		// Field by field: a record built whole is copied from the stack,
 		// whose narrow stores its 16-byte load waits for.
 		s := &slots[int(j)&mask]
 		s.wrID, s.next, s.last, s.op, s.bits = wrID, next, last, op, bits
-		if j++; j == next {
+		if j++; wqebbs <= 1 || j == next {
 			break
 		}
 	}
@@ -419,33 +398,28 @@ func (sq *sendQueue) track(wrID uint64, op WCOpcode, wqebbs int, last uint16, bi
 // ringDoorbell rings the send doorbell for what was posted, nreq WQEs,
 // the last of which has the doorbell word doorbell (the first 8 bytes of
 // its control segment): a BlueFlame copy of a single WQE of more than one
-// segment that fits, as libmlx5 does, else the 8-byte doorbell.
+// segment that fits, as libmlx5 does, else the 8-byte doorbell. A WQE of
+// one or two WQEBBs that does not cross the ring's end (every post of
+// one SGE, RC's or DC's) is copied straight (RingBF1, RingBF2).
 func (sq *sendQueue) ringDoorbell(doorbell uint64, nreq int) error {
 	// Several WQEs, or one of one segment: the 8-byte doorbell
 	// (doorbell.SQ.UseBlueFlame).
-	if nreq != 1 || doorbell&0x3f <= 1 {
+	ds := doorbell & 0x3f
+	if nreq != 1 || ds <= 1 {
 		sq.bell.RingWord(sq.pi, doorbell)
 		return nil
 	}
-	if w := sq.bf1(doorbell); w != nil {
-		return sq.bell.RingBF1(sq.pi, w)
-	}
-	return sq.ringAny(doorbell, nreq)
-}
-
-// bf1 is the WQEBB that a post of a single WQE with the doorbell word
-// doorbell (of more than one segment) copies by BlueFlame: the WQE's one
-// WQEBB, if it has at most 4 segments and the register has BlueFlame
-// buffers (of at least one WQEBB); else nil. The ring is a power of two
-// of WQEBBs (CreateQP), so the WQEBB at the counter's slot is in it
-// (the conversion checks it all the same). Inlined.
-func (sq *sendQueue) bf1(doorbell uint64) *[wqe.WQEBB]byte {
+	// The WQE's first WQEBB: the ring is a power of two of WQEBBs
+	// (CreateQP), so the counter's slot is in it; the conversions below
+	// check the WQEBBs after it all the same.
 	ring := sq.ring
 	at := (uint(doorbell>>40) & (uint(len(ring))/wqe.WQEBB - 1)) * wqe.WQEBB
-	if doorbell&0x3f > 4 || at+wqe.WQEBB > uint(len(ring)) || sq.bell.BlueFlameSize() == 0 {
-		return nil
+	if bf := sq.bell.BlueFlameSize(); ds <= 4 && bf >= wqe.WQEBB && at+wqe.WQEBB <= uint(len(ring)) {
+		return sq.bell.RingBF1(sq.pi, (*[wqe.WQEBB]byte)(ring[at:]))
+	} else if ds <= 8 && bf >= 2*wqe.WQEBB && at+2*wqe.WQEBB <= uint(len(ring)) {
+		return sq.bell.RingBF2(sq.pi, (*[2 * wqe.WQEBB]byte)(ring[at:]))
 	}
-	return (*[wqe.WQEBB]byte)(ring[at:])
+	return sq.ringAny(doorbell, nreq)
 }
 
 // ringAny is ringDoorbell for any post.

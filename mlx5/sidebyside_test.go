@@ -249,7 +249,7 @@ func newSideBySide(tb testing.TB, goName string) *sbsFixture {
 			qpn = sbsDCIStreamsQP
 		}
 		// The oracle bench's AH (InfiniBand, made in userspace).
-		ah = &AH{pd: &PD{c: c}, av: wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1})}
+		ah = testAH(&PD{c: c}, wqe.IBAV(&wqe.AHAttr{DLID: 0x22, SL: 3, SrcPathBits: 1}))
 	}
 	qp := benchQP(tb, c, o, qpn)
 	f := &sbsFixture{qp: qp, cq: cq, perOp: n, chunk: qp.caps.MaxSendWR / n}

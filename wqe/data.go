@@ -145,18 +145,33 @@ func StoreData(s *[16]byte, g SGE) { putWords(s, uint64(g.Length)<<32|uint64(g.L
 // mlx5_wqe_atomic_seg: swap_add, compare).
 func StoreAtomic(s *[16]byte, swapAdd, compare uint64) { putWords(s, swapAdd, compare) }
 
-// StoreAV writes an address vector segment into s (struct mlx5_wqe_av,
-// the datagram segment): key in its first 8 bytes (a UD work request's
-// Q_Key then a zero word, a DCI's DC access key), dqp_dct, then the
-// address vector's fields as an AH holds them (stat_rate_sl, fl_mlid,
-// rlid, a zero reserved word, rmac, tclass, hop_limit, grh_gid_fl,
-// rgid).
-func StoreAV(s *[48]byte, key uint64, dqp uint32, av *AV) {
+// AVImage is an address vector encoded as its segment holds it (struct
+// mlx5_wqe_av) with the key and dqp_dct zero: stat_rate_sl, fl_mlid,
+// rlid, a zero reserved word, rmac, tclass, hop_limit, grh_gid_fl, rgid.
+// AV.Image makes it; a poster keeps one per address handle, so that a
+// work request's address vector segment is StoreAV's copy of it.
+type AVImage [DatagramSegSize]byte
+
+// Image is av encoded (AVImage).
+func (av *AV) Image() (img AVImage) {
 	m := &av.RMAC
-	putWords((*[16]byte)(s[0:16]), key, uint64(dqp)<<32|uint64(av.StatRateSL)<<24|uint64(av.FlMlid)<<16|uint64(av.RLID))
-	putWords((*[16]byte)(s[16:32]), uint64(m[0])<<24|uint64(m[1])<<16|uint64(m[2])<<8|uint64(m[3]),
+	putWords((*[16]byte)(img[0:16]), 0, uint64(av.StatRateSL)<<24|uint64(av.FlMlid)<<16|uint64(av.RLID))
+	putWords((*[16]byte)(img[16:32]), uint64(m[0])<<24|uint64(m[1])<<16|uint64(m[2])<<8|uint64(m[3]),
 		uint64(m[4])<<56|uint64(m[5])<<48|uint64(av.TClass)<<40|uint64(av.HopLimit)<<32|uint64(av.GRHGidFl))
-	*(*[16]byte)(s[32:48]) = av.RGID
+	*(*[16]byte)(img[32:48]) = av.RGID
+	return img
+}
+
+// StoreAV writes an address vector segment into s: key in its first 8
+// bytes (a UD work request's Q_Key then a zero word, a DCI's DC access
+// key), big-endian, dqp_dct, then the vector img (its first 12 bytes are
+// not read). Two 8-byte stores and two 16-byte copies (a 32-byte one
+// would be a call to memmove): it inlines.
+func StoreAV(s *[48]byte, key uint64, dqp uint32, img *AVImage) {
+	binary.LittleEndian.PutUint64(s[0:], bits.ReverseBytes64(key))
+	binary.LittleEndian.PutUint64(s[8:], uint64(bits.ReverseBytes32(dqp))|binary.LittleEndian.Uint64(img[8:])&^0xffffffff)
+	*(*[16]byte)(s[16:32]) = *(*[16]byte)(img[16:32])
+	*(*[16]byte)(s[32:48]) = *(*[16]byte)(img[32:48])
 }
 
 // ctrlFlags is fm_ce_se by SendFence, SendSignaled and SendSolicited
@@ -327,7 +342,8 @@ func PutDatagram(b []byte, u *UD) error {
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
-	StoreAV((*[DatagramSegSize]byte)(b), uint64(u.QKey)<<32, u.RemoteQPN&0xffffff|ExtendedUDAV, &u.AV)
+	img := u.AV.Image()
+	StoreAV((*[DatagramSegSize]byte)(b), uint64(u.QKey)<<32, u.RemoteQPN&0xffffff|ExtendedUDAV, &img)
 	return nil
 }
 
@@ -359,7 +375,8 @@ func PutDCAddr(b []byte, d *DC) error {
 	if len(b) < DatagramSegSize {
 		return ErrShort
 	}
-	StoreAV((*[DatagramSegSize]byte)(b), d.Key, d.DCTN|ExtendedUDAV, &d.AV)
+	img := d.AV.Image()
+	StoreAV((*[DatagramSegSize]byte)(b), d.Key, d.DCTN|ExtendedUDAV, &img)
 	return nil
 }
 

@@ -10,8 +10,8 @@ import (
 // TestSegmentWriters checks the segment writers against the segments'
 // field layouts (the offsets TestLabBTFWQE checks against the kernel's
 // BTF), field by field, for random fields: StoreCtrl, StoreRaddr,
-// StoreData, StoreAtomic and StoreAV write each field big-endian at its
-// offset and zeros in the reserved bytes; the Put functions write the
+// StoreData, StoreAtomic and StoreAV (of AV.Image) write each field
+// big-endian at its offset and zeros in the reserved bytes; the Put functions write the
 // same; CtrlFlags is what SendFlags.fence and CtrlCQUpdate make.
 func TestSegmentWriters(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 1))
@@ -76,7 +76,14 @@ func TestSegmentWriters(t *testing.T) {
 		for j := range gotAV {
 			gotAV[j] = 0xee // every byte is written
 		}
-		StoreAV(&gotAV, key, dqp, &av)
+		img := av.Image()
+		if [12]byte(img[:12]) != [12]byte{} {
+			t.Fatalf("case %d: AV.Image's key and dqp_dct are %x, want zeros", i, img[:12])
+		}
+		for j := range 12 {
+			img[j] = uint8(r.Uint32()) // StoreAV does not read them
+		}
+		StoreAV(&gotAV, key, dqp, &img)
 		binary.BigEndian.PutUint64(wantAV[avOffQKey:], key)
 		binary.BigEndian.PutUint32(wantAV[avOffDQPDCT:], dqp)
 		wantAV[avOffStatRateSL], wantAV[avOffFlMlid] = av.StatRateSL, av.FlMlid
