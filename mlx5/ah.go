@@ -192,3 +192,10 @@ func (ah *AH) Close() error {
 	c.forget(ah)
 	return nil
 }
+
+// postableOn reports whether a work request of a QP of context c may
+// name ah: it is open and of a PD of c. Inlined into every post that
+// takes an AH (a UD send, a DCI's DC address).
+func (ah *AH) postableOn(c *Context) bool {
+	return !ah.dead.Load() && ah.pd != nil && ah.pd.c == c
+}

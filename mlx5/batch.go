@@ -262,7 +262,7 @@ func (b *Batch) add(wr *SendWR) *Batch {
 				b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a send on a UD QP needs an AH", b.n, wr.WrID))
 				return b
 			}
-			if ah := wr.AH; ah.dead.Load() || ah.pd == nil || ah.pd.c != qp.c {
+			if !wr.AH.postableOn(qp.c) {
 				b.fail(op, qp.ahErr(op, b.n, wr))
 				return b
 			}
@@ -426,7 +426,7 @@ func (qp *QP) dcAddr(n int, wr *SendWR, d *wqe.DC) error {
 	switch {
 	case ah == nil:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): a DCI work request needs its DC address: the DCT's AH, number (RemoteQPN) and key (DCAccessKey)", n, wr.WrID)
-	case ah.dead.Load() || ah.pd == nil || ah.pd.c != qp.c:
+	case !ah.postableOn(qp.c):
 		return qp.ahErr(op, n, wr) // as a UD send's
 	case wr.RemoteQPN > 0xffffff:
 		return invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): DCT number %#x: a QP number has 24 bits", n, wr.WrID, wr.RemoteQPN)

@@ -264,7 +264,7 @@ func (b *Batch) postAny(wr *SendWR) *Batch {
 		if ah == nil {
 			return b.add(wr)
 		}
-		if ah.dead.Load() || ah.pd == nil || ah.pd.c != b.qp.c || wr.RemoteQPN > 0xffffff {
+		if !ah.postableOn(b.qp.c) || wr.RemoteQPN > 0xffffff {
 			return b.add(wr)
 		}
 		n += wqe.DatagramSegSize / 16
