@@ -1,6 +1,8 @@
 package mlx5
 
 import (
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,6 +96,54 @@ func TestGuardEnterOneRacesClose(t *testing.T) {
 		<-stop
 		if n := after.Load(); n != 0 {
 			t.Fatalf("%d calls entered after close returned", n)
+		}
+	}
+}
+
+// TestGuardEnterOneTwoCallers: two goroutines that enter with enterOne
+// at once, which the objects' docs forbid (one poller a CQ, one poster a
+// QP), take turns: at most one is inside at a time, so that neither
+// hides the other from a close, which then waits for both and returns
+// with none inside.
+func TestGuardEnterOneTwoCallers(t *testing.T) {
+	for round := range 50 {
+		var g guard
+		g.open()
+		var inside, most atomic.Int32
+		var closed atomic.Bool
+		var after atomic.Int32
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for g.enterOne() {
+					n := inside.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					if closed.Load() {
+						after.Add(1)
+					}
+					runtime.Gosched()
+					inside.Add(-1)
+					g.exitOne()
+				}
+			}()
+		}
+		for range 20 {
+			runtime.Gosched()
+		}
+		g.close()
+		closed.Store(true)
+		if n := inside.Load(); n != 0 {
+			t.Fatalf("round %d: close returned with %d calls inside", round, n)
+		}
+		wg.Wait()
+		if n := after.Load(); n != 0 {
+			t.Fatalf("round %d: %d calls entered after close returned", round, n)
+		}
+		if n := most.Load(); n > 1 {
+			t.Fatalf("round %d: %d callers were inside at once", round, n)
 		}
 	}
 }

@@ -142,7 +142,10 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	// notes and its count. Add takes wr by post or not at all (its
 	// general path does nothing in a batch that is not open); then the
 	// batch of one below says why.
-	if qp != nil && !qp.batch.open && qp.g.enter() {
+	// One poster at a time (the doc above): it enters the guard as a
+	// CQ's poller does (enterOne), with one locked instruction, where
+	// enter and exit make two.
+	if qp != nil && !qp.batch.open && qp.g.enterOne() {
 		b := &qp.batch
 		b.qp, b.limit, b.ready, b.n = qp, qp.sq.limit(), true, 0
 		b.Add(wr)
@@ -150,13 +153,13 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		if b.n == 1 {
 			qp.sq.sync.publish()
 			err := qp.sq.ringDoorbell(b.lastDB, 1)
-			qp.g.exit()
+			qp.g.exitOne()
 			if err != nil {
 				return qp.ringErr(err)
 			}
 			return nil
 		}
-		qp.g.exit()
+		qp.g.exitOne()
 	}
 	return qp.Begin().Add(wr).Commit()
 }
