@@ -55,12 +55,14 @@ var archLevels = func() []impl {
 
 // fold folds p into the register reg with the assembly of level lvl
 // (levelCLMUL, levelAVX2 or levelAVX512) and returns the register after
-// it: foldBlocks on one block. len(p) is at least 16 and a multiple of 16.
-func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64 {
-	var r [1]uint64
-	foldBlocks(k, lvl, reg, 0, p, len(p), len(p), r[:])
-	return r[0]
-}
+// it. len(p) is at least 16 and a multiple of 16. It is the assembly of
+// foldBlocks on one block, entered with the arguments in registers as
+// checksum64, fold32 and t10dif64 enter it: a Go call of foldBlocks with
+// a one-element result slice made a 512-byte CRC32C about 6% slower on
+// an Intel Xeon with AVX-512.
+//
+//go:noescape
+func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
 
 // foldBlocks sets sums[i] to the register after folding block i of p (n
 // bytes, one every stride) into reg with the assembly of level lvl, xored

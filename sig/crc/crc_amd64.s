@@ -147,6 +147,23 @@ TEXT ·foldBlocks(SB), NOSPLIT|NOFRAME, $0-96
 	MOVQ stride+64(FP), R12
 	MOVQ sums_base+72(FP), R11
 	MOVQ sums_len+80(FP), R13
+	MOVQ SI, DI
+	MOVQ CX, R9
+	JMP  foldBody<>(SB)
+
+// func fold(k *foldKeys, lvl int, reg uint64, p []byte) uint64
+//
+// fold is foldBlocks on one block, its result not xored; its callers
+// have checked the level and the length.
+TEXT ·fold(SB), NOSPLIT|NOFRAME, $0-56
+	MOVQ k+0(FP), AX
+	MOVQ lvl+8(FP), DX
+	MOVQ reg+16(FP), BX
+	MOVQ p_base+24(FP), SI
+	MOVQ p_len+32(FP), CX
+	XORQ R10, R10
+	LEAQ ret+48(FP), R11
+	MOVQ $1, R13
 	JMP  foldBody<>(SB)
 
 // CHECK_FOLD jumps to slow unless the assembly takes the level in DX (lo
@@ -225,18 +242,17 @@ TEXT ·t10dif64(SB), NOSPLIT|NOFRAME, $0-48
 slowT10:
 	JMP ·t10dif64Slow(SB)
 
-// foldBody is the work of checksum64, fold32, t10dif64 and foldBlocks,
+// foldBody is the work of fold, checksum64, fold32, t10dif64 and foldBlocks,
 // which jump to it with the arguments in registers: AX the
 // foldKeys, DX the level, BX the register, SI and CX the data (at least 16
 // bytes, a multiple of 16), R10 a value to xor into the result and R11 the
 // address of the result; R13 the number of blocks of CX bytes to fold (1
 // but for foldBlocks), one every R12 bytes from SI, each from BX, their
 // results stored one after the other from R11. It returns to their
-// caller. DI and R9 keep the block and its length.
+// caller. When R13 is more than 1, DI and R9 hold the block and its
+// length (foldBlocks sets them; the one-block entries need not, as their
+// only block ends the call before either is read).
 TEXT foldBody<>(SB), NOSPLIT|NOFRAME, $0-0
-	MOVQ SI, DI
-	MOVQ CX, R9
-
 block:
 	CMPQ DX, $const_levelAVX512
 	JNE  notZMM
@@ -591,18 +607,15 @@ zmm:
 	// the data left. Z9 (the constants of the step), Z8 (the byte
 	// shuffle, which reflected data does not need) and Z20 (the register
 	// in its place in the first lane) stay for the blocks after the first.
+	// The bit order is tested once here, and again only before a next
+	// block (zmmDone).
 	VBROADCASTI32X4 foldKeys_k2048(AX), Z9
 	VMOVQ           BX, X20
 	CMPQ            foldKeys_refl(AX), $0
-	JNE             zmmBlock
-	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
-	VPSLLDQ         $8, X20, X20
+	JE              zmmSetNormal
 
-zmmBlock:
-	SUBQ $512, CX
-	CMPQ foldKeys_refl(AX), $0
-	JE   zmmNormal
-
+zmmRefl:
+	SUBQ      $512, CX
 	VPXORQ    0(SI), Z20, Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
@@ -621,7 +634,12 @@ zmmLoopRefl:
 	JGE  zmmLoopRefl
 	JMP  zmmLeft
 
+zmmSetNormal:
+	VBROADCASTI32X4 foldKeys_shuf(AX), Z8
+	VPSLLDQ         $8, X20, X20
+
 zmmNormal:
+	SUBQ      $512, CX
 	VMOVDQU64 0(SI), Z0
 	VMOVDQU64 64(SI), Z1
 	VMOVDQU64 128(SI), Z2
@@ -697,7 +715,9 @@ zmmDone:
 	ADDQ R12, DI
 	MOVQ DI, SI
 	MOVQ R9, CX
-	JMP  zmmBlock
+	CMPQ foldKeys_refl(AX), $0
+	JNE  zmmRefl
+	JMP  zmmNormal
 
 zmmLast:
 	VZEROUPPER
