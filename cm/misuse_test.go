@@ -35,10 +35,7 @@ func isInvalid(err error) bool {
 func TestAcceptTwice(t *testing.T) {
 	srv, cli := pair(t)
 	ctx := testCtx(t)
-	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := srv.listen(t, ctx)
 	defer l.Close()
 	sqp, sqp2, cqp := srv.qp(t, mlx5.QPTypeRC), srv.qp(t, mlx5.QPTypeRC), cli.qp(t, mlx5.QPTypeRC)
 	reqc := make(chan *cm.Request, 1)
@@ -98,10 +95,7 @@ func TestPrivateDataTooLong(t *testing.T) {
 		}
 		nothingLeft(t, cli.c, 0, qp)
 	}
-	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := srv.listen(t, ctx)
 	defer l.Close()
 	sqp := srv.qp(t, mlx5.QPTypeRC)
 	done := serveOne(ctx, l, func(r *cm.Request) (*cm.Conn, error) {

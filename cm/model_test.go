@@ -56,6 +56,17 @@ func (h *host) qp(t *testing.T, typ mlx5.QPType) *mlx5.QP {
 	return qp
 }
 
+// listen listens on h's TCP port space at 192.0.2.1, a port of the
+// manager's choosing; the caller closes the listener.
+func (h *host) listen(t *testing.T, ctx context.Context) *cm.Listener {
+	t.Helper()
+	l, err := h.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), mustCome)
 	t.Cleanup(cancel)
@@ -99,10 +110,7 @@ func qpState(t *testing.T, qp *mlx5.QP) mlx5.QPState {
 func TestRCConnectPrivateDataBothWays(t *testing.T) {
 	srv, cli := pair(t)
 	ctx := testCtx(t)
-	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := srv.listen(t, ctx)
 	defer l.Close()
 	sqp, cqp := srv.qp(t, mlx5.QPTypeRC), cli.qp(t, mlx5.QPTypeRC)
 	var gotReq []byte
@@ -322,10 +330,7 @@ func TestDisconnectFromEitherSide(t *testing.T) {
 func TestDeviceRemoval(t *testing.T) {
 	srv, cli := pair(t)
 	ctx := testCtx(t)
-	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := srv.listen(t, ctx)
 	defer l.Close()
 	sqp, cqp := srv.qp(t, mlx5.QPTypeRC), cli.qp(t, mlx5.QPTypeRC)
 	done := serveOne(ctx, l, func(r *cm.Request) (*cm.Conn, error) { return r.Accept(ctx, &cm.AcceptOptions{QP: sqp}) })

@@ -29,10 +29,7 @@ func TestVerbsNilAndZero(t *testing.T) {
 	}
 	srv, cli := pair(t)
 	ctx := testCtx(t)
-	l, err := srv.m.Listen(ctx, "tcp", "192.0.2.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := srv.listen(t, ctx)
 	defer l.Close()
 	for name, q := range map[string]*cm.VerbsQP{"nil": nil, "zero": {}} {
 		if q.QPN() != 0 || q.String() != "VerbsQP" {
