@@ -28,6 +28,10 @@ type MkeyOptions struct {
 	// receive completes with WCRemInvReqErr and the receiving QP goes to
 	// the error state.
 	RemoteInvalidate bool
+	// Crypto adds AES-XTS crypto support
+	// (MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO): a crypto BSF, which a
+	// configure's CryptoAttr fills.
+	Crypto bool
 }
 
 // Mkey is an indirect mkey (struct mlx5dv_mkey).

@@ -287,6 +287,9 @@ type MkeyConfigureWR struct {
 	// removes it (MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR).
 	Sig      *sig.BlockAttr
 	ResetSig bool
+	// Crypto sets the mkey's crypto (mlx5dv_wr_set_mkey_crypto); the mkey
+	// must have been created with MkeyOptions.Crypto.
+	Crypto *CryptoAttr
 }
 
 // PostMkeyConfigure posts an mkey configure work request and rings the
