@@ -57,7 +57,7 @@ type CryptoCaps struct {
 
 // CryptoCaps queries the device's crypto capabilities.
 func (c *Context) CryptoCaps() (CryptoCaps, error) {
-	return CryptoCaps{}, errTODO("query crypto caps")
+	return CryptoCaps{}, c.todo("query crypto caps")
 }
 
 // LoginState is the state of a crypto login (enum
@@ -65,8 +65,8 @@ func (c *Context) CryptoCaps() (CryptoCaps, error) {
 type LoginState int
 
 const (
-	LoginValid   LoginState = iota // MLX5DV_CRYPTO_LOGIN_STATE_VALID
-	LoginNone                      // MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN
+	LoginNone    LoginState = iota // MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN
+	LoginValid                     // MLX5DV_CRYPTO_LOGIN_STATE_VALID
 	LoginInvalid                   // MLX5DV_CRYPTO_LOGIN_STATE_INVALID
 )
 
@@ -85,16 +85,16 @@ type LoginOptions struct {
 // CryptoLogin logs the context in to the device's crypto engine
 // (mlx5dv_crypto_login): the context-wide session that wrapped DEKs
 // without a CryptoLoginObj use.
-func (c *Context) CryptoLogin(o LoginOptions) error { return errTODO("crypto login") }
+func (c *Context) CryptoLogin(o LoginOptions) error { return c.todo("crypto login") }
 
 // CryptoLoginState reports the state of the context-wide session
 // (mlx5dv_crypto_login_query_state).
 func (c *Context) CryptoLoginState() (LoginState, error) {
-	return LoginNone, errTODO("query crypto login")
+	return LoginNone, c.todo("query crypto login")
 }
 
 // CryptoLogout ends the context-wide session (mlx5dv_crypto_logout).
-func (c *Context) CryptoLogout() error { return errTODO("crypto logout") }
+func (c *Context) CryptoLogout() error { return c.todo("crypto logout") }
 
 // CryptoLoginObj is a crypto login object (mlx5dv_crypto_login_obj).
 type CryptoLoginObj struct {
@@ -107,16 +107,24 @@ type CryptoLoginObj struct {
 // CreateCryptoLogin creates a crypto login object
 // (mlx5dv_crypto_login_create).
 func (c *Context) CreateCryptoLogin(o LoginOptions) (*CryptoLoginObj, error) {
-	return nil, errTODO("create crypto login")
+	return nil, c.todo("create crypto login")
 }
 
 // State queries the login object's state (mlx5dv_crypto_login_query).
 func (l *CryptoLoginObj) State() (LoginState, error) {
+	if l == nil || l.c == nil {
+		return LoginNone, unusable("query crypto login", "CryptoLoginObj", "Context.CreateCryptoLogin", l == nil)
+	}
 	return LoginNone, errTODO("query crypto login")
 }
 
 // Close destroys the login object (mlx5dv_crypto_login_destroy).
-func (l *CryptoLoginObj) Close() error { return errTODO("destroy crypto login") }
+func (l *CryptoLoginObj) Close() error {
+	if l == nil || l.c == nil {
+		return unusable("destroy crypto login", "CryptoLoginObj", "Context.CreateCryptoLogin", l == nil)
+	}
+	return nil
+}
 
 // SigCryptoOrder is the order of signature and crypto on TX (enum
 // mlx5dv_signature_crypto_order); the reverse on RX.

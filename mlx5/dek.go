@@ -54,13 +54,35 @@ type DEKInfo struct {
 
 // CreateDEK loads a DEK into the device for use by the PD's crypto mkeys
 // (mlx5dv_dek_create).
-func (p *PD) CreateDEK(o DEKOptions) (*DEK, error) { return nil, errTODO("create DEK") }
+func (p *PD) CreateDEK(o DEKOptions) (*DEK, error) {
+	if err := p.usable("create DEK"); err != nil {
+		return nil, err
+	}
+	return nil, errTODO("create DEK")
+}
 
 // Query reads the DEK's state and opaque (mlx5dv_dek_query).
-func (d *DEK) Query() (DEKInfo, error) { return DEKInfo{}, errTODO("query DEK") }
+func (d *DEK) Query() (DEKInfo, error) {
+	if d == nil || d.c == nil {
+		return DEKInfo{}, unusable("query DEK", "DEK", "PD.CreateDEK", d == nil)
+	}
+	return DEKInfo{}, errTODO("query DEK")
+}
 
 // Close destroys the DEK (mlx5dv_dek_destroy).
-func (d *DEK) Close() error { return errTODO("destroy DEK") }
+func (d *DEK) Close() error {
+	if d == nil || d.c == nil {
+		return unusable("destroy DEK", "DEK", "PD.CreateDEK", d == nil)
+	}
+	return nil
+}
 
 // errTODO marks the skeleton issue 25's branches fill in.
 func errTODO(op string) error { return opErr(op, "", ErrUnsupported) }
+
+func (c *Context) todo(op string) error {
+	if err := c.checkOpen(op); err != nil {
+		return err
+	}
+	return errTODO(op)
+}

@@ -37,6 +37,8 @@ var apiObjects = []reflect.Type{
 	reflect.TypeFor[*mlx5.Buffer](),
 	reflect.TypeFor[*mlx5.CQ](),
 	reflect.TypeFor[*mlx5.Context](),
+	reflect.TypeFor[*mlx5.CryptoLoginObj](),
+	reflect.TypeFor[*mlx5.DEK](),
 	reflect.TypeFor[*mlx5.DevxObj](),
 	reflect.TypeFor[*mlx5.MR](),
 	reflect.TypeFor[*mlx5.Mkey](),

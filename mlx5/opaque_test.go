@@ -20,6 +20,8 @@ var handleTypes = []reflect.Type{
 	reflect.TypeFor[mlx5.Batch](),
 	reflect.TypeFor[mlx5.Buffer](),
 	reflect.TypeFor[mlx5.CQ](),
+	reflect.TypeFor[mlx5.CryptoLoginObj](),
+	reflect.TypeFor[mlx5.DEK](),
 	reflect.TypeFor[mlx5.Context](),
 	reflect.TypeFor[mlx5.DevxObj](),
 	reflect.TypeFor[mlx5.MR](),
