@@ -38,6 +38,7 @@ type hca struct {
 	srqs  map[uint32]*srqObj
 	umems map[uint32]*umemObj
 	uars  map[uint32]uarObj
+	deks  map[uint32]*dekObj // ENCRYPTION_KEY general objects (crypto.go)
 
 	next map[string]uint32 // allocation cursor per table
 	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
@@ -201,6 +202,7 @@ func newHCA(p *profile) *hca {
 		srqs:  map[uint32]*srqObj{},
 		umems: map[uint32]*umemObj{},
 		uars:  map[uint32]uarObj{},
+		deks:  map[uint32]*dekObj{},
 		next:  map[string]uint32{},
 		guid:  nextNodeGUID(),
 	}
