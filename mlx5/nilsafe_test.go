@@ -61,6 +61,10 @@ var apiValues = []reflect.Type{
 	reflect.TypeFor[mlx5.QPType](),
 	reflect.TypeFor[mlx5.WCOpcode](),
 	reflect.TypeFor[mlx5.WCStatus](),
+	reflect.TypeFor[mlx5.LoginState](),
+	reflect.TypeFor[mlx5.LoginOptions](),
+	reflect.TypeFor[mlx5.DEKState](),
+	reflect.TypeFor[mlx5.DEKOptions](),
 }
 
 // TestNilSafeCoversEveryType: every exported type of package mlx5 with an
