@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
@@ -182,6 +183,50 @@ func TestSimGolden(t *testing.T) {
 			}
 			if !bytes.Equal(b.Bytes(), want) {
 				t.Errorf("mlx5probe -sim %s (json %v) differs from %s:\n%s", p, js, name, b.String())
+			}
+		}
+	}
+}
+
+// The crypto caps are printed as the signature caps are, with mlx5dv.h's
+// names (whose values are mlx5's); the numbers as numbers.
+func TestCryptoCapsSection(t *testing.T) {
+	s := cryptoCapsSection(mlx5.CryptoCaps{FailedSelfTests: 0x11, Engines: mlx5.CryptoEngineAESXTSSingleBlock | mlx5.CryptoEngineAESXTSMultiBlock,
+		LogMaxDEKs: 20, Flags: mlx5.CryptoFlagCrypto | mlx5.CryptoFlagWrappedOperational | 1<<5})
+	want := cryptoCapsReport{
+		FailedSelfTests:     0x11,
+		CryptoEngines:       flags{Value: 6, Names: []string{"MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK", "MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK"}},
+		WrappedImportMethod: flags{Value: 0, Names: []string{}},
+		LogMaxNumDEKs:       20,
+		Flags:               flags{Value: 0x23, Names: []string{"MLX5DV_CRYPTO_CAPS_CRYPTO", "MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL"}, Unknown: 0x20},
+	}
+	if !reflect.DeepEqual(*s, want) {
+		t.Errorf("cryptoCapsSection = %+v\nwant %+v", *s, want)
+	}
+	var b bytes.Buffer
+	writeCryptoCaps(&textWriter{w: &b}, s)
+	wantText := "\tcrypto_caps (mlx5dv_query_device):\n" +
+		"\t\tfailed_selftests:\t0x11\n" +
+		"\t\tcrypto_engines:\t\t0x6\n\t\t\t\t\tMLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK\n\t\t\t\t\tMLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK\n" +
+		"\t\twrapped_import_method:\t0x0\n\t\t\t\t\tNO SUPPORT\n" +
+		"\t\tlog_max_num_deks:\t20\n" +
+		"\t\tflags:\t\t\t0x23\n\t\t\t\t\tMLX5DV_CRYPTO_CAPS_CRYPTO\n\t\t\t\t\tMLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL\n\t\t\t\t\tUnknown flags: 0x20\n"
+	if b.String() != wantText {
+		t.Errorf("text\n%q\nwant\n%q", b.String(), wantText)
+	}
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"failed_selftests":17,"crypto_engines":{"value":6,"names":["MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK","MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK"]},` +
+		`"wrapped_import_method":{"value":0,"names":[]},"log_max_num_deks":20,` +
+		`"flags":{"value":35,"names":["MLX5DV_CRYPTO_CAPS_CRYPTO","MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL"],"unknown":32}}`; string(js) != want {
+		t.Errorf("JSON %s\nwant %s", js, want)
+	}
+	for _, tb := range [][]flagBit{cryptoEngineCaps, cryptoWrappedImportCaps, cryptoFlagCaps} {
+		for i, b := range tb {
+			if b.bit != 1<<i {
+				t.Errorf("%s: bit %#x, want 1<<%d as mlx5dv.h", b.name, b.bit, i)
 			}
 		}
 	}
