@@ -70,10 +70,11 @@ type CryptoCaps struct {
 // MLX5_CAP_CRYPTO) for the wrapped flags, WrappedImport (the AES-XTS
 // method bit of wrapped_import_method), LogMaxDEKs and FailedSelfTests.
 //
-// An error means a page could not be read. libmlx5 then reports what it
-// has (no crypto caps at all without the general page, the general part
-// alone without the crypto page); mlx5 returns the error instead, and the
-// crypto calls that need the caps fail with it.
+// An error means the general caps could not be read (libmlx5 then
+// reports no crypto caps; SigCaps fails the same way). A crypto page that
+// cannot be read is ignored, as libmlx5 ignores it: the caps are then the
+// general part alone (CryptoFlagCrypto and the Engines), so no login is
+// accepted and keys are imported in plaintext.
 func (c *Context) CryptoCaps() (CryptoCaps, error) {
 	const op = "query crypto caps"
 	if err := c.checkOpen(op); err != nil {
@@ -117,12 +118,9 @@ func (c *Context) cryptoCaps() (CryptoCaps, uint64, error) {
 		if cr.caps.Flags&CryptoFlagCrypto == 0 {
 			return
 		}
-		page, err := c.QueryHCACap(prm.MLX5_CAP_CRYPTO, true)
-		if err != nil {
-			cr.caps, cr.err = CryptoCaps{}, err
-			return
+		if page, err := c.QueryHCACap(prm.MLX5_CAP_CRYPTO, true); err == nil {
+			cr.caps = cryptoCapsOf(general, page)
 		}
-		cr.caps = cryptoCapsOf(general, page)
 	})
 	return cr.caps, cr.objTypes, cr.err
 }

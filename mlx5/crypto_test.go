@@ -241,14 +241,24 @@ func TestCryptoCapsDerivation(t *testing.T) {
 		t.Errorf("CryptoCaps %+v, %v; want %+v", got, err, want)
 	}
 
-	// A crypto page that cannot be read is an error (libmlx5 reports the
-	// general part alone), and the crypto calls fail with it.
+	// A crypto page that cannot be read leaves the general part alone, as
+	// libmlx5 reports it: no login, plaintext keys.
 	_, c = newCryptoDevice(t, cryptoCapsFull, nil)
-	if _, err := c.CryptoCaps(); !errors.Is(err, unix.EIO) {
-		t.Errorf("unreadable crypto page: %v, want EIO", err)
+	want = CryptoCaps{Flags: CryptoFlagCrypto, Engines: CryptoEngineAESXTSSingleBlock | CryptoEngineAESXTSMultiBlock}
+	if got, err := c.CryptoCaps(); err != nil || got != want {
+		t.Errorf("unreadable crypto page: %+v, %v; want %+v", got, err, want)
 	}
-	if err := c.CryptoLogin(LoginOptions{Credential: make([]byte, 48)}); !errors.Is(err, unix.EIO) {
-		t.Errorf("login with an unreadable crypto page: %v, want EIO", err)
+	isErrno(t, "login with an unreadable crypto page", c.CryptoLogin(LoginOptions{Credential: make([]byte, 48)}), unix.EOPNOTSUPP)
+
+	// General caps that cannot be read are an error, for the caps and
+	// for what needs them.
+	_, c = newCryptoDevice(t, cryptoCapsFull, nil)
+	c.capsOnce.Do(func() { c.capsErr = unix.EIO })
+	if _, err := c.CryptoCaps(); !errors.Is(err, unix.EIO) {
+		t.Errorf("unreadable general caps: %v, want EIO", err)
+	}
+	if _, err := c.CreateCryptoLogin(LoginOptions{Credential: make([]byte, 48)}); !errors.Is(err, unix.EIO) {
+		t.Errorf("login with unreadable general caps: %v, want EIO", err)
 	}
 }
 
