@@ -190,7 +190,7 @@ var cryptoDifferences = map[string]string{
 	"login_obj/create_len64":  "EINVAL: a 64-byte credential, longer than the 48-byte field (libmlx5 writes past it into reserved bytes)",
 	"login_obj/create_len192": "EINVAL: a 192-byte credential, longer than the 48-byte field (libmlx5 writes past it into reserved bytes)",
 	"dek/wrapped_multi/wrapped_login_object/key_garbage_past_meaningful_len": "EINVAL: a 128-byte key for a 40-byte wrapped 128-bit key (libmlx5 sends all 128 bytes)",
-	"dek/plaintext_multi/plaintext/key_garbage_past_meaningful_len":         "EINVAL: a 128-byte key for a 32-byte plaintext 128-bit key (libmlx5 sends all 128 bytes)",
+	"dek/plaintext_multi/plaintext/key_garbage_past_meaningful_len":          "EINVAL: a 128-byte key for a 32-byte plaintext 128-bit key (libmlx5 sends all 128 bytes)",
 }
 
 // cryptoInexpressible are the records mlx5's API cannot state: a
