@@ -167,14 +167,11 @@ const (
 	LoginInvalid                   // MLX5DV_CRYPTO_LOGIN_STATE_INVALID
 )
 
+var loginStateNames = [...]string{LoginNone: "no login", LoginValid: "valid", LoginInvalid: "invalid"}
+
 func (s LoginState) String() string {
-	switch s {
-	case LoginNone:
-		return "no login"
-	case LoginValid:
-		return "valid"
-	case LoginInvalid:
-		return "invalid"
+	if s >= 0 && int(s) < len(loginStateNames) {
+		return loginStateNames[s]
 	}
 	return fmt.Sprintf("LoginState(%d)", int(s))
 }
@@ -251,8 +248,8 @@ func (c *Context) checkLogin(op string, o LoginOptions) error {
 	return nil
 }
 
-// createLogin creates a CRYPTO_LOGIN general object on c. It is not
-// adopted.
+// createLogin creates a CRYPTO_LOGIN general object on c, a child of c
+// that Context.Close destroys.
 func (c *Context) createLogin(op string, o LoginOptions) (*CryptoLoginObj, error) {
 	if err := c.checkLogin(op, o); err != nil {
 		return nil, err
@@ -270,7 +267,12 @@ func (c *Context) createLogin(op string, o LoginOptions) (*CryptoLoginObj, error
 		return nil, withStatusErrno(err)
 	}
 	id := uint32(prm.GeneralObjOutCmdHdr.ObjId.Get(out))
-	return &CryptoLoginObj{c: c, obj: obj, id: id, name: fmt.Sprintf("crypto login %#x", id)}, nil
+	l := &CryptoLoginObj{c: c, obj: obj, id: id, name: fmt.Sprintf("crypto login %#x", id)}
+	if err := c.adopt(l); err != nil {
+		l.Close()
+		return nil, opErr(op, c.name, err)
+	}
+	return l, nil
 }
 
 // withStatusErrno adds to a firmware failure the errno libmlx5 returns
@@ -294,25 +296,16 @@ func withStatusErrno(err error) error {
 // CreateCryptoLogin refuses one. Context.Close ends the session.
 func (c *Context) CryptoLogin(o LoginOptions) error {
 	const op = "crypto login"
-	if err := c.checkOpen(op); err != nil {
+	return c.withSession(op, func(cr *cryptoState) error {
+		if cr.session != nil {
+			return opErr(op, c.name, fmt.Errorf("the context is logged in already (%s): %w", cr.session.name, unix.EEXIST))
+		}
+		l, err := c.createLogin(op, o)
+		if err == nil {
+			cr.session = l
+		}
 		return err
-	}
-	cr := &c.cr
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	if cr.session != nil {
-		return opErr(op, c.name, fmt.Errorf("the context is logged in already (%s): %w", cr.session.name, unix.EEXIST))
-	}
-	l, err := c.createLogin(op, o)
-	if err != nil {
-		return err
-	}
-	if err := c.adopt(l); err != nil {
-		l.Close()
-		return opErr(op, c.name, err)
-	}
-	cr.session = l
-	return nil
+	})
 }
 
 // CryptoLoginState reports the state of the context-wide session
@@ -320,16 +313,16 @@ func (c *Context) CryptoLogin(o LoginOptions) error {
 // the context is not logged in; else the state the device reports.
 func (c *Context) CryptoLoginState() (LoginState, error) {
 	const op = "query crypto login"
-	if err := c.checkOpen(op); err != nil {
-		return LoginNone, err
-	}
-	cr := &c.cr
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	if cr.session == nil {
-		return LoginNone, nil
-	}
-	return cr.session.state(op)
+	st := LoginNone
+	err := c.withSession(op, func(cr *cryptoState) error {
+		if cr.session == nil {
+			return nil
+		}
+		var err error
+		st, err = cr.session.state(op)
+		return err
+	})
+	return st, err
 }
 
 // CryptoLogout ends the context-wide session (mlx5dv_crypto_logout). It
@@ -337,20 +330,26 @@ func (c *Context) CryptoLoginState() (LoginState, error) {
 // in. DEKs imported through the session stay usable.
 func (c *Context) CryptoLogout() error {
 	const op = "crypto logout"
+	return c.withSession(op, func(cr *cryptoState) error {
+		if cr.session == nil {
+			return opErr(op, c.name, fmt.Errorf("the context is not logged in: %w", unix.ENOENT))
+		}
+		if err := cr.session.destroy(op); err != nil {
+			return err
+		}
+		cr.session = nil
+		return nil
+	})
+}
+
+// withSession runs f on an open context with its session's lock held.
+func (c *Context) withSession(op string, f func(*cryptoState) error) error {
 	if err := c.checkOpen(op); err != nil {
 		return err
 	}
-	cr := &c.cr
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	if cr.session == nil {
-		return opErr(op, c.name, fmt.Errorf("the context is not logged in: %w", unix.ENOENT))
-	}
-	if err := cr.session.destroy(op); err != nil {
-		return err
-	}
-	cr.session = nil
-	return nil
+	c.cr.mu.Lock()
+	defer c.cr.mu.Unlock()
+	return f(&c.cr)
 }
 
 // loggedIn reports whether the context has a session.
@@ -384,15 +383,7 @@ func (c *Context) CreateCryptoLogin(o LoginOptions) (*CryptoLoginObj, error) {
 	if err := c.checkOpen(op); err != nil {
 		return nil, err
 	}
-	l, err := c.createLogin(op, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.adopt(l); err != nil {
-		l.Close()
-		return nil, opErr(op, c.name, err)
-	}
-	return l, nil
+	return c.createLogin(op, o)
 }
 
 // State queries the login object's state (mlx5dv_crypto_login_query):

@@ -237,9 +237,9 @@ type cryptoObjsRecord struct {
 	KernelCmds json.RawMessage `json:"kernel_cmds"`
 }
 
-var loginStateNames = map[LoginState]string{LoginNone: "MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN",
+var loginStateMLX5DV = map[LoginState]string{LoginNone: "MLX5DV_CRYPTO_LOGIN_STATE_NO_LOGIN",
 	LoginValid: "MLX5DV_CRYPTO_LOGIN_STATE_VALID", LoginInvalid: "MLX5DV_CRYPTO_LOGIN_STATE_INVALID"}
-var dekStateNames = map[DEKState]string{DEKReady: "MLX5DV_DEK_STATE_READY", DEKError: "MLX5DV_DEK_STATE_ERROR"}
+var dekStateMLX5DV = map[DEKState]string{DEKReady: "MLX5DV_DEK_STATE_READY", DEKError: "MLX5DV_DEK_STATE_ERROR"}
 
 func TestOracleCryptoObjects(t *testing.T) {
 	var r *replay
@@ -292,7 +292,7 @@ func TestOracleCryptoObjects(t *testing.T) {
 		case "mlx5dv_crypto_login_query_state":
 			var st LoginState
 			if st, err = r.CryptoLoginState(); err == nil {
-				state = loginStateNames[st]
+				state = loginStateMLX5DV[st]
 			}
 		case "mlx5dv_crypto_logout":
 			err = r.CryptoLogout()
@@ -307,7 +307,7 @@ func TestOracleCryptoObjects(t *testing.T) {
 		case "mlx5dv_crypto_login_query":
 			var st LoginState
 			if st, err = logins[in.ObjID].State(); err == nil {
-				state = loginStateNames[st]
+				state = loginStateMLX5DV[st]
 			}
 		case "mlx5dv_crypto_login_destroy":
 			l := logins[in.ObjID]
@@ -344,7 +344,7 @@ func TestOracleCryptoObjects(t *testing.T) {
 		case "mlx5dv_dek_query":
 			var info DEKInfo
 			if info, err = deks[in.ObjID].Query(); err == nil {
-				state, opaque = dekStateNames[info.State], hex.EncodeToString(info.Opaque[:])
+				state, opaque = dekStateMLX5DV[info.State], hex.EncodeToString(info.Opaque[:])
 			}
 		case "mlx5dv_dek_destroy":
 			err = deks[in.ObjID].Close()

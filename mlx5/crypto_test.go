@@ -328,15 +328,7 @@ func TestCryptoLoginSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if d.live() != 0 {
-		t.Errorf("Context.Close left %d crypto objects", d.live())
-	}
-	if err := l.Close(); err != nil {
-		t.Errorf("Close after Context.Close: %v", err)
-	}
+	closeContext(t, d, c, l)
 	for name, err := range map[string]error{
 		"login":  c.CryptoLogin(LoginOptions{Credential: credential}),
 		"logout": c.CryptoLogout(),
@@ -526,14 +518,23 @@ func TestCreateDEKClosedWithContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeContext(t, d, c, dek)
+}
+
+// closeContext closes c, which must destroy every crypto object of d;
+// closing objs after must then succeed.
+func closeContext(t *testing.T, d *cryptoDevice, c *Context, objs ...child) {
+	t.Helper()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if d.live() != 0 {
-		t.Errorf("Context.Close left %d DEKs", d.live())
+		t.Errorf("Context.Close left %d crypto objects", d.live())
 	}
-	if err := dek.Close(); err != nil {
-		t.Errorf("Close after Context.Close: %v", err)
+	for _, o := range objs {
+		if err := o.Close(); err != nil {
+			t.Errorf("%T.Close after Context.Close: %v", o, err)
+		}
 	}
 }
 

@@ -17,12 +17,11 @@ const (
 	DEKError                 // MLX5DV_DEK_STATE_ERROR
 )
 
+var dekStateNames = [...]string{DEKReady: "ready", DEKError: "error"}
+
 func (s DEKState) String() string {
-	switch s {
-	case DEKReady:
-		return "ready"
-	case DEKError:
-		return "error"
+	if s >= 0 && int(s) < len(dekStateNames) {
+		return dekStateNames[s]
 	}
 	return fmt.Sprintf("DEKState(%d)", int(s))
 }
