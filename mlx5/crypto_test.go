@@ -268,7 +268,7 @@ func loginRig(t *testing.T) (*cryptoDevice, *Context) {
 	return newCryptoDevice(t, cryptoCapsFull, cryptoPage(true, true, 20))
 }
 
-var credential = bytes.Repeat([]byte{0xc5}, 48)
+var credential = dekKey(48)
 
 func TestCryptoLoginSession(t *testing.T) {
 	d, c := loginRig(t)
@@ -399,9 +399,12 @@ func TestCryptoLoginRefusals(t *testing.T) {
 		d, c := newCryptoDevice(t, tc.general, tc.page)
 		c.CryptoCaps()
 		d.took()
-		isErrno(t, tc.name+": CryptoLogin", c.CryptoLogin(tc.o), tc.errno)
-		_, err := c.CreateCryptoLogin(tc.o)
+		err := c.CryptoLogin(tc.o)
+		isErrno(t, tc.name+": CryptoLogin", err, tc.errno)
+		secretsAbsent(t, tc.name, err, tc.o.Credential)
+		_, err = c.CreateCryptoLogin(tc.o)
 		isErrno(t, tc.name+": CreateCryptoLogin", err, tc.errno)
+		secretsAbsent(t, tc.name, err, tc.o.Credential)
 		if cmds := d.took(); len(cmds) != 0 {
 			t.Errorf("%s: sent %#x", tc.name, cmds)
 		}
