@@ -135,12 +135,7 @@ var extras = []extra{
 // A Partial struct is one that later kernels define with fields of their
 // own: the BTF test checks its fields one by one, as extras (named there
 // at the same bits, or on bits kept reserved), not as the struct's own.
-var extraStructs = []struct {
-	Name    string
-	Bits    uint32
-	Fields  []extra
-	Partial bool
-}{
+var extraStructs = extraStructList{
 	{"mbox_in", 0x80, []extra{
 		{"", "opcode", 0x0, 16, "", srcCmdC},
 		{"", "uid", 0x10, 16, "", srcCmdC},
@@ -188,6 +183,14 @@ var extraStructs = []struct {
 		{"", "hdr", 0x0, 0x80, "general_obj_out_cmd_hdr", srcRdmaCore},
 		{"", "obj", 0x80, 0x800, "crypto_login_obj", srcRdmaCore},
 	}, false},
+}
+
+// extraStructList is the type of extraStructs.
+type extraStructList = []struct {
+	Name    string
+	Bits    uint32
+	Fields  []extra
+	Partial bool
 }
 
 // extraConsts are constants the lab kernel's headers do not define.
