@@ -385,8 +385,8 @@ func TestOracleCryptoObjects(t *testing.T) {
 			}
 		}
 	})
-	if n != 165 {
-		t.Errorf("%d records, want 165", n)
+	if n < 165 {
+		t.Errorf("%d records, want at least the 165 of the first recording", n)
 	}
 	t.Logf("%d records, %d that the API cannot state (or the destroys of what mlx5 refused) skipped", n, skipped)
 }
