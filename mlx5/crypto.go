@@ -183,7 +183,8 @@ const maxCredential = 48
 // LoginOptions are what a crypto login presents to the device
 // (mlx5dv_crypto_login_attr, mlx5dv_crypto_login_attr_ex). Printed with
 // fmt, they show the ids and the credential's length, never the
-// credential.
+// credential (fmt cannot call their methods when they are an unexported
+// field of another struct: it then prints the bytes).
 type LoginOptions struct {
 	// CredentialID names the credential stored on the device (24 bits).
 	CredentialID uint32

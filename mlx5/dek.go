@@ -28,7 +28,8 @@ func (s DEKState) String() string {
 
 // DEKOptions describe a data encryption key (mlx5dv_dek_init_attr, AES-XTS:
 // the only purpose). Printed with fmt, they show everything but the key,
-// of which only the length.
+// of which only the length (fmt cannot call their methods when they are
+// an unexported field of another struct: it then prints the bytes).
 type DEKOptions struct {
 	// KeyBits is 128 or 256: the size of each of the two AES-XTS keys.
 	KeyBits int
