@@ -126,9 +126,10 @@ type DEKInfo struct {
 // objects (ErrUnsupported, EOPNOTSUPP); KeyBits 128 or 256; and the
 // import method against the device's wrapped import (CryptoCaps):
 // Plaintext only where the device does not require wrapped keys, Login
-// or the context-wide session (CryptoLogin) only where it does
-// (ErrInvalid, EINVAL). mlx5 adds: Login and Plaintext together, a login
-// object that is nil-like, closed or another context's, and a Key whose
+// or the context-wide session only where it does, and the session only
+// once the context is logged in (CryptoLogin) (ErrInvalid, EINVAL). mlx5
+// adds: Login and Plaintext together, a login object not made by
+// CreateCryptoLogin, closed or another context's, and a Key whose
 // length is not the one mlx5dv_dek_create(3)'s table gives for the
 // options (libmlx5 copies its fixed 128-byte key field whatever the
 // caller put there) are refused with ErrInvalid. The command's key field
