@@ -142,6 +142,8 @@ type Context struct {
 	capsOnce sync.Once
 	general  []byte // QUERY_HCA_CAP general (current) output, once read
 	capsErr  error
+
+	cr cryptoState // crypto caps and the login session (crypto.go)
 }
 
 // child is an object of the context that Context.Close closes.

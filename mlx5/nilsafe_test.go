@@ -61,6 +61,10 @@ var apiValues = []reflect.Type{
 	reflect.TypeFor[mlx5.QPType](),
 	reflect.TypeFor[mlx5.WCOpcode](),
 	reflect.TypeFor[mlx5.WCStatus](),
+	reflect.TypeFor[mlx5.LoginState](),
+	reflect.TypeFor[mlx5.LoginOptions](),
+	reflect.TypeFor[mlx5.DEKState](),
+	reflect.TypeFor[mlx5.DEKOptions](),
 }
 
 // TestNilSafeCoversEveryType: every exported type of package mlx5 with an
@@ -302,7 +306,23 @@ func liveObjects(t *testing.T, c *mlx5.Context) []any {
 	must(err)
 	acq, err := c.NewAsyncCmdQueue()
 	must(err)
-	return []any{qp, onSRQ, srq, cq, mkey, ah, mr, umem, obj, uar, acq, pd, buf}
+	objs := []any{qp, onSRQ, srq, cq, mkey, ah, mr, umem, obj, uar, acq}
+	// A DEK and a login object, as far as the profile's crypto allows (a
+	// DEK in plaintext: a wrapped key needs the profile's import KEK; a
+	// login object with the device's zero credential).
+	caps, err := c.CryptoCaps()
+	must(err)
+	if caps.Engines != 0 && caps.WrappedImport == 0 {
+		dek, err := pd.CreateDEK(mlx5.DEKOptions{KeyBits: 128, Plaintext: true, Key: make([]byte, 32)})
+		must(err)
+		objs = append(objs, dek)
+	}
+	if caps.Flags&mlx5.CryptoFlagWrappedOperational != 0 {
+		login, err := c.CreateCryptoLogin(mlx5.LoginOptions{Credential: make([]byte, 48)})
+		must(err)
+		objs = append(objs, login)
+	}
+	return append(objs, pd, buf)
 }
 
 // TestClosedObjects: every method of a closed object returns ErrClosed

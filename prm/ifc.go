@@ -485,6 +485,31 @@ const (
 	HCA_CAP_OPMOD_GET_CUR = 0x1
 )
 
+const (
+	MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY = 0xc
+	MLX5_GENERAL_OBJECT_TYPES_IPSEC          = 0x13
+	MLX5_GENERAL_OBJECT_TYPES_SAMPLER        = 0x20
+	MLX5_GENERAL_OBJECT_TYPES_FLOW_METER_ASO = 0x24
+	MLX5_GENERAL_OBJECT_TYPES_MACSEC         = 0x27
+)
+
+const (
+	MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128 = 0x0
+	MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256 = 0x1
+)
+
+// Constants the lab kernel's headers do not define, with their source.
+const (
+	MLX5_CAP_CRYPTO                             = 0x1a // from Linux 6.3 and later, include/linux/mlx5/device.h
+	MLX5_OBJ_TYPE_CRYPTO_LOGIN                  = 0x1f // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES  = 0x4  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID           = 0x0  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID         = 0x1  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_ENCRYPTION_KEY_OBJ_STATE_READY         = 0x0  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_ENCRYPTION_KEY_OBJ_STATE_ERROR         = 0x1  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS = 0x3  // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+)
+
 // MboxIn is mlx5_ifc_mbox_in_bits (16 bytes, from Linux drivers/net/ethernet/mellanox/mlx5/core/cmd.c).
 var MboxIn = MboxInBits{
 	Opcode: Field{"opcode", 0x0, 16, ""},
@@ -859,6 +884,8 @@ var CmdHcaCap = CmdHcaCapBits{
 	LogMinHairpinWqDataSz:                  Field{"log_min_hairpin_wq_data_sz", 0x3e3, 5, ""},
 	VhcaState:                              Field{"vhca_state", 0x3ea, 1, ""},
 	LogMaxVlanList:                         Field{"log_max_vlan_list", 0x3eb, 5, ""},
+	AesXtsSingleBlockLeTweak:               Field{"aes_xts_single_block_le_tweak", 0x3f1, 1, ""},
+	AesXtsMultiBlockBeTweak:                Field{"aes_xts_multi_block_be_tweak", 0x3f2, 1, ""},
 	LogMaxCurrentMcList:                    Field{"log_max_current_mc_list", 0x3f3, 5, ""},
 	LogMaxCurrentUcList:                    Field{"log_max_current_uc_list", 0x3fb, 5, ""},
 	GeneralObjTypes:                        Field{"general_obj_types", 0x400, 64, ""},
@@ -1167,6 +1194,8 @@ type CmdHcaCapBits struct {
 	LogMinHairpinWqDataSz                  Field
 	VhcaState                              Field
 	LogMaxVlanList                         Field
+	AesXtsSingleBlockLeTweak               Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	AesXtsMultiBlockBeTweak                Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
 	LogMaxCurrentMcList                    Field
 	LogMaxCurrentUcList                    Field
 	GeneralObjTypes                        Field
@@ -1477,6 +1506,8 @@ var layoutCmdHcaCap = Layout{Name: "cmd_hca_cap", Size: 256, Fields: []Field{
 	CmdHcaCap.LogMinHairpinWqDataSz,
 	CmdHcaCap.VhcaState,
 	CmdHcaCap.LogMaxVlanList,
+	CmdHcaCap.AesXtsSingleBlockLeTweak,
+	CmdHcaCap.AesXtsMultiBlockBeTweak,
 	CmdHcaCap.LogMaxCurrentMcList,
 	CmdHcaCap.LogMaxCurrentUcList,
 	CmdHcaCap.GeneralObjTypes,
@@ -3880,6 +3911,194 @@ var layoutQp2rstOut = Layout{Name: "qp_2rst_out", Size: 16, Fields: []Field{
 	Qp2rstOut.Syndrome,
 }}
 
+// CryptoCap is mlx5_ifc_crypto_cap_bits (256 bytes, from rdma-core v44.0 providers/mlx5/mlx5_ifc.h).
+var CryptoCap = CryptoCapBits{
+	WrappedCryptoOperational:          Field{"wrapped_crypto_operational", 0x0, 1, ""},
+	WrappedCryptoGoingToCommissioning: Field{"wrapped_crypto_going_to_commissioning", 0x1, 1, ""},
+	WrappedImportMethod:               Field{"wrapped_import_method", 0x18, 8, ""},
+	LogMaxNumDeks:                     Field{"log_max_num_deks", 0x2b, 5, ""},
+	LogMaxNumImportKeks:               Field{"log_max_num_import_keks", 0x33, 5, ""},
+	LogMaxNumCreds:                    Field{"log_max_num_creds", 0x3b, 5, ""},
+	FailedSelftests:                   Field{"failed_selftests", 0x40, 16, ""},
+	NumNvImportKeks:                   Field{"num_nv_import_keks", 0x50, 8, ""},
+	NumNvCredentials:                  Field{"num_nv_credentials", 0x58, 8, ""},
+}
+
+// CryptoCapBits holds the fields of mlx5_ifc_crypto_cap_bits.
+type CryptoCapBits struct {
+	WrappedCryptoOperational          Field
+	WrappedCryptoGoingToCommissioning Field
+	WrappedImportMethod               Field
+	LogMaxNumDeks                     Field
+	LogMaxNumImportKeks               Field
+	LogMaxNumCreds                    Field
+	FailedSelftests                   Field
+	NumNvImportKeks                   Field
+	NumNvCredentials                  Field
+}
+
+// Layout returns the table of mlx5_ifc_crypto_cap_bits.
+func (*CryptoCapBits) Layout() *Layout { return &layoutCryptoCap }
+
+var layoutCryptoCap = Layout{Name: "crypto_cap", Size: 256, Fields: []Field{
+	CryptoCap.WrappedCryptoOperational,
+	CryptoCap.WrappedCryptoGoingToCommissioning,
+	CryptoCap.WrappedImportMethod,
+	CryptoCap.LogMaxNumDeks,
+	CryptoCap.LogMaxNumImportKeks,
+	CryptoCap.LogMaxNumCreds,
+	CryptoCap.FailedSelftests,
+	CryptoCap.NumNvImportKeks,
+	CryptoCap.NumNvCredentials,
+}}
+
+// EncryptionKeyObj is mlx5_ifc_encryption_key_obj_bits (256 bytes, from the kernel's mlx5_ifc.h).
+var EncryptionKeyObj = EncryptionKeyObjBits{
+	ModifyFieldSelect: Field{"modify_field_select", 0x0, 64, ""},
+	State:             Field{"state", 0x40, 8, ""},
+	KeySize:           Field{"key_size", 0x54, 4, ""},
+	HasKeytag:         Field{"has_keytag", 0x58, 1, ""},
+	KeyType:           Field{"key_type", 0x5c, 4, ""},
+	Pd:                Field{"pd", 0x68, 24, ""},
+	Opaque:            Field{"opaque", 0x180, 64, ""},
+	Key:               Field{"key", 0x200, 1024, ""},
+}
+
+// EncryptionKeyObjBits holds the fields of mlx5_ifc_encryption_key_obj_bits.
+type EncryptionKeyObjBits struct {
+	ModifyFieldSelect Field
+	State             Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	KeySize           Field
+	HasKeytag         Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	KeyType           Field
+	Pd                Field
+	Opaque            Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+	Key               Field // from rdma-core v44.0 providers/mlx5/mlx5_ifc.h
+}
+
+// Layout returns the table of mlx5_ifc_encryption_key_obj_bits.
+func (*EncryptionKeyObjBits) Layout() *Layout { return &layoutEncryptionKeyObj }
+
+var layoutEncryptionKeyObj = Layout{Name: "encryption_key_obj", Size: 256, Fields: []Field{
+	EncryptionKeyObj.ModifyFieldSelect,
+	EncryptionKeyObj.State,
+	EncryptionKeyObj.KeySize,
+	EncryptionKeyObj.HasKeytag,
+	EncryptionKeyObj.KeyType,
+	EncryptionKeyObj.Pd,
+	EncryptionKeyObj.Opaque,
+	EncryptionKeyObj.Key,
+}}
+
+// CreateEncryptionKeyIn is mlx5_ifc_create_encryption_key_in_bits (272 bytes, from the kernel's mlx5_ifc.h).
+var CreateEncryptionKeyIn = CreateEncryptionKeyInBits{
+	GeneralObjInCmdHdr:  Field{"general_obj_in_cmd_hdr", 0x0, 128, "general_obj_in_cmd_hdr"},
+	EncryptionKeyObject: Field{"encryption_key_object", 0x80, 2048, "encryption_key_obj"},
+}
+
+// CreateEncryptionKeyInBits holds the fields of mlx5_ifc_create_encryption_key_in_bits.
+type CreateEncryptionKeyInBits struct {
+	GeneralObjInCmdHdr  Field
+	EncryptionKeyObject Field
+}
+
+// Layout returns the table of mlx5_ifc_create_encryption_key_in_bits.
+func (*CreateEncryptionKeyInBits) Layout() *Layout { return &layoutCreateEncryptionKeyIn }
+
+var layoutCreateEncryptionKeyIn = Layout{Name: "create_encryption_key_in", Size: 272, Fields: []Field{
+	CreateEncryptionKeyIn.GeneralObjInCmdHdr,
+	CreateEncryptionKeyIn.EncryptionKeyObject,
+}}
+
+// QueryEncryptionKeyObjOut is mlx5_ifc_query_encryption_key_obj_out_bits (272 bytes, from rdma-core v44.0 providers/mlx5/mlx5_ifc.h).
+var QueryEncryptionKeyObjOut = QueryEncryptionKeyObjOutBits{
+	Hdr: Field{"hdr", 0x0, 128, "general_obj_out_cmd_hdr"},
+	Obj: Field{"obj", 0x80, 2048, "encryption_key_obj"},
+}
+
+// QueryEncryptionKeyObjOutBits holds the fields of mlx5_ifc_query_encryption_key_obj_out_bits.
+type QueryEncryptionKeyObjOutBits struct {
+	Hdr Field
+	Obj Field
+}
+
+// Layout returns the table of mlx5_ifc_query_encryption_key_obj_out_bits.
+func (*QueryEncryptionKeyObjOutBits) Layout() *Layout { return &layoutQueryEncryptionKeyObjOut }
+
+var layoutQueryEncryptionKeyObjOut = Layout{Name: "query_encryption_key_obj_out", Size: 272, Fields: []Field{
+	QueryEncryptionKeyObjOut.Hdr,
+	QueryEncryptionKeyObjOut.Obj,
+}}
+
+// CryptoLoginObj is mlx5_ifc_crypto_login_obj_bits (256 bytes, from rdma-core v44.0 providers/mlx5/mlx5_ifc.h).
+var CryptoLoginObj = CryptoLoginObjBits{
+	ModifyFieldSelect:   Field{"modify_field_select", 0x0, 64, ""},
+	State:               Field{"state", 0x84, 4, ""},
+	CredentialPointer:   Field{"credential_pointer", 0x88, 24, ""},
+	SessionImportKekPtr: Field{"session_import_kek_ptr", 0xa8, 24, ""},
+	Credential:          Field{"credential", 0x200, 384, ""},
+}
+
+// CryptoLoginObjBits holds the fields of mlx5_ifc_crypto_login_obj_bits.
+type CryptoLoginObjBits struct {
+	ModifyFieldSelect   Field
+	State               Field
+	CredentialPointer   Field
+	SessionImportKekPtr Field
+	Credential          Field
+}
+
+// Layout returns the table of mlx5_ifc_crypto_login_obj_bits.
+func (*CryptoLoginObjBits) Layout() *Layout { return &layoutCryptoLoginObj }
+
+var layoutCryptoLoginObj = Layout{Name: "crypto_login_obj", Size: 256, Fields: []Field{
+	CryptoLoginObj.ModifyFieldSelect,
+	CryptoLoginObj.State,
+	CryptoLoginObj.CredentialPointer,
+	CryptoLoginObj.SessionImportKekPtr,
+	CryptoLoginObj.Credential,
+}}
+
+// CreateCryptoLoginObjIn is mlx5_ifc_create_crypto_login_obj_in_bits (272 bytes, from rdma-core v44.0 providers/mlx5/mlx5_ifc.h).
+var CreateCryptoLoginObjIn = CreateCryptoLoginObjInBits{
+	Hdr:      Field{"hdr", 0x0, 128, "general_obj_in_cmd_hdr"},
+	LoginObj: Field{"login_obj", 0x80, 2048, "crypto_login_obj"},
+}
+
+// CreateCryptoLoginObjInBits holds the fields of mlx5_ifc_create_crypto_login_obj_in_bits.
+type CreateCryptoLoginObjInBits struct {
+	Hdr      Field
+	LoginObj Field
+}
+
+// Layout returns the table of mlx5_ifc_create_crypto_login_obj_in_bits.
+func (*CreateCryptoLoginObjInBits) Layout() *Layout { return &layoutCreateCryptoLoginObjIn }
+
+var layoutCreateCryptoLoginObjIn = Layout{Name: "create_crypto_login_obj_in", Size: 272, Fields: []Field{
+	CreateCryptoLoginObjIn.Hdr,
+	CreateCryptoLoginObjIn.LoginObj,
+}}
+
+// QueryCryptoLoginObjOut is mlx5_ifc_query_crypto_login_obj_out_bits (272 bytes, from rdma-core v44.0 providers/mlx5/mlx5_ifc.h).
+var QueryCryptoLoginObjOut = QueryCryptoLoginObjOutBits{
+	Hdr: Field{"hdr", 0x0, 128, "general_obj_out_cmd_hdr"},
+	Obj: Field{"obj", 0x80, 2048, "crypto_login_obj"},
+}
+
+// QueryCryptoLoginObjOutBits holds the fields of mlx5_ifc_query_crypto_login_obj_out_bits.
+type QueryCryptoLoginObjOutBits struct {
+	Hdr Field
+	Obj Field
+}
+
+// Layout returns the table of mlx5_ifc_query_crypto_login_obj_out_bits.
+func (*QueryCryptoLoginObjOutBits) Layout() *Layout { return &layoutQueryCryptoLoginObjOut }
+
+var layoutQueryCryptoLoginObjOut = Layout{Name: "query_crypto_login_obj_out", Size: 272, Fields: []Field{
+	QueryCryptoLoginObjOut.Hdr,
+	QueryCryptoLoginObjOut.Obj,
+}}
+
 // layouts is every declared layout, sorted by name.
 var layouts = [...]*Layout{
 	&layoutAds,
@@ -3893,6 +4112,8 @@ var layouts = [...]*Layout{
 	&layoutCqc,
 	&layoutCreateCqIn,
 	&layoutCreateCqOut,
+	&layoutCreateCryptoLoginObjIn,
+	&layoutCreateEncryptionKeyIn,
 	&layoutCreateMkeyIn,
 	&layoutCreateMkeyOut,
 	&layoutCreatePsvIn,
@@ -3901,6 +4122,8 @@ var layouts = [...]*Layout{
 	&layoutCreateQpOut,
 	&layoutCreateUctxIn,
 	&layoutCreateUctxOut,
+	&layoutCryptoCap,
+	&layoutCryptoLoginObj,
 	&layoutDeallocPdIn,
 	&layoutDeallocPdOut,
 	&layoutDeallocUarIn,
@@ -3915,6 +4138,7 @@ var layouts = [...]*Layout{
 	&layoutDestroyQpOut,
 	&layoutDestroyUctxIn,
 	&layoutDestroyUctxOut,
+	&layoutEncryptionKeyObj,
 	&layoutGeneralObjInCmdHdr,
 	&layoutGeneralObjOutCmdHdr,
 	&layoutInit2initQpIn,
@@ -3939,6 +4163,8 @@ var layouts = [...]*Layout{
 	&layoutQueryAdapterParamBlock,
 	&layoutQueryCqIn,
 	&layoutQueryCqOut,
+	&layoutQueryCryptoLoginObjOut,
+	&layoutQueryEncryptionKeyObjOut,
 	&layoutQueryHcaCapIn,
 	&layoutQueryHcaCapOut,
 	&layoutQueryIssiIn,
@@ -3976,6 +4202,8 @@ var newer = [...]struct{ Struct, Field, Src string }{
 	{"cmd_hca_cap", "sig_block_4048", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "dc_v2", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "dci_no_rdma_wr_optimized_performance", "Linux after 6.1, include/linux/mlx5/mlx5_ifc.h"},
+	{"cmd_hca_cap", "aes_xts_single_block_le_tweak", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"cmd_hca_cap", "aes_xts_multi_block_be_tweak", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "crypto", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "sigerr_domain_and_sig_type", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"cmd_hca_cap", "log_max_dct_connections", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
@@ -4000,4 +4228,22 @@ var newer = [...]struct{ Struct, Field, Src string }{
 	{"rts2rts_qp_in", "qpc_ext", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"rts2rts_qp_in", "opt_param_mask_95_32", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 	{"rts2rts_qp_in", "qpc_data_ext", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "wrapped_crypto_operational", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "wrapped_crypto_going_to_commissioning", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "wrapped_import_method", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "log_max_num_deks", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "log_max_num_import_keks", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "log_max_num_creds", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "failed_selftests", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "num_nv_import_keks", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_cap", "num_nv_credentials", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"encryption_key_obj", "state", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"encryption_key_obj", "has_keytag", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"encryption_key_obj", "opaque", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"encryption_key_obj", "key", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"query_encryption_key_obj_out", "", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"crypto_login_obj", "", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"create_crypto_login_obj_in", "", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
+	{"query_crypto_login_obj_out", "", "rdma-core v44.0 providers/mlx5/mlx5_ifc.h"},
 }

@@ -27,6 +27,7 @@ var capGroups = []struct {
 	{"DC and DCI streams", []string{"dc_v2", "log_max_dci_stream_channels", "log_max_dci_errored_streams",
 		"dci_no_rdma_wr_optimized_performance", "log_max_ra_req_dc", "log_max_ra_res_dc", "max_wqe_sz_sq_dc",
 		"log_max_atomic_size_dc", "dc_req_scat_data_cqe", "lag_dct", "log_max_dct_connections"}},
+	{"crypto", []string{"crypto", "aes_xts_single_block_le_tweak", "aes_xts_multi_block_be_tweak"}},
 	{"limits", []string{"log_max_qp", "log_max_qp_sz", "log_max_cq", "log_max_cq_sz", "log_max_srq", "log_max_srq_sz",
 		"log_max_mkey", "log_max_mrw_sz", "log_max_msg", "log_max_eq", "log_max_ra_req_qp", "log_max_ra_res_qp",
 		"max_wqe_sz_sq", "max_wqe_sz_rq", "max_sgl_for_optimized_performance", "log_max_atomic_size_qp"}},
@@ -78,6 +79,27 @@ func sigCapsSection(c sig.Caps) *sigCapsReport {
 	}
 }
 
+// cryptoCapsReport is struct mlx5dv_crypto_caps, mlx5dv_query_device's
+// crypto_caps (Context.CryptoCaps), the flag words with mlx5dv.h's bit
+// names.
+type cryptoCapsReport struct {
+	FailedSelfTests     uint16 `json:"failed_selftests"`
+	CryptoEngines       flags  `json:"crypto_engines"`
+	WrappedImportMethod flags  `json:"wrapped_import_method"`
+	LogMaxNumDEKs       uint8  `json:"log_max_num_deks"`
+	Flags               flags  `json:"flags"`
+}
+
+func cryptoCapsSection(c mlx5.CryptoCaps) *cryptoCapsReport {
+	return &cryptoCapsReport{
+		FailedSelfTests:     c.FailedSelfTests,
+		CryptoEngines:       decodeFlags(uint64(c.Engines), cryptoEngineCaps),
+		WrappedImportMethod: decodeFlags(uint64(c.WrappedImport), cryptoWrappedImportCaps),
+		LogMaxNumDEKs:       c.LogMaxDEKs,
+		Flags:               decodeFlags(uint64(c.Flags), cryptoFlagCaps),
+	}
+}
+
 // dciStreamsReport is struct mlx5dv_dci_streams_caps, mlx5dv_query_device's
 // dci_streams (Context.Caps.MaxDCIStreams, from the kernel's
 // QUERY_DEVICE_EX): the most concurrent and errored stream channels a DCI
@@ -88,8 +110,8 @@ type dciStreamsReport struct {
 }
 
 // probeHCA adds an mlx5 context's DCI stream caps, general capabilities
-// and the signature caps the driver derives from them to r; it records
-// what fails.
+// and the signature and crypto caps the driver derives from them to r;
+// it records what fails.
 func probeHCA(r *deviceReport, c *mlx5.Context) {
 	r.DCIStreams = &dciStreamsReport{c.Caps().MaxDCIStreams.LogConcurrent, c.Caps().MaxDCIStreams.LogErrored}
 	caps, err := c.QueryHCACap(prm.MLX5_CAP_GENERAL, true)
@@ -104,6 +126,12 @@ func probeHCA(r *deviceReport, c *mlx5.Context) {
 		return
 	}
 	r.SigCaps = sigCapsSection(sc)
+	cc, err := c.CryptoCaps()
+	if err != nil {
+		r.Errors = append(r.Errors, fmt.Sprintf("crypto caps: %v", err))
+		return
+	}
+	r.CryptoCaps = cryptoCapsSection(cc)
 }
 
 // probeModel reports the software ConnectX of a profile: its HCA

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
@@ -119,28 +120,15 @@ func TestSigCapsSection(t *testing.T) {
 		T10DIFBG:  flags{Value: 0, Names: []string{}},
 		CRCType:   flags{Value: 5, Names: []string{"MLX5DV_SIG_CRC_TYPE_CAP_CRC32", "MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"}},
 	}
-	if !reflect.DeepEqual(*s, want) {
-		t.Errorf("sigCapsSection = %+v\nwant %+v", *s, want)
-	}
-	var b bytes.Buffer
-	writeSigCaps(&textWriter{w: &b}, s)
-	wantText := "\tsig_caps (mlx5dv_query_device):\n" +
-		"\t\tblock_size:\t\t0x209\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_512\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_4096\n\t\t\t\t\tUnknown flags: 0x200\n" +
-		"\t\tblock_prot:\t\t0x2\n\t\t\t\t\tMLX5DV_SIG_PROT_CAP_CRC\n" +
-		"\t\tt10dif_bg:\t\t0x0\n\t\t\t\t\tNO SUPPORT\n" +
-		"\t\tcrc_type:\t\t0x5\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC32\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10\n"
-	if b.String() != wantText {
-		t.Errorf("text\n%q\nwant\n%q", b.String(), wantText)
-	}
-	js, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"block_size":{"value":521,"names":["MLX5DV_BLOCK_SIZE_CAP_512","MLX5DV_BLOCK_SIZE_CAP_4096"],"unknown":512},` +
-		`"block_prot":{"value":2,"names":["MLX5DV_SIG_PROT_CAP_CRC"]},"t10dif_bg":{"value":0,"names":[]},` +
-		`"crc_type":{"value":5,"names":["MLX5DV_SIG_CRC_TYPE_CAP_CRC32","MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"]}}`; string(js) != want {
-		t.Errorf("JSON %s\nwant %s", js, want)
-	}
+	checkSection(t, "sigCapsSection", s, want, writeSigCaps,
+		"\tsig_caps (mlx5dv_query_device):\n"+
+			"\t\tblock_size:\t\t0x209\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_512\n\t\t\t\t\tMLX5DV_BLOCK_SIZE_CAP_4096\n\t\t\t\t\tUnknown flags: 0x200\n"+
+			"\t\tblock_prot:\t\t0x2\n\t\t\t\t\tMLX5DV_SIG_PROT_CAP_CRC\n"+
+			"\t\tt10dif_bg:\t\t0x0\n\t\t\t\t\tNO SUPPORT\n"+
+			"\t\tcrc_type:\t\t0x5\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC32\n\t\t\t\t\tMLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10\n",
+		`{"block_size":{"value":521,"names":["MLX5DV_BLOCK_SIZE_CAP_512","MLX5DV_BLOCK_SIZE_CAP_4096"],"unknown":512},`+
+			`"block_prot":{"value":2,"names":["MLX5DV_SIG_PROT_CAP_CRC"]},"t10dif_bg":{"value":0,"names":[]},`+
+			`"crc_type":{"value":5,"names":["MLX5DV_SIG_CRC_TYPE_CAP_CRC32","MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"]}}`)
 	// Each name's bit is 1 << the value of the enum it names, as mlx5dv.h
 	// defines the *_CAP_* enums.
 	for _, tb := range []struct {
@@ -184,5 +172,57 @@ func TestSimGolden(t *testing.T) {
 				t.Errorf("mlx5probe -sim %s (json %v) differs from %s:\n%s", p, js, name, b.String())
 			}
 		}
+	}
+}
+
+// The crypto caps are printed as the signature caps are, with mlx5dv.h's
+// names (whose values are mlx5's); the numbers as numbers.
+func TestCryptoCapsSection(t *testing.T) {
+	s := cryptoCapsSection(mlx5.CryptoCaps{FailedSelfTests: 0x11, Engines: mlx5.CryptoEngineAESXTSSingleBlock | mlx5.CryptoEngineAESXTSMultiBlock,
+		LogMaxDEKs: 20, Flags: mlx5.CryptoFlagCrypto | mlx5.CryptoFlagWrappedOperational | 1<<5})
+	want := cryptoCapsReport{
+		FailedSelfTests:     0x11,
+		CryptoEngines:       flags{Value: 6, Names: []string{"MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK", "MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK"}},
+		WrappedImportMethod: flags{Value: 0, Names: []string{}},
+		LogMaxNumDEKs:       20,
+		Flags:               flags{Value: 0x23, Names: []string{"MLX5DV_CRYPTO_CAPS_CRYPTO", "MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL"}, Unknown: 0x20},
+	}
+	checkSection(t, "cryptoCapsSection", s, want, writeCryptoCaps,
+		"\tcrypto_caps (mlx5dv_query_device):\n"+
+			"\t\tfailed_selftests:\t0x11\n"+
+			"\t\tcrypto_engines:\t\t0x6\n\t\t\t\t\tMLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK\n\t\t\t\t\tMLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK\n"+
+			"\t\twrapped_import_method:\t0x0\n\t\t\t\t\tNO SUPPORT\n"+
+			"\t\tlog_max_num_deks:\t20\n"+
+			"\t\tflags:\t\t\t0x23\n\t\t\t\t\tMLX5DV_CRYPTO_CAPS_CRYPTO\n\t\t\t\t\tMLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL\n\t\t\t\t\tUnknown flags: 0x20\n",
+		`{"failed_selftests":17,"crypto_engines":{"value":6,"names":["MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK","MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK"]},`+
+			`"wrapped_import_method":{"value":0,"names":[]},"log_max_num_deks":20,`+
+			`"flags":{"value":35,"names":["MLX5DV_CRYPTO_CAPS_CRYPTO","MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL"],"unknown":32}}`)
+	for _, tb := range [][]flagBit{cryptoEngineCaps, cryptoWrappedImportCaps, cryptoFlagCaps} {
+		for i, b := range tb {
+			if b.bit != 1<<i {
+				t.Errorf("%s: bit %#x, want 1<<%d as mlx5dv.h", b.name, b.bit, i)
+			}
+		}
+	}
+}
+
+// checkSection compares a caps section with want, the text write prints
+// of it with wantText, and its JSON with wantJSON.
+func checkSection[S any](t *testing.T, name string, s *S, want S, write func(*textWriter, *S), wantText, wantJSON string) {
+	t.Helper()
+	if !reflect.DeepEqual(*s, want) {
+		t.Errorf("%s = %+v\nwant %+v", name, *s, want)
+	}
+	var b bytes.Buffer
+	write(&textWriter{w: &b}, s)
+	if b.String() != wantText {
+		t.Errorf("%s: text\n%q\nwant\n%q", name, b.String(), wantText)
+	}
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(js) != wantJSON {
+		t.Errorf("%s: JSON %s\nwant %s", name, js, wantJSON)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/uverbs"
 )
@@ -242,5 +243,24 @@ var (
 		{1 << sig.CRCTypeCRC32, "MLX5DV_SIG_CRC_TYPE_CAP_CRC32"},
 		{1 << sig.CRCTypeCRC32C, "MLX5DV_SIG_CRC_TYPE_CAP_CRC32C"},
 		{1 << sig.CRCTypeCRC64XP10, "MLX5DV_SIG_CRC_TYPE_CAP_CRC64_XP10"},
+	}
+)
+
+// The bits of struct mlx5dv_crypto_caps, named as mlx5dv.h names them
+// (enum mlx5dv_crypto_engines_caps, mlx5dv_crypto_wrapped_import_method_caps,
+// mlx5dv_crypto_caps_flags): mlx5's values are mlx5dv.h's.
+var (
+	cryptoEngineCaps = []flagBit{
+		{uint64(mlx5.CryptoEngineAESXTS), "MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS"},
+		{uint64(mlx5.CryptoEngineAESXTSSingleBlock), "MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_SINGLE_BLOCK"},
+		{uint64(mlx5.CryptoEngineAESXTSMultiBlock), "MLX5DV_CRYPTO_ENGINES_CAP_AES_XTS_MULTI_BLOCK"},
+	}
+	cryptoWrappedImportCaps = []flagBit{
+		{uint64(mlx5.CryptoWrappedImportAESXTS), "MLX5DV_CRYPTO_WRAPPED_IMPORT_METHOD_CAP_AES_XTS"},
+	}
+	cryptoFlagCaps = []flagBit{
+		{uint64(mlx5.CryptoFlagCrypto), "MLX5DV_CRYPTO_CAPS_CRYPTO"},
+		{uint64(mlx5.CryptoFlagWrappedOperational), "MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_OPERATIONAL"},
+		{uint64(mlx5.CryptoFlagWrappedGoingToCommissioning), "MLX5DV_CRYPTO_CAPS_WRAPPED_CRYPTO_GOING_TO_COMMISSIONING"},
 	}
 )

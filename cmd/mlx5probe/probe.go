@@ -50,6 +50,9 @@ type deviceReport struct {
 	// SigCaps are an mlx5 device's block signature caps as
 	// mlx5dv_query_device reports them (absent for other drivers).
 	SigCaps *sigCapsReport `json:"sig_caps,omitempty"`
+	// CryptoCaps are an mlx5 device's crypto caps as mlx5dv_query_device
+	// reports them (absent for other drivers).
+	CryptoCaps *cryptoCapsReport `json:"crypto_caps,omitempty"`
 	// DCIStreams are an mlx5 device's DCI stream caps as
 	// mlx5dv_query_device reports them (dci_streams; absent for other
 	// drivers).

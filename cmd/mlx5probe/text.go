@@ -88,8 +88,9 @@ func writeDevice(t *textWriter, d *deviceReport) {
 	}
 	writeHCACaps(t, d.HCACaps)
 	writeSigCaps(t, d.SigCaps)
+	writeCryptoCaps(t, d.CryptoCaps)
 	writeDCIStreams(t, d.DCIStreams)
-	if len(d.HCACaps) > 0 || d.SigCaps != nil || d.DCIStreams != nil {
+	if len(d.HCACaps) > 0 || d.SigCaps != nil || d.CryptoCaps != nil || d.DCIStreams != nil {
 		t.printf("\n")
 	}
 	if len(d.Ports) == 0 {
@@ -289,8 +290,25 @@ func writeSigCaps(t *textWriter, s *sigCapsReport) {
 	}
 }
 
+// writeCryptoCaps prints mlx5dv_query_device's crypto_caps after the
+// signature caps, as writeSigCaps prints those.
+func writeCryptoCaps(t *textWriter, c *cryptoCapsReport) {
+	if c == nil {
+		return
+	}
+	t.printf("\tcrypto_caps (mlx5dv_query_device):\n")
+	t.kv(2, deviceColumn, "failed_selftests", "0x%x", c.FailedSelfTests)
+	t.kv(2, deviceColumn, "crypto_engines", "0x%x", c.CryptoEngines.Value)
+	t.flagLines(c.CryptoEngines, "NO SUPPORT")
+	t.kv(2, deviceColumn, "wrapped_import_method", "0x%x", c.WrappedImportMethod.Value)
+	t.flagLines(c.WrappedImportMethod, "NO SUPPORT")
+	t.kv(2, deviceColumn, "log_max_num_deks", "%d", c.LogMaxNumDEKs)
+	t.kv(2, deviceColumn, "flags", "0x%x", c.Flags.Value)
+	t.flagLines(c.Flags, "NO SUPPORT")
+}
+
 // writeDCIStreams prints mlx5dv_query_device's dci_streams after the
-// signature caps.
+// crypto caps.
 func writeDCIStreams(t *textWriter, d *dciStreamsReport) {
 	if d == nil {
 		return

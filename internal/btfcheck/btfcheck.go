@@ -479,6 +479,17 @@ func (s *Spec) prmMembers(name string) ([]prmMember, uint32, error) {
 	return out, st.Size, nil
 }
 
+// reservedOrPast reports whether no named member of ms overlaps the bits
+// [from, to): they are reserved, or past the struct's end.
+func (s *Spec) reservedOrPast(ms []prmMember, from, to uint32) bool {
+	for _, m := range ms {
+		if !m.composite && !m.reserved() && m.off < to && from < m.off+m.width {
+			return false
+		}
+	}
+	return true
+}
+
 // MatchPRM checks one field of mlx5_ifc_NAME_bits (name is the C struct,
 // "mlx5_ifc_NAME_bits") against the kernel, under these rules:
 //
@@ -489,6 +500,10 @@ func (s *Spec) prmMembers(name string) ([]prmMember, uint32, error) {
 //   - the kernel's field of that name ends at the same bit but is wider
 //     (it grew at its high end into bits that were reserved): it passes
 //     with a note, Go's bits being its low bits;
+//   - a field taken from a newer definition (Src != "") whose kernel
+//     namesake starts at the same bit but is narrower passes with a note
+//     when the kernel keeps the rest of its bits reserved (the newer
+//     definition widened it, as rdma-core's encryption_key_obj.key);
 //   - the kernel has the name elsewhere, or narrower: it fails (moved,
 //     shrank);
 //   - the kernel does not have the name, but names exactly these bits
@@ -528,6 +543,13 @@ func (s *Spec) MatchPRM(name string, f PRMField) (note string, err error) {
 	for _, m := range same {
 		if m.off+m.width == f.Off+f.Width && m.width > f.Width {
 			return fmt.Sprintf("%s.%s: %s widened it to %s; Go's %d bits at %#x are its low bits", short, f.Name, s.Name, where(m), f.Width, f.Off), nil
+		}
+	}
+	if f.Src != "" {
+		for _, m := range same {
+			if m.off == f.Off && m.width < f.Width && s.reservedOrPast(ms, m.off+m.width, f.Off+f.Width) {
+				return fmt.Sprintf("%s.%s (from %s): %s has it narrower, %s; Go's bits past it are reserved there", short, f.Name, f.Src, s.Name, where(m)), nil
+			}
 		}
 	}
 	if len(same) > 0 {

@@ -191,6 +191,9 @@ func TestMatchPRMRules(t *testing.T) {
 		{PRMField{Name: "future_cap", Off: 0x23, Width: 1, Src: "rdma-core"}, true, ""},
 		{PRMField{Name: "future_cap", Off: 0x60, Width: 8, Src: "rdma-core"}, true, ""}, // past the kernel's end
 		{PRMField{Name: "log_page_size", Off: 0x29, Width: 5}, true, "widened it to log_page_size at bit 0x28 width 6"},
+		{PRMField{Name: "other", Off: 0x24, Width: 4, Src: "rdma-core"}, true, "other (from rdma-core): " + kernelName + " has it narrower, other at bit 0x24 width 1"},
+		{PRMField{Name: "other", Off: 0x24, Width: 5, Src: "rdma-core"}, false, "other: Go has bit 0x24 width 5"}, // into log_page_size
+		{PRMField{Name: "other", Off: 0x24, Width: 4}, false, "other: Go has bit 0x24 width 4"},                   // the kernel's own field
 
 		{PRMField{Name: "relaxed_ordering_read", Off: 0x20, Width: 1}, false, "relaxed_ordering_read: Go has bit 0x20 width 1, " + kernelName + " has relaxed_ordering_read at bit 0x30"},
 		{PRMField{Name: "moved", Off: 0x31, Width: 1}, false, "moved: Go has bit 0x31 width 1, " + kernelName + " has moved at bit 0x32"},

@@ -122,6 +122,11 @@ func Generate(include string) ([]byte, error) {
 		}
 		groups = append(groups, g)
 	}
+	for _, c := range extraConsts {
+		if regexp.MustCompile(`\b` + c.Name + `\b`).MatchString(string(ifc) + string(dev)) {
+			return nil, fmt.Errorf("%s is now in the kernel's headers: drop it from extraConsts", c.Name)
+		}
+	}
 	return emit(layouts, groups)
 }
 
@@ -252,6 +257,9 @@ type Layout struct {
 	Kernel uint32 // bits in the kernel's header, 0 for extraStructs
 	Fields []Field
 	Src    string // "" for the kernel's structs
+	// Partial: an extraStructs entry that later kernels define with
+	// other fields, so that its own fields are checked one by one.
+	Partial bool
 }
 
 func buildLayouts(h map[string]*cstruct) ([]Layout, error) {
@@ -273,7 +281,7 @@ func buildLayouts(h map[string]*cstruct) ([]Layout, error) {
 				return nil, fmt.Errorf("mlx5_ifc_%s_bits is now in the kernel's header: drop it from extraStructs", name)
 			}
 			e := extraStructs[i]
-			l = Layout{Name: name, Bits: e.Bits, Src: e.Fields[0].Src}
+			l = Layout{Name: name, Bits: e.Bits, Src: e.Fields[0].Src, Partial: e.Partial}
 			reserved = []Field{{Name: "reserved", Off: 0, Width: e.Bits}}
 		} else {
 			s, ok := h[name]
@@ -310,10 +318,25 @@ func buildLayouts(h map[string]*cstruct) ([]Layout, error) {
 			}
 		}
 		for _, e := range adds {
-			for _, f := range l.Fields {
-				if f.Name == e.Name {
+			widened := false
+			for i, f := range l.Fields {
+				if f.Name != e.Name {
+					continue
+				}
+				// A newer definition may widen a field the kernel names,
+				// at the same start, into the reserved bits after it.
+				if f.Off != e.Off || e.Width <= f.Width || f.Type != e.Type {
 					return nil, fmt.Errorf("%s.%s is now in the kernel's header: drop it from extras", name, e.Name)
 				}
+				if !inReserved(reserved, f.Off+f.Width, e.Width-f.Width) {
+					return nil, fmt.Errorf("%s.%s widened to %#x bits overlaps a field the kernel names", name, e.Name, e.Width)
+				}
+				reserved = splitReserved(reserved, f.Off+f.Width, e.Width-f.Width)
+				l.Fields[i].Width, l.Fields[i].Src = e.Width, e.Src
+				widened = true
+			}
+			if widened {
+				continue
 			}
 			if e.Type != "" {
 				sz, err := sizeOf(h, e.Type, 0)
@@ -327,12 +350,7 @@ func buildLayouts(h map[string]*cstruct) ([]Layout, error) {
 					return nil, fmt.Errorf("%s.%s: width %#x, but %s has %#x bits", name, e.Name, e.Width, e.Type, sz)
 				}
 			}
-			inReserved := false
-			for _, r := range reserved {
-				if r.Off <= e.Off && e.Off+e.Width <= r.Off+r.Width {
-					inReserved = true
-				}
-			}
+			inReserved := inReserved(reserved, e.Off, e.Width)
 			if !inReserved && e.Off < l.Bits {
 				return nil, fmt.Errorf("%s.%s at %#x+%#x overlaps a field the kernel names", name, e.Name, e.Off, e.Width)
 			}
@@ -359,6 +377,17 @@ func buildLayouts(h map[string]*cstruct) ([]Layout, error) {
 		}
 	}
 	return out, nil
+}
+
+// inReserved reports whether the bits [off, off+width) lie inside one of
+// the reserved ranges rs.
+func inReserved(rs []Field, off, width uint32) bool {
+	for _, r := range rs {
+		if r.Off <= off && off+width <= r.Off+r.Width {
+			return true
+		}
+	}
+	return false
 }
 
 func splitReserved(rs []Field, off, width uint32) []Field {
@@ -508,6 +537,14 @@ func emit(layouts []Layout, groups []enumGroup) ([]byte, error) {
 		}
 	}
 
+	if len(extraConsts) > 0 {
+		p("// Constants the lab kernel's headers do not define, with their source.\nconst (\n")
+		for _, c := range extraConsts {
+			p("\t%s = %#x // from %s\n", c.Name, c.Value, c.Src)
+		}
+		p(")\n\n")
+	}
+
 	for _, l := range layouts {
 		tn := goName(l.Name) + "Bits"
 		vn := goName(l.Name)
@@ -564,7 +601,9 @@ func emit(layouts []Layout, groups []enumGroup) ([]byte, error) {
 	for _, l := range layouts {
 		if l.Src != "" {
 			p("\t{%q, \"\", %q},\n", l.Name, l.Src)
-			continue
+			if !l.Partial {
+				continue
+			}
 		}
 		for _, f := range l.Fields {
 			if f.Src != "" {

@@ -120,3 +120,50 @@ func TestOutputIsMarkedGenerated(t *testing.T) {
 		t.Errorf("prm/ifc.go is not marked generated: its header is %q", f.Comments[0].Text())
 	}
 }
+
+// An extra may widen a field the kernel names into the reserved bits
+// after it, never over a named one; a Partial extra struct lists its
+// fields as newer one by one.
+func TestWidenedExtraAndPartial(t *testing.T) {
+	h := parseHeader(`
+struct mlx5_ifc_k_bits {
+	u8         key[0x20];
+	u8         reserved_at_20[0x40];
+	u8         named[0x20];
+};
+`)
+	saved := [...]any{structs, extras, extraStructs}
+	defer func() {
+		structs, extras = saved[0].([]string), saved[1].([]extra)
+		extraStructs = saved[2].(extraStructList)
+	}()
+	structs, extraStructs = []string{"k"}, nil
+	extras = []extra{{"k", "key", 0, 0x60, "", "newer"}}
+	l, err := buildLayouts(h)
+	if err != nil || len(l[0].Fields) != 2 || l[0].Fields[0] != (Field{Name: "key", Off: 0, Width: 0x60, Src: "newer"}) {
+		t.Fatalf("widened: %+v, %v", l, err)
+	}
+	for _, bad := range []extra{{"k", "key", 0, 0x80, "", "newer"}, {"k", "key", 0, 0x20, "", "newer"}, {"k", "key", 8, 0x40, "", "newer"}} {
+		extras = []extra{bad}
+		if _, err := buildLayouts(h); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+
+	extras = nil
+	structs = []string{"p"}
+	extraStructs = extraStructList{{"p", 0x20, []extra{{"", "a", 0, 1, "", "newer"}}, true}}
+	l, err = buildLayouts(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := emit(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{"p", "", "newer"}`, `{"p", "a", "newer"}`} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("newer lacks %s", want)
+		}
+	}
+}
