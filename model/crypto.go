@@ -75,63 +75,55 @@ const (
 )
 
 // genObjType is a general object type the firmware implements: its
-// CREATE, QUERY and DESTROY_GENERAL_OBJECT.
-type genObjType struct {
-	create, query, destroy func(h *hca, c *fwCall) *fwErr
-}
+// CREATE, QUERY and DESTROY_GENERAL_OBJECT, by genCreate, genQuery and
+// genDestroy.
+type genObjType [3]func(h *hca, c *fwCall) *fwErr
+
+const (
+	genCreate = iota
+	genQuery
+	genDestroy
+)
 
 var genObjTypes = map[uint16]genObjType{
 	objTypeDEK:         {createDEK, queryDEK, destroyDEK},
 	objTypeCryptoLogin: {createLogin, queryLogin, destroyLogin},
 }
 
-// genObjTypeOf is the type a general object command's header names. A
-// type the model does not implement is refused as an opcode it does not
-// implement (BAD_OP_ERR); one the profile's general_obj_types lacks, as a
-// missing capability.
-func (h *hca) genObjTypeOf(c *fwCall) (genObjType, *fwErr) {
-	typ := uint16(c.get(prm.GeneralObjInCmdHdr.ObjType))
-	t, ok := genObjTypes[typ]
-	switch {
-	case !ok:
-		return t, fail(prm.MLX5_CMD_STAT_BAD_OP_ERR, SyndromeBadOpcode)
-	case h.prof.cap(prm.CmdHcaCap.GeneralObjTypes)&(1<<typ) == 0:
-		return t, badParam(SyndromeNoCap)
+// The general object commands. Every type's create input and query
+// output is the 16-byte header and the 256-byte object.
+var (
+	createGeneralObj  = genObjCmd(genCreate, genObjLen, hdrLen)
+	queryGeneralObj   = genObjCmd(genQuery, hdrLen, genObjLen)
+	destroyGeneralObj = genObjCmd(genDestroy, hdrLen, hdrLen)
+)
+
+// genObjCmd runs command op of the type the header's obj_type names, with
+// in and out bytes of mailbox at least. A type the model does not
+// implement is refused as an opcode it does not implement (BAD_OP_ERR);
+// one the profile's general_obj_types lacks, as a missing capability.
+func genObjCmd(op, in, out int) func(h *hca, c *fwCall) *fwErr {
+	return func(h *hca, c *fwCall) *fwErr {
+		typ := uint16(c.get(prm.GeneralObjInCmdHdr.ObjType))
+		t, ok := genObjTypes[typ]
+		switch {
+		case !ok:
+			return fail(prm.MLX5_CMD_STAT_BAD_OP_ERR, SyndromeBadOpcode)
+		case h.prof.cap(prm.CmdHcaCap.GeneralObjTypes)&(1<<typ) == 0:
+			return badParam(SyndromeNoCap)
+		case len(c.in) < in:
+			return fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+		case len(c.out) < out:
+			return fail(prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, SyndromeOutputLength)
+		}
+		return t[op](h, c)
 	}
-	return t, nil
 }
 
-func createGeneralObj(h *hca, c *fwCall) *fwErr {
-	t, e := h.genObjTypeOf(c)
-	if e != nil {
-		return e
-	}
-	return t.create(h, c)
-}
-
-func queryGeneralObj(h *hca, c *fwCall) *fwErr {
-	t, e := h.genObjTypeOf(c)
-	if e != nil {
-		return e
-	}
-	return t.query(h, c)
-}
-
-func destroyGeneralObj(h *hca, c *fwCall) *fwErr {
-	t, e := h.genObjTypeOf(c)
-	if e != nil {
-		return e
-	}
-	return t.destroy(h, c)
-}
-
-// objIn is the object of a create command (nil if the input is too
-// short), objOut that of a query's output.
+// objIn is the object of a create command, objOut that of a query's
+// output (genObjCmd checked the lengths).
 func (c *fwCall) objIn() []byte  { return genObj.Bytes(c.in) }
 func (c *fwCall) objOut() []byte { return genObj.Bytes(c.out) }
-
-func shortInput() *fwErr  { return fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength) }
-func shortOutput() *fwErr { return fail(prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, SyndromeOutputLength) }
 
 // The engine's modes, from the HCA's crypto caps page.
 
@@ -165,9 +157,6 @@ func (h *hca) sessionKEK(uid uint16) ([]byte, *fwErr) {
 
 func createLogin(h *hca, c *fwCall) *fwErr {
 	obj := c.objIn()
-	if obj == nil {
-		return shortInput()
-	}
 	if e := h.cryptoReady(); e != nil {
 		return e
 	}
@@ -204,21 +193,22 @@ func createLogin(h *hca, c *fwCall) *fwErr {
 	return nil
 }
 
-// login finds the login a query or destroy names.
-func (h *hca) login(c *fwCall) (uint32, *loginObj, *fwErr) {
+// namedObj finds the object of table m a query or destroy names by its
+// obj_id, and checks that it is the command's uid's.
+func namedObj[T interface{ ownerUID() uint16 }](m map[uint32]T, c *fwCall) (uint32, T, *fwErr) {
 	n := uint32(c.get(prm.GeneralObjInCmdHdr.ObjId))
-	l, ok := h.crypto.logins[n]
+	o, ok := m[n]
 	if !ok {
-		return n, nil, noObject()
+		return n, o, noObject()
 	}
-	return n, l, checkOwner(l.uid, c.uid)
+	return n, o, checkOwner(o.ownerUID(), c.uid)
 }
 
+func (o *loginObj) ownerUID() uint16 { return o.uid }
+func (o *dekObj) ownerUID() uint16   { return o.uid }
+
 func queryLogin(h *hca, c *fwCall) *fwErr {
-	if len(c.out) < genObjLen {
-		return shortOutput()
-	}
-	_, l, e := h.login(c)
+	_, l, e := namedObj(h.crypto.logins, c)
 	if e != nil {
 		return e
 	}
@@ -230,7 +220,7 @@ func queryLogin(h *hca, c *fwCall) *fwErr {
 }
 
 func destroyLogin(h *hca, c *fwCall) *fwErr {
-	n, _, e := h.login(c)
+	n, _, e := namedObj(h.crypto.logins, c)
 	if e != nil {
 		return e
 	}
@@ -242,9 +232,6 @@ func destroyLogin(h *hca, c *fwCall) *fwErr {
 
 func createDEK(h *hca, c *fwCall) *fwErr {
 	obj := c.objIn()
-	if obj == nil {
-		return shortInput()
-	}
 	if e := h.cryptoReady(); e != nil {
 		return e
 	}
@@ -309,23 +296,10 @@ func createDEK(h *hca, c *fwCall) *fwErr {
 	return nil
 }
 
-// dek finds the DEK a query or destroy names.
-func (h *hca) dek(c *fwCall) (uint32, *dekObj, *fwErr) {
-	n := uint32(c.get(prm.GeneralObjInCmdHdr.ObjId))
-	d, ok := h.deks[n]
-	if !ok {
-		return n, nil, noObject()
-	}
-	return n, d, checkOwner(d.uid, c.uid)
-}
-
 // queryDEK answers the DEK's attributes, never its key. A wrapped
 // engine's DEK is queried only in a valid crypto login.
 func queryDEK(h *hca, c *fwCall) *fwErr {
-	if len(c.out) < genObjLen {
-		return shortOutput()
-	}
-	_, d, e := h.dek(c)
+	_, d, e := namedObj(h.deks, c)
 	if e != nil {
 		return e
 	}
@@ -355,7 +329,7 @@ func queryDEK(h *hca, c *fwCall) *fwErr {
 // which the firmware's commands do not track. The mkey's next transfer
 // finds no DEK (docs/MODEL.md, "Crypto objects").
 func destroyDEK(h *hca, c *fwCall) *fwErr {
-	n, d, e := h.dek(c)
+	n, d, e := namedObj(h.deks, c)
 	if e != nil {
 		return e
 	}
@@ -384,23 +358,43 @@ func (h *hca) purgeCrypto(ctx ctxID) {
 
 // The crypto officer's side, for tests: what a device's tools provision.
 
+// officerTable is one of the two tables a crypto officer provisions.
+type officerTable struct {
+	what  string // "credential", "import KEK"
+	table func(*cryptoStore) map[uint32][]byte
+	log   prm.Field // the crypto caps' limit of the table
+	check func([]byte) error
+	// cred and kek give the credential and import KEK IDs whose logins
+	// an entry's deletion invalidates, for the entry of ID id.
+	cred, kek func(id uint32) uint32
+}
+
+func officerID(id uint32) uint32 { return id }
+func officerNoID(uint32) uint32  { return ^uint32(0) } // no ID: pointers are 24 bits
+
+var (
+	credentials = officerTable{"credential", func(s *cryptoStore) map[uint32][]byte { return s.creds },
+		cryptoCaps.LogMaxNumCreds, checkCredential, officerID, officerNoID}
+	importKEKs = officerTable{"import KEK", func(s *cryptoStore) map[uint32][]byte { return s.keks },
+		cryptoCaps.LogMaxNumImportKeks, checkKEK, officerNoID, officerID}
+)
+
 // officer checks that the HCA has a wrapped engine and id fits the 24-bit
 // pointers of crypto_login_obj.
-func (d *Device) officer(what string, id uint32) error {
+func (d *Device) officer(call string, id uint32) error {
 	switch {
 	case d.h.prof.crypto == nil:
-		return fmt.Errorf("model: %s: profile %s has no crypto engine", what, d.h.prof.name)
+		return fmt.Errorf("model: %s: profile %s has no crypto engine", call, d.h.prof.name)
 	case !d.h.cryptoWrapped():
-		return fmt.Errorf("model: %s: the crypto engine is in plaintext import mode (Options.Crypto.Wrapped)", what)
+		return fmt.Errorf("model: %s: the crypto engine is in plaintext import mode (Options.Crypto.Wrapped)", call)
 	case id >= 1<<24:
-		return fmt.Errorf("model: %s: ID %#x does not fit 24 bits", what, id)
+		return fmt.Errorf("model: %s: ID %#x does not fit 24 bits", call, id)
 	}
 	return nil
 }
 
-// invalidateLogins marks the logins made with credential cred or import KEK
-// kek (either may be none: ^0) INVALID, as mlx5dv_crypto_login(3) says
-// deleting either does.
+// invalidateLogins marks the logins made with credential cred or import
+// KEK kek INVALID, as mlx5dv_crypto_login(3) says deleting either does.
 func (h *hca) invalidateLogins(cred, kek uint32) {
 	for _, l := range h.crypto.logins {
 		if l.cred == cred || l.kek == kek {
@@ -409,16 +403,48 @@ func (h *hca) invalidateLogins(cred, kek uint32) {
 	}
 }
 
-// provision stores v under id in m, a table of at most 2^log entries;
-// an entry already there is replaced, which invalidates its logins as
-// deleting it does.
-func (d *Device) provision(what string, m map[uint32][]byte, id uint32, v []byte, log prm.Field, inval func(uint32)) error {
+// drop deletes entry id of table t, zeroes it and invalidates its logins.
+func (h *hca) drop(t officerTable, id uint32) {
+	m := t.table(&h.crypto)
+	clear(m[id])
+	delete(m, id)
+	h.invalidateLogins(t.cred(id), t.kek(id))
+}
+
+// store stores v under id in table t, replacing (as a deletion does) what
+// was there, within 2^t.log entries.
+func (d *Device) store(t officerTable, id uint32, v []byte) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	call := "set " + t.what
+	if err := d.officer(call, id); err != nil {
+		return err
+	}
+	if err := t.check(v); err != nil {
+		return err
+	}
+	m := t.table(&d.h.crypto)
 	if _, ok := m[id]; ok {
-		inval(id)
-	} else if uint64(len(m)) >= 1<<d.h.prof.cryptoCap(log) {
-		return fmt.Errorf("model: %s: the device holds 2^%s of them", what, log.Name)
+		d.h.drop(t, id)
+	} else if uint64(len(m)) >= 1<<d.h.prof.cryptoCap(t.log) {
+		return fmt.Errorf("model: %s: the device holds 2^%s of them", call, t.log.Name)
 	}
 	m[id] = slices.Clone(v)
+	return nil
+}
+
+// remove deletes entry id of table t.
+func (d *Device) remove(t officerTable, id uint32) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	call := "delete " + t.what
+	if err := d.officer(call, id); err != nil {
+		return err
+	}
+	if _, ok := t.table(&d.h.crypto)[id]; !ok {
+		return fmt.Errorf("model: %s: no %s %#x", call, t.what, id)
+	}
+	d.h.drop(t, id)
 	return nil
 }
 
@@ -428,73 +454,25 @@ func (d *Device) provision(what string, m map[uint32][]byte, id uint32, v []byte
 // wrapped with an import KEK. A credential already stored under id is
 // replaced, and the logins made with it become INVALID.
 func (d *Device) SetCryptoCredential(id uint32, credential []byte) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	const what = "set crypto credential"
-	if err := d.officer(what, id); err != nil {
-		return err
-	}
-	if err := checkCredential(credential); err != nil {
-		return err
-	}
-	return d.provision(what, d.h.crypto.creds, id, credential, cryptoCaps.LogMaxNumCreds, func(id uint32) { d.h.invalidateLogins(id, ^uint32(0)) })
+	return d.store(credentials, id, credential)
 }
 
 // DeleteCryptoCredential deletes credential id: the crypto logins made
 // with it become INVALID (mlx5dv_crypto_login(3)); the DEKs imported in
 // them stay usable.
-func (d *Device) DeleteCryptoCredential(id uint32) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	const what = "delete crypto credential"
-	if err := d.officer(what, id); err != nil {
-		return err
-	}
-	if _, ok := d.h.crypto.creds[id]; !ok {
-		return fmt.Errorf("model: %s: no credential %#x", what, id)
-	}
-	clear(d.h.crypto.creds[id])
-	delete(d.h.crypto.creds, id)
-	d.h.invalidateLogins(id, ^uint32(0))
-	return nil
-}
+func (d *Device) DeleteCryptoCredential(id uint32) error { return d.remove(credentials, id) }
 
 // SetImportKEK stores import KEK id, an AES key of 16 or 32 bytes, on a
 // software ConnectX whose engine is in the wrapped import method: a
 // crypto login's credential, and the DEKs imported in it, come wrapped
 // with it (KeyWrap). A KEK already stored under id is replaced, and the
 // logins made with it become INVALID.
-func (d *Device) SetImportKEK(id uint32, key []byte) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	const what = "set import KEK"
-	if err := d.officer(what, id); err != nil {
-		return err
-	}
-	if err := checkKEK(key); err != nil {
-		return err
-	}
-	return d.provision(what, d.h.crypto.keks, id, key, cryptoCaps.LogMaxNumImportKeks, func(id uint32) { d.h.invalidateLogins(^uint32(0), id) })
-}
+func (d *Device) SetImportKEK(id uint32, key []byte) error { return d.store(importKEKs, id, key) }
 
 // DeleteImportKEK deletes import KEK id: the crypto logins made with it
 // become INVALID (mlx5dv_crypto_login(3)); the DEKs imported with it stay
 // usable.
-func (d *Device) DeleteImportKEK(id uint32) error {
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	const what = "delete import KEK"
-	if err := d.officer(what, id); err != nil {
-		return err
-	}
-	if _, ok := d.h.crypto.keks[id]; !ok {
-		return fmt.Errorf("model: %s: no import KEK %#x", what, id)
-	}
-	clear(d.h.crypto.keks[id])
-	delete(d.h.crypto.keks, id)
-	d.h.invalidateLogins(^uint32(0), id)
-	return nil
-}
+func (d *Device) DeleteImportKEK(id uint32) error { return d.remove(importKEKs, id) }
 
 // InjectDEKError puts DEK id of this context in the ERROR state, as a
 // corruption of the DEK's memory would (mlx5dv_dek_create(3)): QUERY

@@ -2,6 +2,7 @@ package model
 
 import (
 	"crypto/aes"
+	"crypto/cipher"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
@@ -19,9 +20,22 @@ var kwIV = [8]byte{0xa6, 0xa6, 0xa6, 0xa6, 0xa6, 0xa6, 0xa6, 0xa6}
 
 // Errors of KeyWrap and KeyUnwrap.
 var (
-	errKWLength    = errors.New("model: key wrap: the data is not 2 or more 8-byte blocks")
+	errKWLength    = errors.New("model: key wrap: the data is not whole 8-byte blocks, or too short")
 	errKWIntegrity = errors.New("model: key unwrap: the integrity check failed")
 )
+
+// kwCipher is the AES cipher of kek, for data of at least min 8-byte
+// blocks.
+func kwCipher(kek, data []byte, min int) (cipher.Block, error) {
+	b, err := aes.NewCipher(kek)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 8*min || len(data)%8 != 0 {
+		return nil, errKWLength
+	}
+	return b, nil
+}
 
 // KeyWrap wraps plaintext, a multiple of 8 bytes and at least 16, with
 // the AES key kek (16, 24 or 32 bytes), as RFC 3394 and NIST SP 800-38F
@@ -30,12 +44,9 @@ var (
 // imports, for tests that provision a software ConnectX in that mode
 // (CryptoOptions) and must hand it what a device expects.
 func KeyWrap(kek, plaintext []byte) ([]byte, error) {
-	b, err := aes.NewCipher(kek)
+	b, err := kwCipher(kek, plaintext, 2)
 	if err != nil {
 		return nil, err
-	}
-	if len(plaintext) < 16 || len(plaintext)%8 != 0 {
-		return nil, errKWLength
 	}
 	n := len(plaintext) / 8
 	out := make([]byte, 8+len(plaintext))
@@ -63,12 +74,9 @@ func KeyWrap(kek, plaintext []byte) ([]byte, error) {
 // (another key wrapped it, or it was altered). Nothing of a failed unwrap
 // is returned.
 func KeyUnwrap(kek, wrapped []byte) ([]byte, error) {
-	b, err := aes.NewCipher(kek)
+	b, err := kwCipher(kek, wrapped, 3)
 	if err != nil {
 		return nil, err
-	}
-	if len(wrapped) < 24 || len(wrapped)%8 != 0 {
-		return nil, errKWLength
 	}
 	n := len(wrapped)/8 - 1
 	out := make([]byte, len(wrapped)-8)

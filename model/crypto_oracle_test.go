@@ -51,34 +51,20 @@ func TestOracleCryptoCaps(t *testing.T) {
 		n++
 		gen := unhex(t, r.General)
 		g := r.Device.General
-		for _, f := range []struct {
-			f    prm.Field
-			want uint64
-		}{
+		wantFields(t, r.Case, gen, []fieldWant{
 			{prm.CmdHcaCap.Crypto, g.Crypto}, {hcaAesXtsSingleBlockLeTweak, g.Single}, {hcaAesXtsMultiBlockBeTweak, g.Multi},
 			{prm.CmdHcaCap.GeneralObjTypes, num(t, g.GeneralObjs)},
-		} {
-			if got := f.f.Get(gen); got != f.want {
-				t.Errorf("%s: %s = %#x, want %#x", r.Case, f.f.Name, got, f.want)
-			}
-		}
+		})
 		if r.Crypto == "" {
 			return // libmlx5 did not read the page, or the query failed
 		}
 		pg, p := unhex(t, r.Crypto), r.Device.Page
-		for _, f := range []struct {
-			f    prm.Field
-			want uint64
-		}{
+		wantFields(t, r.Case, pg, []fieldWant{
 			{cryptoCaps.WrappedCryptoOperational, p.Operational}, {cryptoCaps.WrappedCryptoGoingToCommissioning, p.Going},
 			{cryptoCaps.WrappedImportMethod, num(t, p.Method)}, {cryptoCaps.LogMaxNumDeks, p.LogDEKs},
 			{cryptoCaps.LogMaxNumImportKeks, p.LogKEKs}, {cryptoCaps.LogMaxNumCreds, p.LogCreds},
 			{cryptoCaps.FailedSelftests, num(t, p.Failed)},
-		} {
-			if got := f.f.Get(pg); got != f.want {
-				t.Errorf("%s: %s = %#x, want %#x", r.Case, f.f.Name, got, f.want)
-			}
-		}
+		})
 	})
 	if n == 0 {
 		t.Fatal("no caps records")

@@ -2,7 +2,6 @@ package model
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -13,15 +12,6 @@ import (
 
 // The crypto objects on raw PRM mailboxes: caps, CRYPTO_LOGIN and
 // ENCRYPTION_KEY general objects, the crypto officer's provisioning.
-
-func unhexT(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // TestKeyWrapRFC3394 checks KeyWrap and KeyUnwrap against the test vectors
 // of RFC 3394 section 4, and the refusals of KeyUnwrap.
@@ -41,7 +31,7 @@ func TestKeyWrapRFC3394(t *testing.T) {
 		{"4.6 256-bit data, 256-bit KEK", 32, 32, "28c9f404c4b810f4cbccb35cfb87f8263f5786e2d80ed326cbc7f0e71a99f43bfb988b9b7a02dd21"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			k, p, c := unhexT(t, kek)[:v.kekLen], unhexT(t, data)[:v.dataLen], unhexT(t, v.ciphertext)
+			k, p, c := unhex(t, kek)[:v.kekLen], unhex(t, data)[:v.dataLen], unhex(t, v.ciphertext)
 			got, err := KeyWrap(k, p)
 			if err != nil || !bytes.Equal(got, c) {
 				t.Fatalf("KeyWrap = %x, %v, want %x", got, err, c)
@@ -59,7 +49,7 @@ func TestKeyWrapRFC3394(t *testing.T) {
 			}
 		})
 	}
-	k := unhexT(t, kek)[:16]
+	k := unhex(t, kek)[:16]
 	for _, n := range []int{0, 8, 15, 17} {
 		if _, err := KeyWrap(k, make([]byte, n)); !errors.Is(err, errKWLength) {
 			t.Errorf("KeyWrap of %d bytes: %v, want the length error", n, err)
@@ -204,17 +194,10 @@ func TestCryptoCaps(t *testing.T) {
 			if c.crypto == 1 {
 				objs = 1<<objTypeDEK | 1<<objTypeCryptoLogin
 			}
-			for _, f := range []struct {
-				f    prm.Field
-				want uint64
-			}{
+			wantFields(t, c.profile, gen, []fieldWant{
 				{prm.CmdHcaCap.Crypto, c.crypto}, {hcaAesXtsSingleBlockLeTweak, c.single},
 				{hcaAesXtsMultiBlockBeTweak, c.multi}, {prm.CmdHcaCap.GeneralObjTypes, objs},
-			} {
-				if got := f.f.Get(gen); got != f.want {
-					t.Errorf("%s = %#x, want %#x", f.f.Name, got, f.want)
-				}
-			}
+			})
 			for _, cur := range []bool{false, true} {
 				pg, err := queryCap(t, d, capCrypto, cur)
 				if c.crypto == 0 {
@@ -224,18 +207,11 @@ func TestCryptoCaps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, f := range []struct {
-					f    prm.Field
-					want uint64
-				}{
+				wantFields(t, fmt.Sprintf("cur=%v", cur), pg, []fieldWant{
 					{cryptoCaps.WrappedCryptoOperational, 0}, {cryptoCaps.WrappedCryptoGoingToCommissioning, 0},
 					{cryptoCaps.WrappedImportMethod, 0}, {cryptoCaps.LogMaxNumDeks, c.log},
 					{cryptoCaps.LogMaxNumImportKeks, 3}, {cryptoCaps.LogMaxNumCreds, 3}, {cryptoCaps.FailedSelftests, 0},
-				} {
-					if got := f.f.Get(pg); got != f.want {
-						t.Errorf("cur=%v %s = %#x, want %#x", cur, f.f.Name, got, f.want)
-					}
-				}
+				})
 			}
 		})
 	}
@@ -257,17 +233,10 @@ func TestCryptoCaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range []struct {
-				f    prm.Field
-				want uint64
-			}{
+			wantFields(t, c.name, pg, []fieldWant{
 				{cryptoCaps.WrappedCryptoOperational, c.operational}, {cryptoCaps.WrappedCryptoGoingToCommissioning, c.going},
 				{cryptoCaps.WrappedImportMethod, c.method}, {cryptoCaps.FailedSelftests, c.fail}, {cryptoCaps.LogMaxNumDeks, 14},
-			} {
-				if got := f.f.Get(pg); got != f.want {
-					t.Errorf("%s = %#x, want %#x", f.f.Name, got, f.want)
-				}
-			}
+			})
 			other := newDev(t, "cx7")
 			if pg, _ := queryCap(t, other, capCrypto, true); cryptoCaps.WrappedImportMethod.Get(pg) != 0 {
 				t.Error("another HCA of the profile reports the wrapped import method")
@@ -323,17 +292,10 @@ func TestPlaintextDEK(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, f := range []struct {
-					f    prm.Field
-					want uint64
-				}{
+				wantFields(t, "query", obj, []fieldWant{
 					{encryptionKeyObj.State, dekReady}, {encryptionKeyObj.KeySize, size}, {encryptionKeyObj.HasKeytag, map[bool]uint64{false: 0, true: 1}[keytag]},
 					{encryptionKeyObj.KeyPurpose, dekPurposeAESXTS}, {encryptionKeyObj.Pd, uint64(pdn)},
-				} {
-					if got := f.f.Get(obj); got != f.want {
-						t.Errorf("query: %s = %#x, want %#x", f.f.Name, got, f.want)
-					}
-				}
+				})
 				if got := encryptionKeyObj.Opaque.Bytes(obj); string(got) != "opaque!\x00" {
 					t.Errorf("query: opaque %q", got)
 				}
@@ -818,4 +780,20 @@ func FuzzCryptoObjects(f *testing.F) {
 			t.Fatalf("%d objects after Close", n)
 		}
 	})
+}
+
+// fieldWant is a field and the value it must hold.
+type fieldWant struct {
+	f    prm.Field
+	want uint64
+}
+
+// wantFields checks the fields of b (what names b in the errors).
+func wantFields(t testing.TB, what string, b []byte, fs []fieldWant) {
+	t.Helper()
+	for _, f := range fs {
+		if got := f.f.Get(b); got != f.want {
+			t.Errorf("%s: %s = %#x, want %#x", what, f.f.Name, got, f.want)
+		}
+	}
 }
