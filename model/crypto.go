@@ -31,8 +31,6 @@ type dekObj struct {
 	state uint8
 }
 
-func (o *dekObj) owner() ctxID { return o.ctx }
-
 // loginObj is a CRYPTO_LOGIN general object: a session of the uid that
 // created it with a credential and an import KEK.
 type loginObj struct {
@@ -476,8 +474,8 @@ func (d *Device) DeleteImportKEK(id uint32) error { return d.remove(importKEKs, 
 
 // InjectDEKError puts DEK id of this context in the ERROR state, as a
 // corruption of the DEK's memory would (mlx5dv_dek_create(3)): QUERY
-// reports it, and the crypto data path fails the transfers through an mkey
-// that uses it.
+// reports it, and the crypto data path finds the DEK in ERROR
+// (docs/MODEL.md, "Crypto data path").
 func (d *Device) InjectDEKError(id uint32) error {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
