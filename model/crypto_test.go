@@ -216,6 +216,12 @@ func TestCryptoCaps(t *testing.T) {
 		})
 	}
 
+	// A profile without an engine ignores Options.Crypto.
+	d5 := newDevOpt(t, "cx5", wrappedOpts())
+	if _, err := queryCap(t, d5, capCrypto, true); err == nil || d5.h.prof != profiles["cx5"] {
+		t.Errorf("cx5 with Options.Crypto answers a crypto caps page (%v)", err)
+	}
+
 	// What Options.Crypto makes of the page, on the HCA it made only.
 	for _, c := range []struct {
 		name                             string
@@ -251,8 +257,6 @@ func TestCryptoCaps(t *testing.T) {
 		profile string
 		o       CryptoOptions
 	}{
-		{"cx5", CryptoOptions{Wrapped: true}},
-		{"cx5", CryptoOptions{FailedSelftests: 1}},
 		{"cx7", CryptoOptions{Credential: testCred, ImportKEK: testKEK}},
 		{"cx7", CryptoOptions{GoingToCommissioning: true}},
 		{"cx7", CryptoOptions{Wrapped: true, Credential: testCred}},
