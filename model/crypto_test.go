@@ -801,3 +801,25 @@ func wantFields(t testing.TB, what string, b []byte, fs []fieldWant) {
 		}
 	}
 }
+
+// FuzzKeyWrap: KeyUnwrap undoes KeyWrap, refuses what another KEK wrapped,
+// and takes any input without panicking.
+func FuzzKeyWrap(f *testing.F) {
+	f.Add(testKEK, material(16, true), []byte{0})
+	f.Fuzz(func(t *testing.T, kek, plaintext, junk []byte) {
+		KeyUnwrap(kek, junk)
+		w, err := KeyWrap(kek, plaintext)
+		if err != nil {
+			return
+		}
+		p, err := KeyUnwrap(kek, w)
+		if err != nil || !bytes.Equal(p, plaintext) {
+			t.Fatalf("KeyUnwrap(KeyWrap(%x)) = %x, %v", plaintext, p, err)
+		}
+		other := bytes.Clone(kek)
+		other[0] ^= 1
+		if _, err := KeyUnwrap(other, w); err == nil {
+			t.Fatal("another KEK unwrapped it")
+		}
+	})
+}

@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options tune how the model reports firmware failures and what tests can
-// control of its timing and numbering.
+// Options tune how the model reports firmware failures, what tests can
+// control of its timing and numbering, and how its crypto engine was
+// commissioned.
 type Options struct {
 	// StatusErrno makes a failed firmware command come back as Linux 6.1
 	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
