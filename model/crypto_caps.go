@@ -10,9 +10,9 @@ import (
 
 // What the profiles report of their AES-XTS crypto engine (docs/MODEL.md,
 // "Crypto objects"): cmd_hca_cap's crypto bit, engine bits and general
-// object types, and the crypto caps page. The ConnectX-5 has no engine:
-// the ConnectX-6 Dx is the first with one (DPDK's
-// doc/guides/cryptodevs/mlx5.rst lists ConnectX-6, ConnectX-6 Dx and
+// object types, and the crypto caps page. The ConnectX-5 profile has no
+// engine: DPDK's doc/guides/cryptodevs/mlx5.rst lists the adapters of its
+// crypto driver from the ConnectX-6 on (ConnectX-6, ConnectX-6 Dx,
 // ConnectX-7). Only "new HCAs such as BF-3" do multi-block AES-XTS, with a
 // big-endian tweak (rdma-core commit dd8a5576c, "mlx5: Add support for
 // multi-block AES-XTS encryption"): the ConnectX-7 profile, of BlueField-3's
