@@ -19,8 +19,8 @@ import (
 // generation, has it; the ConnectX-6 Dx profile has the single-block,
 // little-endian tweak engine only.
 
-// cryptoGeneral is the cmd_hca_cap part of an engine with a single-block
-// (and, with multi, a multi-block) AES-XTS engine.
+// cryptoGeneral is the cmd_hca_cap values of a profile with a
+// single-block AES-XTS engine and, with multi 1, a multi-block one.
 func cryptoGeneral(multi uint64) []capValue {
 	return []capValue{
 		{prm.CmdHcaCap.Crypto, 1},
