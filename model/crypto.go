@@ -1,5 +1,18 @@
 package model
 
+import (
+	"crypto/subtle"
+	"fmt"
+	"slices"
+
+	"github.com/mlx5go/mlx5go/prm"
+)
+
+// The crypto objects of the firmware: crypto logins and DEKs, the
+// CRYPTO_LOGIN and ENCRYPTION_KEY general objects, and the credentials and
+// import KEKs a crypto officer provisions. docs/MODEL.md, "Crypto
+// objects", gives the source of every rule.
+
 // dekObj is a data encryption key: an ENCRYPTION_KEY general object of
 // key purpose AES-XTS, as the firmware keeps it after CREATE_GENERAL_OBJECT
 // (unwrapped, when it was imported wrapped).
@@ -16,4 +29,471 @@ type dekObj struct {
 	opaque     [8]byte
 	// state is MLX5_ENCRYPTION_KEY_OBJ_STATE_READY (0) or _ERROR (1).
 	state uint8
+}
+
+// loginObj is a CRYPTO_LOGIN general object: a session of the uid that
+// created it with a credential and an import KEK.
+type loginObj struct {
+	uid       uint16
+	ctx       ctxID
+	cred, kek uint32 // credential_pointer, session_import_kek_ptr
+	state     uint8  // loginValid or loginInvalid
+}
+
+func (o *loginObj) owner() ctxID { return o.ctx }
+
+// cryptoStore is what a crypto officer provisions on the device (not
+// firmware objects: Objects does not count them), and the logins made
+// with it.
+type cryptoStore struct {
+	creds  map[uint32][]byte // credential ID -> plaintext credential
+	keks   map[uint32][]byte // import KEK ID -> AES key
+	logins map[uint32]*loginObj
+}
+
+func newCryptoStore() cryptoStore {
+	return cryptoStore{creds: map[uint32][]byte{}, keks: map[uint32][]byte{}, logins: map[uint32]*loginObj{}}
+}
+
+// Syndromes of the crypto commands, beside those of errors.go.
+const (
+	SyndromeCryptoState   uint32 = 0x4d000010 // the engine failed its self-tests, or is in commissioning mode
+	SyndromeCryptoMode    uint32 = 0x4d000011 // a crypto login on an engine in plaintext import mode
+	SyndromeLoginExists   uint32 = 0x4d000012 // the uid has a crypto login already
+	SyndromeBadCredential uint32 = 0x4d000013 // no such credential or import KEK, or the credential does not match
+	SyndromeNoLogin       uint32 = 0x4d000014 // a wrapped DEK, and the uid has no valid crypto login
+	SyndromeUnwrap        uint32 = 0x4d000015 // the wrapped key fails AES key wrap's integrity check
+)
+
+// Object numbers of the crypto objects (the model's choice, as for the
+// others): DEK numbers fit the 24-bit dek pointer of the crypto BSF.
+const (
+	firstDEK   = 0x1
+	firstLogin = 0x1
+)
+
+// genObjType is a general object type the firmware implements: its
+// CREATE, QUERY and DESTROY_GENERAL_OBJECT, by genCreate, genQuery and
+// genDestroy.
+type genObjType [3]func(h *hca, c *fwCall) *fwErr
+
+const (
+	genCreate = iota
+	genQuery
+	genDestroy
+)
+
+var genObjTypes = map[uint16]genObjType{
+	objTypeDEK:         {createDEK, queryDEK, destroyDEK},
+	objTypeCryptoLogin: {createLogin, queryLogin, destroyLogin},
+}
+
+// The general object commands. Every type's create input and query
+// output is the 16-byte header and the 256-byte object.
+var (
+	createGeneralObj  = genObjCmd(genCreate, genObjLen, hdrLen)
+	queryGeneralObj   = genObjCmd(genQuery, hdrLen, genObjLen)
+	destroyGeneralObj = genObjCmd(genDestroy, hdrLen, hdrLen)
+)
+
+// genObjCmd runs command op of the type the header's obj_type names, with
+// in and out bytes of mailbox at least. A type the model does not
+// implement is refused as an opcode it does not implement (BAD_OP_ERR);
+// one the profile's general_obj_types lacks, as a missing capability.
+func genObjCmd(op, in, out int) func(h *hca, c *fwCall) *fwErr {
+	return func(h *hca, c *fwCall) *fwErr {
+		typ := uint16(c.get(prm.GeneralObjInCmdHdr.ObjType))
+		t, ok := genObjTypes[typ]
+		switch {
+		case !ok:
+			return fail(prm.MLX5_CMD_STAT_BAD_OP_ERR, SyndromeBadOpcode)
+		case h.prof.cap(prm.CmdHcaCap.GeneralObjTypes)&(1<<typ) == 0:
+			return badParam(SyndromeNoCap)
+		case len(c.in) < in:
+			return fail(prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR, SyndromeInputLength)
+		case len(c.out) < out:
+			return fail(prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, SyndromeOutputLength)
+		}
+		return t[op](h, c)
+	}
+}
+
+// objIn is the object of a create command, objOut that of a query's
+// output (genObjCmd checked the lengths).
+func (c *fwCall) objIn() []byte  { return genObj.Bytes(c.in) }
+func (c *fwCall) objOut() []byte { return genObj.Bytes(c.out) }
+
+// The engine's modes, from the HCA's crypto caps page.
+
+func (h *hca) cryptoWrapped() bool {
+	return h.prof.cryptoCap(cryptoCaps.WrappedImportMethod)&wrappedImportAES != 0
+}
+
+// cryptoReady refuses every login and DEK of an engine that failed a
+// self-test (the error state of FIPS 140) or, wrapped, is still in
+// commissioning mode.
+func (h *hca) cryptoReady() *fwErr {
+	if h.prof.cryptoCap(cryptoCaps.FailedSelftests) != 0 ||
+		h.cryptoWrapped() && h.prof.cryptoCap(cryptoCaps.WrappedCryptoOperational) == 0 {
+		return fail(prm.MLX5_CMD_STAT_BAD_SYS_STATE_ERR, SyndromeCryptoState)
+	}
+	return nil
+}
+
+// sessionKEK is the import KEK of uid's crypto login, which a wrapped DEK
+// is imported and queried with; an error if the uid has no valid login.
+func (h *hca) sessionKEK(uid uint16) ([]byte, *fwErr) {
+	for _, l := range h.crypto.logins {
+		if l.uid == uid && l.state == loginValid {
+			return h.crypto.keks[l.kek], nil
+		}
+	}
+	return nil, fail(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeNoLogin)
+}
+
+// CRYPTO_LOGIN.
+
+func createLogin(h *hca, c *fwCall) *fwErr {
+	obj := c.objIn()
+	if e := h.cryptoReady(); e != nil {
+		return e
+	}
+	if !h.cryptoWrapped() {
+		return badParam(SyndromeCryptoMode)
+	}
+	for _, l := range h.crypto.logins {
+		if l.uid == c.uid {
+			return fail(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeLoginExists)
+		}
+	}
+	credID := uint32(cryptoLoginObj.CredentialPointer.Get(obj))
+	kekID := uint32(cryptoLoginObj.SessionImportKekPtr.Get(obj))
+	cred, okC := h.crypto.creds[credID]
+	kek, okK := h.crypto.keks[kekID]
+	if !okC || !okK {
+		return badParam(SyndromeBadCredential)
+	}
+	got, err := KeyUnwrap(kek, cryptoLoginObj.Credential.Bytes(obj))
+	if err != nil {
+		return badParam(SyndromeBadCredential)
+	}
+	match := subtle.ConstantTimeCompare(got, cred) == 1
+	clear(got)
+	if !match {
+		return badParam(SyndromeBadCredential)
+	}
+	n, ok := alloc(h, "crypto login", h.crypto.logins, firstLogin, 1<<24)
+	if !ok {
+		return limitReached()
+	}
+	h.crypto.logins[n] = &loginObj{uid: c.uid, ctx: c.ctx, cred: credID, kek: kekID, state: loginValid}
+	prm.GeneralObjOutCmdHdr.ObjId.Set(c.out, uint64(n))
+	return nil
+}
+
+// namedObj finds the object of table m a query or destroy names by its
+// obj_id, and checks that it is the command's uid's.
+func namedObj[T interface{ ownerUID() uint16 }](m map[uint32]T, c *fwCall) (uint32, T, *fwErr) {
+	n := uint32(c.get(prm.GeneralObjInCmdHdr.ObjId))
+	o, ok := m[n]
+	if !ok {
+		return n, o, noObject()
+	}
+	return n, o, checkOwner(o.ownerUID(), c.uid)
+}
+
+func (o *loginObj) ownerUID() uint16 { return o.uid }
+func (o *dekObj) ownerUID() uint16   { return o.uid }
+
+func queryLogin(h *hca, c *fwCall) *fwErr {
+	_, l, e := namedObj(h.crypto.logins, c)
+	if e != nil {
+		return e
+	}
+	obj := c.objOut()
+	cryptoLoginObj.State.Set(obj, uint64(l.state))
+	cryptoLoginObj.CredentialPointer.Set(obj, uint64(l.cred))
+	cryptoLoginObj.SessionImportKekPtr.Set(obj, uint64(l.kek))
+	return nil
+}
+
+func destroyLogin(h *hca, c *fwCall) *fwErr {
+	n, _, e := namedObj(h.crypto.logins, c)
+	if e != nil {
+		return e
+	}
+	delete(h.crypto.logins, n)
+	return nil
+}
+
+// ENCRYPTION_KEY (DEK).
+
+func createDEK(h *hca, c *fwCall) *fwErr {
+	obj := c.objIn()
+	if e := h.cryptoReady(); e != nil {
+		return e
+	}
+	if encryptionKeyObj.KeyPurpose.Get(obj) != dekPurposeAESXTS {
+		return badParam(SyndromeBadValue)
+	}
+	var keyBytes int
+	switch encryptionKeyObj.KeySize.Get(obj) {
+	case dekKeySize128:
+		keyBytes = 16
+	case dekKeySize256:
+		keyBytes = 32
+	default:
+		return badParam(SyndromeBadValue)
+	}
+	pdn := uint32(encryptionKeyObj.Pd.Get(obj))
+	if e := h.pdRef(pdn, c.uid); e != nil {
+		return e
+	}
+	end := limit(firstDEK, h.prof.cryptoCap(cryptoCaps.LogMaxNumDeks))
+	if uint64(len(h.deks)) >= uint64(end-firstDEK) {
+		return limitReached()
+	}
+	hasKeytag := encryptionKeyObj.HasKeytag.Get(obj) != 0
+	// The key field holds key1 + key2 (+ keytag), in plaintext or
+	// wrapped, from its first byte (mlx5dv_dek_create(3)'s table); what
+	// follows must be zero.
+	n := 2 * keyBytes
+	if hasKeytag {
+		n += 8
+	}
+	field := encryptionKeyObj.Key.Bytes(obj)
+	var plain []byte
+	if h.cryptoWrapped() {
+		kek, e := h.sessionKEK(c.uid)
+		if e != nil {
+			return e
+		}
+		var err error
+		if plain, err = KeyUnwrap(kek, field[:n+8]); err != nil {
+			return badParam(SyndromeUnwrap)
+		}
+		field = field[n+8:]
+	} else {
+		plain = slices.Clone(field[:n])
+		field = field[n:]
+	}
+	defer clear(plain)
+	if slices.ContainsFunc(field, func(b byte) bool { return b != 0 }) {
+		return badParam(SyndromeBadValue)
+	}
+	id, _ := alloc(h, "dek", h.deks, firstDEK, end)
+	d := &dekObj{uid: c.uid, ctx: c.ctx, pdn: pdn, keyBits: 8 * keyBytes, hasKeytag: hasKeytag,
+		key1: slices.Clone(plain[:keyBytes]), key2: slices.Clone(plain[keyBytes : 2*keyBytes]), state: dekReady}
+	if hasKeytag {
+		copy(d.keytag[:], plain[2*keyBytes:])
+	}
+	copy(d.opaque[:], encryptionKeyObj.Opaque.Bytes(obj))
+	h.deks[id] = d
+	h.pds[pdn].refs++
+	prm.GeneralObjOutCmdHdr.ObjId.Set(c.out, uint64(id))
+	return nil
+}
+
+// queryDEK answers the DEK's attributes, never its key. A wrapped
+// engine's DEK is queried only in a valid crypto login.
+func queryDEK(h *hca, c *fwCall) *fwErr {
+	_, d, e := namedObj(h.deks, c)
+	if e != nil {
+		return e
+	}
+	if h.cryptoWrapped() {
+		if _, e := h.sessionKEK(c.uid); e != nil {
+			return e
+		}
+	}
+	obj := c.objOut()
+	encryptionKeyObj.State.Set(obj, uint64(d.state))
+	size := uint64(dekKeySize128)
+	if d.keyBits == 256 {
+		size = dekKeySize256
+	}
+	encryptionKeyObj.KeySize.Set(obj, size)
+	if d.hasKeytag {
+		encryptionKeyObj.HasKeytag.Set(obj, 1)
+	}
+	encryptionKeyObj.KeyPurpose.Set(obj, dekPurposeAESXTS)
+	encryptionKeyObj.Pd.Set(obj, uint64(d.pdn))
+	copy(encryptionKeyObj.Opaque.Bytes(obj), d.opaque[:])
+	return nil
+}
+
+// destroyDEK destroys the DEK even if a crypto mkey's BSF names it, as
+// DESTROY_PSV does a PSV a signature BSF names: the BSFs are the UMRs',
+// which the firmware's commands do not track. The mkey's next transfer
+// finds no DEK (docs/MODEL.md, "Crypto objects").
+func destroyDEK(h *hca, c *fwCall) *fwErr {
+	n, d, e := namedObj(h.deks, c)
+	if e != nil {
+		return e
+	}
+	h.releaseDEK(n, d)
+	return nil
+}
+
+func (h *hca) releaseDEK(n uint32, d *dekObj) {
+	clear(d.key1)
+	clear(d.key2)
+	if pd, ok := h.pds[d.pdn]; ok {
+		pd.refs--
+	}
+	delete(h.deks, n)
+}
+
+// purgeCrypto drops context ctx's DEKs and crypto logins (purge).
+func (h *hca) purgeCrypto(ctx ctxID) {
+	for n, d := range h.deks {
+		if d.ctx == ctx {
+			h.releaseDEK(n, d)
+		}
+	}
+	dropCtx(h.crypto.logins, ctx)
+}
+
+// The crypto officer's side, for tests: what a device's tools provision.
+
+// officerTable is one of the two tables a crypto officer provisions.
+type officerTable struct {
+	what  string // "credential", "import KEK"
+	table func(*cryptoStore) map[uint32][]byte
+	log   prm.Field // the crypto caps' limit of the table
+	check func([]byte) error
+	// cred and kek give the credential and import KEK IDs whose logins
+	// an entry's deletion invalidates, for the entry of ID id.
+	cred, kek func(id uint32) uint32
+}
+
+func officerID(id uint32) uint32 { return id }
+func officerNoID(uint32) uint32  { return ^uint32(0) } // no ID: pointers are 24 bits
+
+var (
+	credentials = officerTable{"credential", func(s *cryptoStore) map[uint32][]byte { return s.creds },
+		cryptoCaps.LogMaxNumCreds, checkCredential, officerID, officerNoID}
+	importKEKs = officerTable{"import KEK", func(s *cryptoStore) map[uint32][]byte { return s.keks },
+		cryptoCaps.LogMaxNumImportKeks, checkKEK, officerNoID, officerID}
+)
+
+// officer checks that the HCA has a wrapped engine and id fits the 24-bit
+// pointers of crypto_login_obj.
+func (d *Device) officer(call string, id uint32) error {
+	switch {
+	case d.h.prof.crypto == nil:
+		return fmt.Errorf("model: %s: profile %s has no crypto engine", call, d.h.prof.name)
+	case !d.h.cryptoWrapped():
+		return fmt.Errorf("model: %s: the crypto engine is in plaintext import mode (Options.Crypto.Wrapped)", call)
+	case id >= 1<<24:
+		return fmt.Errorf("model: %s: ID %#x does not fit 24 bits", call, id)
+	}
+	return nil
+}
+
+// invalidateLogins marks the logins made with credential cred or import
+// KEK kek INVALID, as mlx5dv_crypto_login(3) says deleting either does.
+func (h *hca) invalidateLogins(cred, kek uint32) {
+	for _, l := range h.crypto.logins {
+		if l.cred == cred || l.kek == kek {
+			l.state = loginInvalid
+		}
+	}
+}
+
+// drop deletes entry id of table t, zeroes it and invalidates its logins.
+func (h *hca) drop(t officerTable, id uint32) {
+	m := t.table(&h.crypto)
+	clear(m[id])
+	delete(m, id)
+	h.invalidateLogins(t.cred(id), t.kek(id))
+}
+
+// store stores v under id in table t, replacing (as a deletion does) what
+// was there, within 2^t.log entries.
+func (d *Device) store(t officerTable, id uint32, v []byte) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	call := "set " + t.what
+	if err := d.officer(call, id); err != nil {
+		return err
+	}
+	if err := t.check(v); err != nil {
+		return err
+	}
+	m := t.table(&d.h.crypto)
+	if _, ok := m[id]; ok {
+		d.h.drop(t, id)
+	} else if uint64(len(m)) >= 1<<d.h.prof.cryptoCap(t.log) {
+		return fmt.Errorf("model: %s: the device holds 2^%s of them", call, t.log.Name)
+	}
+	m[id] = slices.Clone(v)
+	return nil
+}
+
+// remove deletes entry id of table t.
+func (d *Device) remove(t officerTable, id uint32) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	call := "delete " + t.what
+	if err := d.officer(call, id); err != nil {
+		return err
+	}
+	if _, ok := t.table(&d.h.crypto)[id]; !ok {
+		return fmt.Errorf("model: %s: no %s %#x", call, t.what, id)
+	}
+	d.h.drop(t, id)
+	return nil
+}
+
+// SetCryptoCredential stores credential id (40 bytes, in plaintext) on a
+// software ConnectX whose engine is in the wrapped import method, as a
+// crypto officer does: a crypto login names it by id and brings it
+// wrapped with an import KEK. A credential already stored under id is
+// replaced, and the logins made with it become INVALID.
+func (d *Device) SetCryptoCredential(id uint32, credential []byte) error {
+	return d.store(credentials, id, credential)
+}
+
+// DeleteCryptoCredential deletes credential id: the crypto logins made
+// with it become INVALID (mlx5dv_crypto_login(3)); the DEKs imported in
+// them stay usable.
+func (d *Device) DeleteCryptoCredential(id uint32) error { return d.remove(credentials, id) }
+
+// SetImportKEK stores import KEK id, an AES key of 16 or 32 bytes, on a
+// software ConnectX whose engine is in the wrapped import method: a
+// crypto login's credential, and the DEKs imported in it, come wrapped
+// with it (KeyWrap). A KEK already stored under id is replaced, and the
+// logins made with it become INVALID.
+func (d *Device) SetImportKEK(id uint32, key []byte) error { return d.store(importKEKs, id, key) }
+
+// DeleteImportKEK deletes import KEK id: the crypto logins made with it
+// become INVALID (mlx5dv_crypto_login(3)); the DEKs imported with it stay
+// usable.
+func (d *Device) DeleteImportKEK(id uint32) error { return d.remove(importKEKs, id) }
+
+// InjectDEKError puts DEK id of this context in the ERROR state, as a
+// corruption of the DEK's memory would (mlx5dv_dek_create(3)): QUERY
+// reports it, and the crypto data path finds the DEK in ERROR
+// (docs/MODEL.md, "Crypto data path").
+func (d *Device) InjectDEKError(id uint32) error {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	k, ok := d.h.deks[id]
+	if !ok || k.ctx != d.id {
+		return fmt.Errorf("model: no DEK %#x on this context", id)
+	}
+	k.state = dekError
+	return nil
+}
+
+// commission provisions what CRYPTO_OPERATIONAL set: the credential and
+// import KEK of ID 0 (profile.withCrypto checked them).
+func (h *hca) commission(o CryptoOptions) {
+	o.Credential, o.ImportKEK = slices.Clone(o.Credential), slices.Clone(o.ImportKEK)
+	h.cryptoOpt = o
+	if o.Credential != nil {
+		h.crypto.creds[0] = slices.Clone(o.Credential)
+		h.crypto.keks[0] = slices.Clone(o.ImportKEK)
+	}
 }

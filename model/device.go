@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options tune how the model reports firmware failures and what tests can
-// control of its timing and numbering.
+// Options tune how the model reports firmware failures, what tests can
+// control of its timing and numbering, and how its crypto engine was
+// commissioned.
 type Options struct {
 	// StatusErrno makes a failed firmware command come back as Linux 6.1
 	// returns it from the DEVX methods: mlx5_cmd_exec turns the status into
@@ -88,6 +89,11 @@ type Options struct {
 	// had not run): the stricter reading for catching driver bugs; which
 	// of the two a ConnectX does is not public.
 	DCIReadAtFetch bool
+	// Crypto is how a crypto officer commissioned the AES-XTS engine of
+	// a profile that has one: by default it imports plaintext DEKs; see
+	// CryptoOptions and docs/MODEL.md, "Crypto objects". It is the HCA's,
+	// as ReuseQPN.
+	Crypto CryptoOptions
 }
 
 // Device is one context on a software ConnectX, with DEVX or without
@@ -177,16 +183,22 @@ type uobj struct {
 // opens a DEVX context on it.
 func New(profile string) (*Device, error) { return NewWithOptions(profile, Options{}) }
 
-// NewWithOptions is New with options: opt.ReuseQPN and
-// opt.SigErrOncePerMkey are the HCA's, the rest the context's.
+// NewWithOptions is New with options: opt.ReuseQPN,
+// opt.SigErrOncePerMkey and opt.Crypto are the HCA's, the rest the
+// context's.
 func NewWithOptions(profile string, opt Options) (*Device, error) {
 	p, ok := profiles[profile]
 	if !ok {
 		return nil, fmt.Errorf("model: no profile %q (have %v)", profile, Profiles())
 	}
+	p, err := p.withCrypto(opt.Crypto)
+	if err != nil {
+		return nil, err
+	}
 	h := newHCA(p)
 	h.reuseQPN = opt.ReuseQPN
 	h.sigErrOncePerMkey = opt.SigErrOncePerMkey
+	h.commission(opt.Crypto)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.open(opt)
@@ -199,9 +211,9 @@ func (d *Device) Open() (*Device, error) { return d.OpenWithOptions(d.opt) }
 
 // OpenWithOptions opens another context on the same software ConnectX
 // with its own options (NoDEVX, StatusErrno, ManualDrain, SigStop,
-// DCIRetryErrorTakesQP, DCIStreamOrder, DCIReadAtFetch); ReuseQPN and
-// SigErrOncePerMkey are the HCA's, set when it was made, and opt's are
-// ignored.
+// DCIRetryErrorTakesQP, DCIStreamOrder, DCIReadAtFetch); ReuseQPN,
+// SigErrOncePerMkey and Crypto are the HCA's, set when it was made, and
+// opt's are ignored.
 func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
@@ -211,7 +223,7 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 // open is mlx5_ib_alloc_ucontext: with DEVX, mlx5_ib_devx_create's
 // CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
-	opt.ReuseQPN, opt.SigErrOncePerMkey = h.reuseQPN, h.sigErrOncePerMkey
+	opt.ReuseQPN, opt.SigErrOncePerMkey, opt.Crypto = h.reuseQPN, h.sigErrOncePerMkey, h.cryptoOpt
 	if err := opt.SigStop.check(); err != nil {
 		return nil, err
 	}
@@ -250,7 +262,8 @@ func (d *Device) DEVX() bool { return d.uid != 0 }
 func (d *Device) Profile() string { return d.h.prof.name }
 
 // Objects counts what is live: the firmware objects of every context on
-// the HCA (PDs, mkeys, PSVs, CQs, QPs and DCTs, SRQs, UMEMs, UAR pages),
+// the HCA (PDs, mkeys, PSVs, CQs, QPs and DCTs, SRQs, UMEMs, UAR pages,
+// DEKs and crypto logins; not the credentials and import KEKs provisioned),
 // plus this context's handles (verbs CQs, QPs, SRQs and AHs among them),
 // asynchronous command FDs, event channels, completion channels and UAR
 // mappings. It is 0 once everything created has been destroyed.
@@ -471,7 +484,12 @@ func (d *Device) ObjCreate(in, out []byte) (seam.Handle, error) {
 	prm.MboxIn.Opcode.Set(destroy, uint64(cr.destroyOp))
 	prm.MboxIn.Uid.Set(destroy, uint64(uid))
 	cr.destroyID.Set(destroy, uint64(id))
-	return d.newHandle(&uobj{kind: kindDevxObj, objID: encObjID(op, id), destroy: destroy}), nil
+	objID := encObjID(op, id)
+	if op == prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT {
+		prm.GeneralObjInCmdHdr.ObjType.Set(destroy, prm.GeneralObjInCmdHdr.ObjType.Get(c))
+		objID = genObjID(c, id)
+	}
+	return d.newHandle(&uobj{kind: kindDevxObj, objID: objID, destroy: destroy}), nil
 }
 
 // lookup is the uverbs IDR lookup: ENOENT for no such handle.
@@ -897,6 +915,7 @@ func (h *hca) purge(ctx ctxID) {
 	}
 	dropCtx(h.mkeys, ctx)
 	dropCtx(h.psvs, ctx)
+	h.purgeCrypto(ctx)
 	for n, s := range h.srqs {
 		if s.ctx == ctx {
 			h.releaseSRQ(n, s)

@@ -192,9 +192,21 @@ var objRefs = map[uint16]objRef{
 // number, since object numbers are unique only per object type.
 func encObjID(creator uint16, id uint32) uint64 { return uint64(creator)<<32 | uint64(id) }
 
+// genObjID is get_enc_obj_id of general object id, of the type the
+// command in names: the obj_type joins CREATE_GENERAL_OBJECT's opcode
+// (devx_obj_create, devx_get_obj_id).
+func genObjID(in []byte, id uint32) uint64 {
+	typ := prm.GeneralObjInCmdHdr.ObjType.Get(in)
+	return typ<<48 | encObjID(prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT, id)
+}
+
 // objIDOf is devx_get_obj_id: the encoded id of the object a command
 // names, 0 if the model cannot name it.
 func objIDOf(in []byte) uint64 {
+	switch uint16(prm.MboxIn.Opcode.Get(in)) {
+	case prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, prm.MLX5_CMD_OP_MODIFY_GENERAL_OBJECT:
+		return genObjID(in, uint32(prm.GeneralObjInCmdHdr.ObjId.Get(in)))
+	}
 	r, ok := objRefs[uint16(prm.MboxIn.Opcode.Get(in))]
 	if !ok {
 		return 0
@@ -217,6 +229,9 @@ var createdObjs = map[uint16]created{
 	prm.MLX5_CMD_OP_CREATE_CQ:   {prm.CreateCqOut.Cqn, prm.MLX5_CMD_OP_DESTROY_CQ, prm.DestroyCqIn.Cqn},
 	prm.MLX5_CMD_OP_CREATE_QP:   {prm.CreateQpOut.Qpn, prm.MLX5_CMD_OP_DESTROY_QP, prm.DestroyQpIn.Qpn},
 	prm.MLX5_CMD_OP_CREATE_PSV:  {prm.CreatePsvOut.Psv0Index, prm.MLX5_CMD_OP_DESTROY_PSV, prm.DestroyPsvIn.Psvn},
+
+	// devx_obj_build_destroy_cmd copies the obj_type too (ObjCreate).
+	prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT: {prm.GeneralObjOutCmdHdr.ObjId, prm.MLX5_CMD_OP_DESTROY_GENERAL_OBJECT, prm.GeneralObjInCmdHdr.ObjId},
 }
 
 // setUmemValid is devx_set_umem_valid and devx_handle_mkey_create: the

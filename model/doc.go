@@ -9,7 +9,11 @@
 // in place. A context opens with DEVX (a uid of its own) or, with
 // Options.NoDEVX, without, as the kernel opens one for a request without
 // MLX5_IB_ALLOC_UCTX_DEVX: its DEVX methods answer as devx.c does without
-// a uid, its verbs objects carry uid 0.
+// a uid, its verbs objects carry uid 0. The ConnectX-6 Dx and ConnectX-7
+// profiles have an AES-XTS crypto engine: its firmware keeps DEKs and
+// crypto logins in the plaintext or the wrapped import method
+// (Options.Crypto), with the credentials and import KEKs a crypto officer
+// provisions (Device.SetCryptoCredential, Device.SetImportKEK).
 //
 // It has a data path too: a goroutine per context watches the mapped UAR
 // pages for doorbells and CQ arms, runs the posted send WQEs (NOP, SEND,

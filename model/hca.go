@@ -39,6 +39,11 @@ type hca struct {
 	umems map[uint32]*umemObj
 	uars  map[uint32]uarObj
 	deks  map[uint32]*dekObj // ENCRYPTION_KEY general objects (crypto.go)
+	// crypto holds the crypto logins and what the crypto officer
+	// provisioned for them (crypto.go); cryptoOpt is how the HCA was
+	// commissioned (Options.Crypto).
+	crypto    cryptoStore
+	cryptoOpt CryptoOptions
 
 	next map[string]uint32 // allocation cursor per table
 	// reuseQPN: CREATE_QP takes the lowest free number (Options.ReuseQPN).
@@ -206,6 +211,7 @@ func newHCA(p *profile) *hca {
 		next:  map[string]uint32{},
 		guid:  nextNodeGUID(),
 	}
+	h.crypto = newCryptoStore()
 	// mlx5_ib_devx_init: a device with log_max_uctx gets a uid of its own
 	// at load, before any context opens.
 	if p.cap(prm.CmdHcaCap.LogMaxUctx) != 0 {
@@ -232,7 +238,8 @@ func (h *hca) newUID() (uint16, bool) {
 
 // objects counts the firmware objects of every table.
 func (h *hca) objects() int {
-	return len(h.pds) + len(h.mkeys) + len(h.psvs) + len(h.cqs) + len(h.qps) + len(h.srqs) + len(h.umems) + len(h.uars)
+	return len(h.pds) + len(h.mkeys) + len(h.psvs) + len(h.cqs) + len(h.qps) + len(h.srqs) + len(h.umems) + len(h.uars) +
+		len(h.deks) + len(h.crypto.logins)
 }
 
 // alloc finds a free number in [base, limit) for table name, starting at
@@ -387,6 +394,12 @@ func init() {
 		prm.MLX5_CMD_OP_CREATE_QP:  {in: size(prm.CreateQpIn.Layout()), out: size(prm.CreateQpOut.Layout()), run: createQP},
 		prm.MLX5_CMD_OP_QUERY_QP:   {in: size(prm.QueryQpIn.Layout()), out: size(prm.QueryQpOut.Layout()), run: queryQP},
 		prm.MLX5_CMD_OP_DESTROY_QP: {in: size(prm.DestroyQpIn.Layout()), out: size(prm.DestroyQpOut.Layout()), run: destroyQP},
+
+		// obj_type is where op_mod is; the object types check their own
+		// mailbox sizes (crypto.go).
+		prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT:  {in: hdrLen, out: hdrLen, run: createGeneralObj, opMods: true},
+		prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT:   {in: hdrLen, out: hdrLen, run: queryGeneralObj, opMods: true},
+		prm.MLX5_CMD_OP_DESTROY_GENERAL_OBJECT: {in: hdrLen, out: hdrLen, run: destroyGeneralObj, opMods: true},
 	}
 	for _, op := range []uint16{prm.MLX5_CMD_OP_QUERY_HCA_CAP, prm.MLX5_CMD_OP_MODIFY_CQ} {
 		c := commands[op]

@@ -27,6 +27,10 @@ type profile struct {
 	odp      []capValue
 	roce     []capValue
 	atomic   []capValue
+	// crypto is the crypto caps page (crypto_caps.go); nil if the profile
+	// has no crypto engine (cmd_hca_cap.crypto is then 0 and QUERY_HCA_CAP
+	// for the page is refused).
+	crypto []capValue
 	// psid is the adapter's PSID in QUERY_ADAPTER (model-defined).
 	psid string
 	// compVectors and firstCompEQN answer QUERY_EQN: vector v has EQ
@@ -178,11 +182,12 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.HcaCap2, 1},
 			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
-		}),
+		}, cryptoGeneral(0)),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
 		odp:          commonODP,
 		roce:         commonRoCE,
 		atomic:       commonAtomic,
+		crypto:       cryptoPage(12),
 		psid:         "MODEL_CX6DX",
 		compVectors:  8,
 		firstCompEQN: 7,
@@ -203,11 +208,12 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.HcaCap2, 1},
 			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
-		}),
+		}, cryptoGeneral(1)),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
 		odp:          commonODP,
 		roce:         commonRoCE,
 		atomic:       commonAtomic,
+		crypto:       cryptoPage(14),
 		psid:         "MODEL_CX7",
 		compVectors:  16,
 		firstCompEQN: 7,
@@ -225,12 +231,16 @@ func init() {
 		if p.general2 != nil {
 			p.pages[prm.MLX5_CAP_GENERAL_2] = page(p.general2)
 		}
+		if p.crypto != nil {
+			p.pages[capCrypto] = page(p.crypto)
+		}
 		p.uctxResp = p.driverContext()
 	}
 }
 
 // capPageSize is the size of every capability page the model answers
-// (cmd_hca_cap, cmd_hca_cap_2, odp_cap, roce_cap, atomic_caps).
+// (cmd_hca_cap, cmd_hca_cap_2, odp_cap, roce_cap, atomic_caps,
+// crypto_caps).
 const capPageSize = 256
 
 func page(vals []capValue) []byte {
