@@ -642,3 +642,164 @@ func TestCryptoErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestCryptoUMR parses every BSF combination a UMR may carry for a crypto
+// mkey, built from wqe.h's layouts, and the refusals: a crypto BSF alone
+// (each engine's tweak byte order), a signature BSF then a crypto BSF, an
+// empty signature BSF then a crypto BSF (libmlx5 after a signature
+// reset), a signature BSF alone (which drops the crypto), and BSFs the
+// model refuses with LOCAL_QP_OP_ERR, leaving the mkey as it was.
+func TestCryptoUMR(t *testing.T) {
+	t10 := t10dif(sig.BlockSize512, 3)
+	tweak := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	tag := [8]byte{0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x1, 0x2}
+	c := tcrypto{order: orderEncryptedMemSig, sel: 2, tweak: tweak, dek: 0xabcdef, keytag: tag}
+	want := cryptoConf{order: orderEncryptedMemSig, unit: 520, tweak: tweak, dek: 0xabcdef, keytag: tag}
+	r := newRig(t, "cx7")
+	r.enableCrypto(true)
+	q := &qpObj{pdn: r.pdn, qpn: 0x77}
+	umr := func(m *tmkey, bsfs ...[]byte) *wqeFail {
+		b := umrWQE(q.qpn, 0, m.key, klm{4096, 0x100, 0}, 4096, bsfs...)
+		r.d.h.mu.Lock()
+		defer r.d.h.mu.Unlock()
+		return r.d.h.execUMR(q, &sendWQE{opcode: 0x25, qpn: q.qpn, ds: len(b) / 16, imm: m.key, b: b})
+	}
+	state := func(m *tmkey) (*sigConf, *cryptoConf) {
+		s := r.mkeyState(m.key)
+		return s.sig, s.crypto
+	}
+	both := r.cryptoMkey(r.pdn, true)
+	alone := r.cryptoMkey(r.pdn, false)
+	plain := r.freeMkey(1, true)
+
+	if f := umr(alone, cryptoBSF(c, true, false)); f != nil {
+		t.Fatalf("crypto BSF alone: %s", f.why)
+	}
+	if s, cc := state(alone); s != nil || cc == nil || *cc != want {
+		t.Errorf("crypto BSF alone, multi-block: signature %v, crypto %+v; want none and %+v", s, cc, want)
+	}
+	if f := umr(both, sigBSF(t10, nil, both.memPSV, both.wirePSV, true), cryptoBSF(c, true, true)); f != nil {
+		t.Fatalf("signature and crypto BSFs: %s", f.why)
+	}
+	if s, cc := state(both); s == nil || s.attr.Mem == nil || s.attr.Wire != nil || s.memPSV != both.memPSV || cc == nil || *cc != want {
+		t.Errorf("signature and crypto BSFs: signature %+v, crypto %+v", s, cc)
+	}
+	if f := umr(both, sigBSF(nil, nil, 0, 0, true), cryptoBSF(c, true, true)); f != nil {
+		t.Fatalf("empty signature BSF and crypto BSF: %s", f.why)
+	}
+	if s, cc := state(both); s != nil || cc == nil {
+		t.Errorf("empty signature BSF and crypto BSF: signature %+v, crypto %+v; want none and the crypto", s, cc)
+	}
+	if f := umr(both, sigBSF(nil, t10, both.memPSV, both.wirePSV, false)); f != nil {
+		t.Fatalf("signature BSF alone on a crypto mkey: %s", f.why)
+	}
+	if s, cc := state(both); s == nil || cc != nil {
+		t.Errorf("signature BSF alone: signature %+v, crypto %+v; want the signature and no crypto", s, cc)
+	}
+	if f := umr(alone); f != nil {
+		t.Fatalf("a UMR without BSF: %s", f.why)
+	}
+	if _, cc := state(alone); cc == nil {
+		t.Error("a UMR without BSF dropped the crypto configuration")
+	}
+
+	bad := func(mut func(b []byte)) []byte {
+		b := cryptoBSF(c, true, false)
+		mut(b)
+		return b
+	}
+	refused := []struct {
+		name string
+		m    *tmkey
+		bsfs [][]byte
+	}{
+		{"crypto BSF on an mkey without crypto_en", plain, [][]byte{cryptoBSF(c, true, false)}},
+		{"crypto BSF alone of size SIG_AND_CRYPTO", alone, [][]byte{cryptoBSF(c, true, true)}},
+		{"signature BSF of size SIG_AND_CRYPTO alone", both, [][]byte{sigBSF(t10, nil, both.memPSV, both.wirePSV, true)}},
+		{"crypto BSF before the signature BSF", both, [][]byte{cryptoBSF(c, true, true), sigBSF(t10, nil, both.memPSV, both.wirePSV, true)}},
+		{"two BSFs of size WITH_INLINE", both, [][]byte{sigBSF(t10, nil, both.memPSV, both.wirePSV, false), cryptoBSF(c, true, false)}},
+		{"two BSFs on an mkey with room for one", alone, [][]byte{sigBSF(nil, nil, 0, 0, true), cryptoBSF(c, true, true)}},
+		{"encryption standard 1", alone, [][]byte{bad(func(b []byte) { b[3] = 1 })}},
+		{"enc_order 4", alone, [][]byte{bad(func(b []byte) { b[1] = 4 })}},
+		{"data unit selector 0", alone, [][]byte{bad(func(b []byte) { b[8] = 0 })}},
+		{"data unit selector 5", alone, [][]byte{bad(func(b []byte) { b[8] = 5 })}},
+		{"a raw order with signatures in both domains", both, [][]byte{sigBSF(t10, t10dif(sig.BlockSize520, 1), both.memPSV, both.wirePSV, true), bad(func(b []byte) { b[0], b[1] = 3<<6|1, orderRawMem })}},
+		{"three BSFs", both, [][]byte{sigBSF(nil, nil, 0, 0, true), cryptoBSF(c, true, true), cryptoBSF(c, true, true)}},
+	}
+	for _, tc := range refused {
+		before, beforeC := state(tc.m)
+		f := umr(tc.m, tc.bsfs...)
+		if f == nil || f.syndrome != SyndromeLocalQPOp {
+			t.Errorf("%s: accepted (%v)", tc.name, f)
+			continue
+		}
+		if s, cc := state(tc.m); s != before || cc != beforeC {
+			t.Errorf("%s: the refused UMR changed the mkey", tc.name)
+		}
+	}
+
+	// The single-block engine reads xts_init_tweak as it is.
+	r1 := newRig(t, "cx7")
+	r1.enableCrypto(false)
+	m1 := r1.cryptoMkey(r1.pdn, false)
+	b := umrWQE(q.qpn, 0, m1.key, klm{4096, 0x100, 0}, 4096, cryptoBSF(c, false, false))
+	r1.d.h.mu.Lock()
+	f := r1.d.h.execUMR(&qpObj{pdn: r1.pdn, qpn: q.qpn}, &sendWQE{opcode: 0x25, qpn: q.qpn, ds: len(b) / 16, imm: m1.key, b: b})
+	r1.d.h.mu.Unlock()
+	want.single = true
+	if cc := r1.mkeyState(m1.key).crypto; f != nil || cc == nil || *cc != want {
+		t.Errorf("single-block engine: %v, crypto %+v, want %+v", f, cc, want)
+	}
+}
+
+// TestCryptoCreateMkey checks CREATE_MKEY's rule for crypto_en: refused
+// (BAD_PARAM) on an HCA without crypto, with crypto_en other than 1,
+// without bsf_en or without room for a crypto BSF; accepted as libmlx5
+// sends it.
+func TestCryptoCreateMkey(t *testing.T) {
+	create := func(r *rig, f func(in []byte, mkc prm.Field)) error {
+		in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
+		mkc := prm.CreateMkeyIn.MemoryKeyMkeyEntry
+		prm.Mkc.Free.At(mkc).Set(in, 1)
+		prm.Mkc.UmrEn.At(mkc).Set(in, 1)
+		prm.Mkc.AccessMode10.At(mkc).Set(in, accessModeKLMS)
+		prm.Mkc.Pd.At(mkc).Set(in, uint64(r.pdn))
+		prm.Mkc.TranslationsOctwordSize.At(mkc).Set(in, 4)
+		prm.Mkc.CryptoEn.At(mkc).Set(in, 1)
+		prm.Mkc.BsfEn.At(mkc).Set(in, 1)
+		prm.Mkc.BsfOctwordSize.At(mkc).Set(in, 4)
+		f(in, mkc)
+		_, err := r.d.ObjCreate(in, make([]byte, 16))
+		return err
+	}
+	off := newRig(t, "cx7")
+	if err := create(off, func([]byte, prm.Field) {}); err == nil {
+		t.Error("a crypto mkey on an HCA without crypto was created")
+	}
+	r := newRig(t, "cx7")
+	r.enableCrypto(false)
+	if err := create(r, func([]byte, prm.Field) {}); err != nil {
+		t.Errorf("a crypto mkey as libmlx5 creates it: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		f    func(in []byte, mkc prm.Field)
+	}{
+		{"crypto_en 2", func(in []byte, mkc prm.Field) { prm.Mkc.CryptoEn.At(mkc).Set(in, 2) }},
+		{"bsf_en 0", func(in []byte, mkc prm.Field) { prm.Mkc.BsfEn.At(mkc).Set(in, 0) }},
+		{"bsf_octword_size 2", func(in []byte, mkc prm.Field) { prm.Mkc.BsfOctwordSize.At(mkc).Set(in, 2) }},
+		{"no AES-XTS engine", func([]byte, prm.Field) { r.setCap(capXTSSingleBlockLE, 0) }}, // last: it stays
+	} {
+		if err := create(r, c.f); err == nil {
+			t.Errorf("%s: created", c.name)
+		}
+	}
+}
+
+// setCap sets a cmd_hca_cap field on the rig's copy of its profile
+// (enableCrypto made one).
+func (r *rig) setCap(f prm.Field, v uint64) {
+	r.d.h.mu.Lock()
+	defer r.d.h.mu.Unlock()
+	f.Set(r.d.h.prof.pages[prm.MLX5_CAP_GENERAL], v)
+}
