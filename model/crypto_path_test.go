@@ -803,3 +803,44 @@ func (r *rig) setCap(f prm.Field, v uint64) {
 	defer r.d.h.mu.Unlock()
 	f.Set(r.d.h.prof.pages[prm.MLX5_CAP_GENERAL], v)
 }
+
+// TestCryptoSigErr checks a signature check behind crypto: memory holds
+// enc(data+T10-DIF) (row H), one ciphertext byte of block 2 is flipped,
+// and the gather decrypts before it checks, so the guard of the
+// decrypted block fails: a SIG_ERR CQE on the requester's send CQ with
+// the error sig's engine finds in the decrypted bytes, then the RDMA
+// WRITE completes.
+func TestCryptoSigErr(t *testing.T) {
+	t10 := t10dif(sig.BlockSize512, 0)
+	r := newRig(t, "cx7")
+	r.enableCrypto(true)
+	a, _ := pair(t, r, qpOpts{})
+	dekID, x := r.tdek(r.pdn, 16, nil)
+	var tw [16]byte
+	data := make([]byte, 4*512)
+	pattern(data, 8)
+	enc := xtsStream(t, x, protect(t, t10, data), 520, tw, false)
+	enc[2*520+100] ^= 1
+	mem, km := r.mr(len(enc), cryptoAll)
+	copy(mem, enc)
+	mk := r.cryptoMkey(r.pdn, true)
+	bsfs := [][]byte{sigBSF(t10, nil, mk.memPSV, mk.wirePSV, true), cryptoBSF(tcrypto{order: orderEncryptedMemSig, sel: 2, dek: dekID}, true, true)}
+	if op, _ := cqeStatus(a.umr(mk, klm{uint32(len(mem)), km.LKey, addr(mem)}, uint64(len(mem)), bsfs...)); op != 0 {
+		t.Fatal("UMR failed")
+	}
+	eng, err := sig.NewEngine(&sig.BlockAttr{Mem: t10, CheckMask: 0xff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := eng.Transfer(sig.TX, make([]byte, len(data)), xtsStream(t, x, enc, 520, tw, true))
+	if err != nil || want.OK() || want.Offset != 2*520 {
+		t.Fatalf("the engine finds %v, %v in the decrypted bytes", want, err)
+	}
+	dst, kdst := r.mr(len(data), cryptoAll)
+	idx := a.post(twqe{opcode: tOpRDMAWrite, fm: tSignaled, hasRaddr: true, raddr: addr(dst), rkey: kdst.RKey, sges: []tsge{{uint32(len(data)), mk.key, 0}}})
+	checkSigErr(t, a.scq.next(), mk.key, a.qpn, want, t10, 0)
+	checkCQE(t, "RDMA WRITE after the signature error", a.scq.next(), a.wantReq(tOpRDMAWrite, idx, 0, 0))
+	if !bytes.Equal(dst[:512], data[:512]) {
+		t.Error("block 0 did not arrive decrypted and stripped")
+	}
+}
