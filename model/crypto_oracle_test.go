@@ -94,21 +94,10 @@ func TestOracleCryptoUMR(t *testing.T) {
 			return // libmlx5 wrote nothing (an unfinished WR posts nothing too)
 		}
 		if rec.Mkc != "" {
-			mkc := unhex(t, rec.Mkc)
-			if prm.Mkc.CryptoEn.Get(mkc) != 1 {
-				t.Fatalf("%s: libmlx5's CREATE_MKEY has crypto_en %d", rec.Case, prm.Mkc.CryptoEn.Get(mkc))
+			if c := prm.Mkc.CryptoEn.Get(unhex(t, rec.Mkc)); c != 1 {
+				t.Fatalf("%s: libmlx5's CREATE_MKEY has crypto_en %d", rec.Case, c)
 			}
-			in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
-			copy(prm.CreateMkeyIn.MemoryKeyMkeyEntry.Bytes(in), mkc)
-			prm.Mkc.Pd.At(prm.CreateMkeyIn.MemoryKeyMkeyEntry).Set(in, uint64(r.pdn))
-			idx := uint32(prm.CreateMkeyOut.MkeyIndex.Get(r.create(in, 16)))
-			key, psvs = idx<<8|uint32(num(t, rec.LKey)&0xff), map[uint32]uint32{}
-			for _, old := range rec.PSVs {
-				psv := mbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
-				prm.CreatePsvIn.NumPsv.Set(psv, 1)
-				prm.CreatePsvIn.Pd.Set(psv, uint64(r.pdn))
-				psvs[old] = uint32(prm.CreatePsvOut.Psv0Index.Get(r.create(psv, 32)))
-			}
+			key, psvs = r.recordedMkey(t, &rec.umrRecord)
 		}
 		if rec.Fresh {
 			wantCrypto, wantSig = nil, nil
@@ -154,18 +143,7 @@ func TestOracleCryptoUMR(t *testing.T) {
 			}
 		}
 		patchUMR(t, rec.Case, wq, rec.QPN, a.qpn, uint32(num(t, rec.LKey)), key, psvs)
-		a.put(wq)
-		nop := a.put(twqe{opcode: tOpNOP, fm: tSignaled}.encode(a.qpn, a.sqPI))
-		a.ring(nop)
-		for {
-			c := a.scq.next()
-			if c[63]>>4 != 0 {
-				t.Fatalf("%s: CQE %x; WQE errors %q", rec.Case, c, r.d.WQEErrors())
-			}
-			if binary.BigEndian.Uint16(c[60:]) == nop {
-				break
-			}
-		}
+		runRecorded(t, a, rec.Case, wq)
 		ran++
 
 		st := r.mkeyState(key)
