@@ -844,3 +844,63 @@ func TestCryptoSigErr(t *testing.T) {
 		t.Error("block 0 did not arrive decrypted and stripped")
 	}
 }
+
+// FuzzCryptoBSF feeds BSF octwords to the UMR's BSF parser on a crypto
+// mkey with a signature, then runs a transfer's crypto on what it
+// accepts: nothing panics, and an accepted crypto configuration has an
+// order, a data unit and a DEK id a crypto BSF can name.
+func FuzzCryptoBSF(f *testing.F) {
+	t10 := t10dif(sig.BlockSize512, 1)
+	c := tcrypto{order: orderEncryptedWireSig, sel: 1, dek: 0x900}
+	f.Add(cryptoBSF(c, true, false), uint32(0), uint32(512))
+	f.Add(append(sigBSF(t10, nil, 0, 0, true), cryptoBSF(c, true, true)...), uint32(520), uint32(1040))
+	f.Add(append(sigBSF(nil, nil, 0, 0, true), cryptoBSF(c, false, true)...), uint32(16), uint32(100))
+	f.Fuzz(func(t *testing.T, b []byte, off, n uint32) {
+		if len(b) != bsfSize && len(b) != 2*bsfSize {
+			return
+		}
+		h := newHCA(profiles["cx7"])
+		p := *h.prof
+		p.pages = maps.Clone(p.pages)
+		g := append([]byte(nil), p.pages[prm.MLX5_CAP_GENERAL]...)
+		capXTSSingleBlockLE.Set(g, 1)
+		capXTSMultiBlockBE.Set(g, uint64(n&1))
+		p.pages[prm.MLX5_CAP_GENERAL] = g
+		h.prof = &p
+		key := make([]byte, 64)
+		h.deks[0x900] = &dekObj{pdn: 1, keyBits: 256, key1: key[:32], key2: key[32:]}
+		mkc := prm.Mkc.Layout().New()
+		prm.Mkc.CryptoEn.Set(mkc, 1)
+		prm.Mkc.BsfEn.Set(mkc, 1)
+		prm.Mkc.Len.Set(mkc, 1<<20)
+		mk := &mkeyObj{pdn: 1, mkc: mkc}
+		sc, cc, fail := h.parseBSFs(mk, b)
+		if fail != nil {
+			return
+		}
+		if cc == nil {
+			t.Fatal("a crypto mkey's BSFs parsed with no crypto and no refusal")
+		}
+		if cc.order > orderRawMem || cc.dek > 0xffffff || (cc.unit != 512 && cc.unit != 520 && cc.unit != 4048 && cc.unit != 4096 && cc.unit != 4160) {
+			t.Fatalf("accepted %+v", *cc)
+		}
+		mk.sig, mk.crypto = sc, cc
+		var sx *sigXfer
+		if mk.sigOn() {
+			x, e := mk.sigPlan(1, uint64(off), uint64(n%8192))
+			if e != nil {
+				return
+			}
+			sx = &x
+		}
+		j, e := h.cryptoPlan(mk, 1, uint64(off), uint64(n%8192), sx)
+		if e != nil {
+			return
+		}
+		for _, dir := range []sig.Direction{sig.TX, sig.RX} {
+			if out := j.run(dir, make([]byte, j.n)); uint64(len(out)) != j.n {
+				t.Fatalf("%d bytes in, %d out", j.n, len(out))
+			}
+		}
+	})
+}
