@@ -85,7 +85,9 @@ func (c *cryptoConf) wireSide(sc *sigConf) bool {
 // cryptoMkey reports whether mk was created as a crypto mkey.
 func (mk *mkeyObj) cryptoMkey() bool { return prm.Mkc.CryptoEn.Get(mk.mkc) != 0 }
 
-// xtsEngines returns the HCA's AES-XTS engines.
+// xtsEngines returns the HCA's AES-XTS engines: single is true when it
+// has either (the multi-block engine does single blocks too, as libmlx5
+// reports it), multi when it has the multi-block one.
 func (h *hca) xtsEngines() (single, multi bool) {
 	multi = h.prof.cap(capXTSMultiBlockBE) != 0
 	return multi || h.prof.cap(capXTSSingleBlockLE) != 0, multi
