@@ -189,9 +189,6 @@ func (h *hca) decodeCryptoBSF(b []byte, sc *sigConf) (*cryptoConf, string) {
 	return c, ""
 }
 
-// DEK states (MLX5_ENCRYPTION_KEY_OBJ_STATE_*, mlx5_ifc.h).
-const dekReady = 0
-
 // cryptoJob is a transfer's crypto: n bytes at offset off of the side of
 // the signature engine crypto covers (wire: the mkey's wire-domain
 // offset; else its memory-domain offset), with the DEK's cipher.
@@ -237,7 +234,7 @@ func (h *hca) cryptoPlan(mk *mkeyObj, key uint32, addr, n uint64, sx *sigXfer) (
 		return nil, keyFail("key %#x: the crypto BSF names DEK %#x, which does not exist", key, c.dek)
 	case d.pdn != mk.pdn:
 		return nil, keyFail("key %#x: DEK %#x is in PD %#x, the mkey in PD %#x", key, c.dek, d.pdn, mk.pdn)
-	case d.state != dekReady:
+	case d.state != 0: // MLX5_ENCRYPTION_KEY_OBJ_STATE_READY
 		return nil, keyFail("key %#x: DEK %#x is in state %d, not READY", key, c.dek, d.state)
 	case d.hasKeytag && !bytes.Equal(d.keytag[:], c.keytag[:]):
 		return nil, keyFail("key %#x: the crypto BSF's keytag is not DEK %#x's", key, c.dek)
