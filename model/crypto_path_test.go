@@ -18,8 +18,8 @@ import (
 // fills them; the DEKs are put in the model's table directly.
 
 // enableCrypto gives the rig's HCA the crypto capability and its AES-XTS
-// engines (single block; multi block too if multi), on a copy of its
-// profile.
+// engines (single block; multi block too if multi, else not), on a copy
+// of its profile, whatever the profile had.
 func (r *rig) enableCrypto(multi bool) {
 	h := r.d.h
 	h.mu.Lock()
@@ -29,6 +29,7 @@ func (r *rig) enableCrypto(multi bool) {
 	g := append([]byte(nil), p.pages[prm.MLX5_CAP_GENERAL]...)
 	prm.CmdHcaCap.Crypto.Set(g, 1)
 	capXTSSingleBlockLE.Set(g, 1)
+	capXTSMultiBlockBE.Set(g, 0)
 	if multi {
 		capXTSMultiBlockBE.Set(g, 1)
 	}
@@ -773,6 +774,8 @@ func TestCryptoCreateMkey(t *testing.T) {
 		return err
 	}
 	off := newRig(t, "cx7")
+	off.enableCrypto(false)
+	off.setCap(prm.CmdHcaCap.Crypto, 0)
 	if err := create(off, func([]byte, prm.Field) {}); err == nil {
 		t.Error("a crypto mkey on an HCA without crypto was created")
 	}
@@ -788,7 +791,7 @@ func TestCryptoCreateMkey(t *testing.T) {
 		{"crypto_en 2", func(in []byte, mkc prm.Field) { prm.Mkc.CryptoEn.At(mkc).Set(in, 2) }},
 		{"bsf_en 0", func(in []byte, mkc prm.Field) { prm.Mkc.BsfEn.At(mkc).Set(in, 0) }},
 		{"bsf_octword_size 2", func(in []byte, mkc prm.Field) { prm.Mkc.BsfOctwordSize.At(mkc).Set(in, 2) }},
-		{"no AES-XTS engine", func([]byte, prm.Field) { r.setCap(capXTSSingleBlockLE, 0) }}, // last: it stays
+		{"no AES-XTS engine", func([]byte, prm.Field) { r.setCap(capXTSSingleBlockLE, 0); r.setCap(capXTSMultiBlockBE, 0) }}, // last: it stays
 	} {
 		if err := create(r, c.f); err == nil {
 			t.Errorf("%s: created", c.name)
