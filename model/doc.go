@@ -20,9 +20,10 @@
 // RDMA WRITE and READ between RC QPs of the HCA, SEND and RDMA WRITE on UC,
 // SEND on UD with its datagram segment, DCI WQEs to DCTs by number and DC
 // access key, atomics included, with the DCI's stream channels, their
-// errors and resets, UMR with KLM, repeat-block and
-// signature translations, SET_PSV) through the mkeys, with sig's engine
-// for signature mkeys, takes receive WQEs from receive queues and SRQs,
+// errors and resets, UMR with KLM and repeat-block translations and
+// signature and crypto BSFs, SET_PSV) through the mkeys, with sig's
+// engine for signature mkeys and AES-XTS for crypto mkeys, before or after
+// it as their BSF orders, takes receive WQEs from receive queues and SRQs,
 // and writes CQEs into the CQs. It raises completion events on armed CQs
 // (to a completion channel, or as DEVX COMP events) and the firmware's
 // affiliated events, which reach DEVX event channels and the context's

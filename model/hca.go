@@ -128,6 +128,10 @@ type mkeyObj struct {
 	// sig is the signature configuration the last UMR with a BSF set; it
 	// applies while mkc.bsf_en is 1.
 	sig *sigConf
+	// crypto is the crypto configuration the last UMR with a BSF set (nil
+	// if its BSF had none); it applies while mkc.bsf_en is 1, to an mkey
+	// created with crypto_en.
+	crypto *cryptoConf
 	// reported counts, modulo 2, the signature errors the mkey reported
 	// (0 at CREATE_MKEY): with Options.SigErrOncePerMkey it reports one
 	// only while this differs from mkc.expected_sigerr_count

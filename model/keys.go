@@ -196,6 +196,9 @@ func (h *hca) translate(spans [][]byte, mk *mkeyObj, key uint32, addr, n uint64,
 		if in.sigOn() {
 			return spans, keyFail("key %#x: translation entry %#x is a signature mkey", key, k)
 		}
+		if in.cryptoMkey() {
+			return spans, keyFail("key %#x: translation entry %#x is a crypto mkey", key, k)
+		}
 		return h.translate(spans, in, k, va, n, a, depth+1)
 	}
 	if r := mk.rep; r != nil {
@@ -265,20 +268,33 @@ type sigEvent struct {
 // signature mkey, addr and n count wire-domain bytes ("Signature mkeys"
 // in docs/MODEL.md): the memory behind them goes through the engine's TX
 // transfer (memory to wire), whose check failure, if any, is returned as
-// an event.
+// an event. Through a crypto mkey the data is encrypted or decrypted on
+// its way, before or after the signature engine ("Crypto data path").
 func (h *hca) read(key, pdn uint32, addr, n uint64, a access) ([]byte, *sigEvent, *keyErr) {
 	mk, e := h.mkey(key, pdn, a)
 	if e != nil {
 		return nil, nil, e
 	}
 	if !mk.sigOn() {
+		cj, e := h.cryptoPlan(mk, key, addr, n, nil)
+		if e != nil {
+			return nil, nil, e
+		}
 		spans, e := h.translate(nil, mk, key, addr, n, a, 0)
 		if e != nil {
 			return nil, nil, e
 		}
-		return gatherSpans(spans, n), nil, nil
+		b := gatherSpans(spans, n)
+		if cj != nil {
+			b = cj.run(sig.TX, b)
+		}
+		return b, nil, nil
 	}
 	x, e := mk.sigPlan(key, addr, n)
+	if e != nil {
+		return nil, nil, e
+	}
+	cj, e := h.cryptoPlan(mk, key, addr, n, &x)
 	if e != nil {
 		return nil, nil, e
 	}
@@ -286,16 +302,26 @@ func (h *hca) read(key, pdn uint32, addr, n uint64, a access) ([]byte, *sigEvent
 	if e != nil {
 		return nil, nil, e
 	}
-	wire, ev, e := mk.transfer(key, sig.TX, x, gatherSpans(spans, x.memLen))
+	mem := gatherSpans(spans, x.memLen)
+	if cj != nil && !cj.wire {
+		mem = cj.run(sig.TX, mem)
+	}
+	wire, ev, e := mk.transfer(key, sig.TX, x, mem)
 	if e != nil {
 		return nil, nil, e
 	}
-	return wire[:n], h.sigReport(mk, ev), nil
+	wire = wire[:n]
+	if cj != nil && cj.wire {
+		wire = cj.run(sig.TX, wire)
+	}
+	return wire, h.sigReport(mk, ev), nil
 }
 
 // write scatters wire bytes at addr of key. Through a signature mkey,
 // addr counts wire-domain bytes and the bytes go through the engine's RX
-// transfer (wire to memory) first. It returns the check failure, if any.
+// transfer (wire to memory) first; through a crypto mkey they are
+// decrypted or encrypted before or after it. It returns the check
+// failure, if any.
 func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEvent, *keyErr) {
 	mk, e := h.mkey(key, pdn, a)
 	if e != nil {
@@ -311,10 +337,28 @@ func (h *hca) write(key, pdn uint32, addr uint64, wire []byte, a access) (*sigEv
 		if _, e := inRange(mk, key, x.memAddr, x.memLen); e != nil {
 			return nil, e
 		}
+		cj, e := h.cryptoPlan(mk, key, addr, uint64(len(wire)), &x)
+		if e != nil {
+			return nil, e
+		}
+		if cj != nil && cj.wire {
+			wire = cj.run(sig.RX, wire)
+		}
 		if mem, ev, e = mk.transfer(key, sig.RX, x, wire); e != nil {
 			return nil, e
 		}
+		if cj != nil && !cj.wire {
+			mem = cj.run(sig.RX, mem)
+		}
 		where = x.memAddr
+	} else {
+		cj, e := h.cryptoPlan(mk, key, addr, uint64(len(wire)), nil)
+		if e != nil {
+			return nil, e
+		}
+		if cj != nil {
+			mem = cj.run(sig.RX, wire)
+		}
 	}
 	spans, e := h.translate(nil, mk, key, where, uint64(len(mem)), a, 0)
 	if e != nil {
@@ -363,12 +407,19 @@ func (h *hca) reach(key, pdn uint32, addr, n uint64, a access) *keyErr {
 	if e != nil {
 		return e
 	}
+	var sx *sigXfer
 	if mk.sigOn() {
 		x, e := mk.sigPlan(key, addr, n)
 		if e != nil {
 			return e
 		}
-		addr, n = x.memAddr, x.memLen
+		sx = &x
+	}
+	if _, e := h.cryptoPlan(mk, key, addr, n, sx); e != nil {
+		return e
+	}
+	if sx != nil {
+		addr, n = sx.memAddr, sx.memLen
 	}
 	_, e = inRange(mk, key, addr, n)
 	return e

@@ -85,6 +85,9 @@ func createMkey(h *hca, c *fwCall) *fwErr {
 	if prm.Mkc.BsfEn.Get(mkc) != 0 && prm.Mkc.BsfOctwordSize.Get(mkc) == 0 {
 		return badParam(SyndromeBadValue)
 	}
+	if e := h.checkCryptoMkey(mkc); e != nil {
+		return e
+	}
 	pdn := uint32(prm.Mkc.Pd.Get(mkc))
 	if e := h.pdRef(pdn, c.uid); e != nil {
 		return e

@@ -203,18 +203,8 @@ func TestOracleUMR(t *testing.T) {
 			return // libmlx5 wrote nothing
 		}
 		if rec.Mkc != "" {
-			mkc := unhex(t, rec.Mkc)
-			in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
-			copy(prm.CreateMkeyIn.MemoryKeyMkeyEntry.Bytes(in), mkc)
-			prm.Mkc.Pd.At(prm.CreateMkeyIn.MemoryKeyMkeyEntry).Set(in, uint64(r.pdn))
-			idx := uint32(prm.CreateMkeyOut.MkeyIndex.Get(r.create(in, 16)))
-			cur = &state{key: idx<<8 | uint32(num(t, rec.LKey)&0xff), psvs: map[uint32]uint32{}, isSig: prm.Mkc.BsfEn.Get(mkc) != 0}
-			for _, old := range rec.PSVs {
-				psv := mbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
-				prm.CreatePsvIn.NumPsv.Set(psv, 1)
-				prm.CreatePsvIn.Pd.Set(psv, uint64(r.pdn))
-				cur.psvs[old] = uint32(prm.CreatePsvOut.Psv0Index.Get(r.create(psv, 32)))
-			}
+			key, psvs := r.recordedMkey(t, &rec)
+			cur = &state{key: key, psvs: psvs, isSig: prm.Mkc.BsfEn.Get(unhex(t, rec.Mkc)) != 0}
 		}
 		if cur == nil {
 			t.Fatalf("%s: no mkey", rec.Case)
@@ -262,18 +252,7 @@ func TestOracleUMR(t *testing.T) {
 			wq = append(wq, unhex(t, h)...)
 		}
 		patchUMR(t, rec.Case, wq, rec.QPN, a.qpn, uint32(num(t, rec.LKey)), cur.key, cur.psvs)
-		a.put(wq)
-		nop := a.put(twqe{opcode: tOpNOP, fm: tSignaled}.encode(a.qpn, a.sqPI))
-		a.ring(nop)
-		for {
-			c := a.scq.next()
-			if c[63]>>4 != 0 {
-				t.Fatalf("%s: CQE %x; WQE errors %q", rec.Case, c, r.d.WQEErrors())
-			}
-			if binary.BigEndian.Uint16(c[60:]) == nop {
-				break
-			}
-		}
+		runRecorded(t, a, rec.Case, wq)
 		ran++
 
 		st := r.mkeyState(cur.key)
@@ -309,6 +288,45 @@ func TestOracleUMR(t *testing.T) {
 	}
 	if f := r.d.Faults(); len(f) != 0 {
 		t.Errorf("faults: %q", f)
+	}
+}
+
+// recordedMkey creates, in the rig's PD, the mkey of a configure record
+// from the mkey context of its CREATE_MKEY, and the PSVs it had, and
+// returns the mkey's key (the recorded variant) and the model's PSV index
+// for each recorded one.
+func (r *rig) recordedMkey(t *testing.T, rec *umrRecord) (uint32, map[uint32]uint32) {
+	t.Helper()
+	in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
+	copy(prm.CreateMkeyIn.MemoryKeyMkeyEntry.Bytes(in), unhex(t, rec.Mkc))
+	prm.Mkc.Pd.At(prm.CreateMkeyIn.MemoryKeyMkeyEntry).Set(in, uint64(r.pdn))
+	idx := uint32(prm.CreateMkeyOut.MkeyIndex.Get(r.create(in, 16)))
+	psvs := map[uint32]uint32{}
+	for _, old := range rec.PSVs {
+		psv := mbox(prm.CreatePsvIn.Layout(), prm.MLX5_CMD_OP_CREATE_PSV)
+		prm.CreatePsvIn.NumPsv.Set(psv, 1)
+		prm.CreatePsvIn.Pd.Set(psv, uint64(r.pdn))
+		psvs[old] = uint32(prm.CreatePsvOut.Psv0Index.Get(r.create(psv, 32)))
+	}
+	return idx<<8 | uint32(num(t, rec.LKey)&0xff), psvs
+}
+
+// runRecorded puts recorded WQEs wq, patched for a, on a's send queue,
+// then a signaled NOP, rings, and fails the test on an error CQE before
+// the NOP's.
+func runRecorded(t *testing.T, a *tqp, name string, wq []byte) {
+	t.Helper()
+	a.put(wq)
+	nop := a.put(twqe{opcode: tOpNOP, fm: tSignaled}.encode(a.qpn, a.sqPI))
+	a.ring(nop)
+	for {
+		c := a.scq.next()
+		if c[63]>>4 != 0 {
+			t.Fatalf("%s: CQE %x; WQE errors %q", name, c, a.r.d.WQEErrors())
+		}
+		if binary.BigEndian.Uint16(c[60:]) == nop {
+			break
+		}
 	}
 }
 

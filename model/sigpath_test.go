@@ -36,8 +36,9 @@ func (r *rig) freeMkeyRinval(maxEntries int, signature, rinval bool) *tmkey {
 	return r.freeMkeyPD(r.pdn, maxEntries, signature, rinval)
 }
 
-// freeMkeyPD is freeMkeyRinval in PD pdn.
-func (r *rig) freeMkeyPD(pdn uint32, maxEntries int, signature, rinval bool) *tmkey {
+// freeMkeyPD is freeMkeyRinval in PD pdn; each of more changes the
+// CREATE_MKEY mailbox last.
+func (r *rig) freeMkeyPD(pdn uint32, maxEntries int, signature, rinval bool, more ...func(in []byte)) *tmkey {
 	r.t.Helper()
 	in := mbox(prm.CreateMkeyIn.Layout(), prm.MLX5_CMD_OP_CREATE_MKEY)
 	mkc := prm.CreateMkeyIn.MemoryKeyMkeyEntry
@@ -62,6 +63,9 @@ func (r *rig) freeMkeyPD(pdn uint32, maxEntries int, signature, rinval bool) *tm
 			prm.CreatePsvIn.Pd.Set(psv, uint64(pdn))
 			*p = uint32(prm.CreatePsvOut.Psv0Index.Get(r.create(psv, 32)))
 		}
+	}
+	for _, f := range more {
+		f(in)
 	}
 	out := r.create(in, 16)
 	m.key = uint32(prm.CreateMkeyOut.MkeyIndex.Get(out))<<8 | 0x5c

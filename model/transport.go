@@ -682,6 +682,9 @@ func (h *hca) atomic(rkey, pdn uint32, addr uint64, op uint8, swapAdd, compare u
 	if mk.sigOn() {
 		return nil, keyFail("key %#x: an atomic through a signature mkey", rkey)
 	}
+	if mk.cryptoMkey() {
+		return nil, keyFail("key %#x: an atomic through a crypto mkey", rkey)
+	}
 	spans, e := h.translate(nil, mk, rkey, addr, atomicBytes, accRemoteAtomic, 0)
 	if e != nil {
 		return nil, e

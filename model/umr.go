@@ -112,8 +112,8 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 	if xlt > 0 && flags&umrInline == 0 {
 		return unmodelled("UMR: translations by pointer (no INLINE flag) are not modelled")
 	}
-	if bsfOw != 0 && bsfOw != bsfSize/16 {
-		return qpOpErr("UMR: %d BSF octwords, not %d", bsfOw, bsfSize/16)
+	if bsfOw != 0 && bsfOw != bsfSize/16 && bsfOw != 2*bsfSize/16 {
+		return qpOpErr("UMR: %d BSF octwords, not %d (one BSF) or %d (signature and crypto)", bsfOw, bsfSize/16, 2*bsfSize/16)
 	}
 
 	n := w.imm >> 8
@@ -153,9 +153,10 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 		}
 	}
 	var sc *sigConf
+	var cc *cryptoConf
 	if bsfOw != 0 {
 		var f *wqeFail
-		if sc, f = h.parseBSF(rest[16*xlt:16*xlt+bsfSize], mk.pdn); f != nil {
+		if sc, cc, f = h.parseBSFs(mk, rest[16*xlt:16*(xlt+bsfOw)]); f != nil {
 			return f
 		}
 	}
@@ -177,8 +178,11 @@ func (h *hca) execUMR(q *qpObj, w *sendWQE) *wqeFail {
 	if xlt > 0 {
 		mk.klms, mk.rep = klms, rep
 	}
-	if sc != nil {
-		mk.sig = sc
+	if bsfOw != 0 {
+		// The UMR's BSFs replace the mkey's: a signature BSF alone leaves
+		// no crypto, and an empty signature BSF beside a crypto BSF no
+		// signature.
+		mk.sig, mk.crypto = sc, cc
 	}
 	return nil
 }

@@ -11,8 +11,10 @@ Usage: extract_umr_sig.py /work/shared/oracle/vectors/umr_sig.jsonl > umr_sig_wq
 import json
 import sys
 
-for line in open(sys.argv[1]):
-    r = json.loads(line)
+
+def mkey_cmds(r):
+    """The mkey context of a record's CREATE_MKEY (hex, "" if none) and
+    the PSV indexes its CREATE_PSVs returned."""
     mkc, psvs = "", []
     for cmd in r.get("mkey_create_cmds", []):
         attrs = {a["name"]: a for a in cmd["attrs"]}
@@ -23,7 +25,13 @@ for line in open(sys.argv[1]):
             mkc = cin[16:80].hex()
         elif opcode == 0x600:  # CREATE_PSV: psv0_index in bits 136..159
             psvs.append(int.from_bytes(out[17:20], "big"))
-    print(json.dumps({
+    return mkc, psvs
+
+
+def configure(r):
+    """What the replay tests read of one configure record."""
+    mkc, psvs = mkey_cmds(r)
+    return {
         "case": r["case"],
         "fresh": r["input"]["mkey"]["fresh"],
         "conf_flags": r["input"]["mkey_conf_attr"]["conf_flags"],
@@ -35,4 +43,9 @@ for line in open(sys.argv[1]):
         "sq_pi_before": r["sq_pi_before"],
         "wqebbs": [w["hex"] for w in r["sq"]["wqebbs"]],
         "wr_complete": r["result"]["wr_complete"],
-    }, separators=(",", ":")))
+    }
+
+
+if __name__ == "__main__":
+    for line in open(sys.argv[1]):
+        print(json.dumps(configure(json.loads(line)), separators=(",", ":")))
