@@ -37,7 +37,7 @@ type loginObj struct {
 	uid       uint16
 	ctx       ctxID
 	cred, kek uint32 // credential_pointer, session_import_kek_ptr
-	state     uint8  // loginValid or loginInvalid
+	state     uint8  // MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID or _INVALID
 }
 
 func (o *loginObj) owner() ctxID { return o.ctx }
@@ -73,9 +73,14 @@ const (
 )
 
 // genObjType is a general object type the firmware implements: its
-// CREATE, QUERY and DESTROY_GENERAL_OBJECT, by genCreate, genQuery and
-// genDestroy.
-type genObjType [3]func(h *hca, c *fwCall) *fwErr
+// CREATE, QUERY and DESTROY_GENERAL_OBJECT (ops, by genCreate, genQuery
+// and genDestroy), and where its object lies in the create input (in) and
+// the query output (out), right after the 16-byte header. Each op gets
+// that object (nil for a destroy).
+type genObjType struct {
+	ops     [3]func(h *hca, c *fwCall, obj []byte) *fwErr
+	in, out prm.Field
+}
 
 const (
 	genCreate = iota
@@ -84,26 +89,41 @@ const (
 )
 
 var genObjTypes = map[uint16]genObjType{
-	objTypeDEK:         {createDEK, queryDEK, destroyDEK},
-	objTypeCryptoLogin: {createLogin, queryLogin, destroyLogin},
+	prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY: {
+		ops: [3]func(*hca, *fwCall, []byte) *fwErr{createDEK, queryDEK, destroyDEK},
+		in:  prm.CreateEncryptionKeyIn.EncryptionKeyObject,
+		out: prm.QueryEncryptionKeyObjOut.Obj,
+	},
+	prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN: {
+		ops: [3]func(*hca, *fwCall, []byte) *fwErr{createLogin, queryLogin, destroyLogin},
+		in:  prm.CreateCryptoLoginObjIn.LoginObj,
+		out: prm.QueryCryptoLoginObjOut.Obj,
+	},
 }
 
-// The general object commands. Every type's create input and query
-// output is the 16-byte header and the 256-byte object.
+// The general object commands.
 var (
-	createGeneralObj  = genObjCmd(genCreate, genObjLen, hdrLen)
-	queryGeneralObj   = genObjCmd(genQuery, hdrLen, genObjLen)
-	destroyGeneralObj = genObjCmd(genDestroy, hdrLen, hdrLen)
+	createGeneralObj  = genObjCmd(genCreate)
+	queryGeneralObj   = genObjCmd(genQuery)
+	destroyGeneralObj = genObjCmd(genDestroy)
 )
 
-// genObjCmd runs command op of the type the header's obj_type names, with
-// in and out bytes of mailbox at least. A type the model does not
-// implement is refused as an opcode it does not implement (BAD_OP_ERR);
-// one the profile's general_obj_types lacks, as a missing capability.
-func genObjCmd(op, in, out int) func(h *hca, c *fwCall) *fwErr {
+// genObjCmd runs command op of the type the header's obj_type names. A
+// type the model does not implement is refused as an opcode it does not
+// implement (BAD_OP_ERR); one the profile's general_obj_types lacks, as a
+// missing capability; a create input or query output too short for the
+// type's object, as a bad mailbox length.
+func genObjCmd(op int) func(h *hca, c *fwCall) *fwErr {
 	return func(h *hca, c *fwCall) *fwErr {
 		typ := uint16(c.get(prm.GeneralObjInCmdHdr.ObjType))
 		t, ok := genObjTypes[typ]
+		in, out := hdrLen, hdrLen
+		switch op {
+		case genCreate:
+			in = fieldEnd(t.in)
+		case genQuery:
+			out = fieldEnd(t.out)
+		}
 		switch {
 		case !ok:
 			return fail(prm.MLX5_CMD_STAT_BAD_OP_ERR, SyndromeBadOpcode)
@@ -114,27 +134,32 @@ func genObjCmd(op, in, out int) func(h *hca, c *fwCall) *fwErr {
 		case len(c.out) < out:
 			return fail(prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR, SyndromeOutputLength)
 		}
-		return t[op](h, c)
+		var obj []byte
+		switch op {
+		case genCreate:
+			obj = t.in.Bytes(c.in)
+		case genQuery:
+			obj = t.out.Bytes(c.out)
+		}
+		return t.ops[op](h, c, obj)
 	}
 }
 
-// objIn is the object of a create command, objOut that of a query's
-// output (genObjCmd checked the lengths).
-func (c *fwCall) objIn() []byte  { return genObj.Bytes(c.in) }
-func (c *fwCall) objOut() []byte { return genObj.Bytes(c.out) }
+// fieldEnd is the byte just past a byte-aligned field.
+func fieldEnd(f prm.Field) int { return int(f.Off+f.Width) / 8 }
 
 // The engine's modes, from the HCA's crypto caps page.
 
 func (h *hca) cryptoWrapped() bool {
-	return h.prof.cryptoCap(cryptoCaps.WrappedImportMethod)&wrappedImportAES != 0
+	return h.prof.cryptoCap(prm.CryptoCap.WrappedImportMethod)&prm.MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES != 0
 }
 
 // cryptoReady refuses every login and DEK of an engine that failed a
 // self-test (the error state of FIPS 140) or, wrapped, is still in
 // commissioning mode.
 func (h *hca) cryptoReady() *fwErr {
-	if h.prof.cryptoCap(cryptoCaps.FailedSelftests) != 0 ||
-		h.cryptoWrapped() && h.prof.cryptoCap(cryptoCaps.WrappedCryptoOperational) == 0 {
+	if h.prof.cryptoCap(prm.CryptoCap.FailedSelftests) != 0 ||
+		h.cryptoWrapped() && h.prof.cryptoCap(prm.CryptoCap.WrappedCryptoOperational) == 0 {
 		return fail(prm.MLX5_CMD_STAT_BAD_SYS_STATE_ERR, SyndromeCryptoState)
 	}
 	return nil
@@ -144,7 +169,7 @@ func (h *hca) cryptoReady() *fwErr {
 // is imported and queried with; an error if the uid has no valid login.
 func (h *hca) sessionKEK(uid uint16) ([]byte, *fwErr) {
 	for _, l := range h.crypto.logins {
-		if l.uid == uid && l.state == loginValid {
+		if l.uid == uid && l.state == prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID {
 			return h.crypto.keks[l.kek], nil
 		}
 	}
@@ -153,8 +178,7 @@ func (h *hca) sessionKEK(uid uint16) ([]byte, *fwErr) {
 
 // CRYPTO_LOGIN.
 
-func createLogin(h *hca, c *fwCall) *fwErr {
-	obj := c.objIn()
+func createLogin(h *hca, c *fwCall, obj []byte) *fwErr {
 	if e := h.cryptoReady(); e != nil {
 		return e
 	}
@@ -166,14 +190,14 @@ func createLogin(h *hca, c *fwCall) *fwErr {
 			return fail(prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeLoginExists)
 		}
 	}
-	credID := uint32(cryptoLoginObj.CredentialPointer.Get(obj))
-	kekID := uint32(cryptoLoginObj.SessionImportKekPtr.Get(obj))
+	credID := uint32(prm.CryptoLoginObj.CredentialPointer.Get(obj))
+	kekID := uint32(prm.CryptoLoginObj.SessionImportKekPtr.Get(obj))
 	cred, okC := h.crypto.creds[credID]
 	kek, okK := h.crypto.keks[kekID]
 	if !okC || !okK {
 		return badParam(SyndromeBadCredential)
 	}
-	got, err := KeyUnwrap(kek, cryptoLoginObj.Credential.Bytes(obj))
+	got, err := KeyUnwrap(kek, prm.CryptoLoginObj.Credential.Bytes(obj))
 	if err != nil {
 		return badParam(SyndromeBadCredential)
 	}
@@ -186,7 +210,7 @@ func createLogin(h *hca, c *fwCall) *fwErr {
 	if !ok {
 		return limitReached()
 	}
-	h.crypto.logins[n] = &loginObj{uid: c.uid, ctx: c.ctx, cred: credID, kek: kekID, state: loginValid}
+	h.crypto.logins[n] = &loginObj{uid: c.uid, ctx: c.ctx, cred: credID, kek: kekID, state: prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID}
 	prm.GeneralObjOutCmdHdr.ObjId.Set(c.out, uint64(n))
 	return nil
 }
@@ -205,19 +229,18 @@ func namedObj[T interface{ ownerUID() uint16 }](m map[uint32]T, c *fwCall) (uint
 func (o *loginObj) ownerUID() uint16 { return o.uid }
 func (o *dekObj) ownerUID() uint16   { return o.uid }
 
-func queryLogin(h *hca, c *fwCall) *fwErr {
+func queryLogin(h *hca, c *fwCall, obj []byte) *fwErr {
 	_, l, e := namedObj(h.crypto.logins, c)
 	if e != nil {
 		return e
 	}
-	obj := c.objOut()
-	cryptoLoginObj.State.Set(obj, uint64(l.state))
-	cryptoLoginObj.CredentialPointer.Set(obj, uint64(l.cred))
-	cryptoLoginObj.SessionImportKekPtr.Set(obj, uint64(l.kek))
+	prm.CryptoLoginObj.State.Set(obj, uint64(l.state))
+	prm.CryptoLoginObj.CredentialPointer.Set(obj, uint64(l.cred))
+	prm.CryptoLoginObj.SessionImportKekPtr.Set(obj, uint64(l.kek))
 	return nil
 }
 
-func destroyLogin(h *hca, c *fwCall) *fwErr {
+func destroyLogin(h *hca, c *fwCall, _ []byte) *fwErr {
 	n, _, e := namedObj(h.crypto.logins, c)
 	if e != nil {
 		return e
@@ -228,32 +251,31 @@ func destroyLogin(h *hca, c *fwCall) *fwErr {
 
 // ENCRYPTION_KEY (DEK).
 
-func createDEK(h *hca, c *fwCall) *fwErr {
-	obj := c.objIn()
+func createDEK(h *hca, c *fwCall, obj []byte) *fwErr {
 	if e := h.cryptoReady(); e != nil {
 		return e
 	}
-	if encryptionKeyObj.KeyPurpose.Get(obj) != dekPurposeAESXTS {
+	if prm.EncryptionKeyObj.KeyType.Get(obj) != prm.MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS {
 		return badParam(SyndromeBadValue)
 	}
 	var keyBytes int
-	switch encryptionKeyObj.KeySize.Get(obj) {
-	case dekKeySize128:
+	switch prm.EncryptionKeyObj.KeySize.Get(obj) {
+	case prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128:
 		keyBytes = 16
-	case dekKeySize256:
+	case prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256:
 		keyBytes = 32
 	default:
 		return badParam(SyndromeBadValue)
 	}
-	pdn := uint32(encryptionKeyObj.Pd.Get(obj))
+	pdn := uint32(prm.EncryptionKeyObj.Pd.Get(obj))
 	if e := h.pdRef(pdn, c.uid); e != nil {
 		return e
 	}
-	end := limit(firstDEK, h.prof.cryptoCap(cryptoCaps.LogMaxNumDeks))
+	end := limit(firstDEK, h.prof.cryptoCap(prm.CryptoCap.LogMaxNumDeks))
 	if uint64(len(h.deks)) >= uint64(end-firstDEK) {
 		return limitReached()
 	}
-	hasKeytag := encryptionKeyObj.HasKeytag.Get(obj) != 0
+	hasKeytag := prm.EncryptionKeyObj.HasKeytag.Get(obj) != 0
 	// The key field holds key1 + key2 (+ keytag), in plaintext or
 	// wrapped, from its first byte (mlx5dv_dek_create(3)'s table); what
 	// follows must be zero.
@@ -261,7 +283,7 @@ func createDEK(h *hca, c *fwCall) *fwErr {
 	if hasKeytag {
 		n += 8
 	}
-	field := encryptionKeyObj.Key.Bytes(obj)
+	field := prm.EncryptionKeyObj.Key.Bytes(obj)
 	var plain []byte
 	if h.cryptoWrapped() {
 		kek, e := h.sessionKEK(c.uid)
@@ -283,11 +305,11 @@ func createDEK(h *hca, c *fwCall) *fwErr {
 	}
 	id, _ := alloc(h, "dek", h.deks, firstDEK, end)
 	d := &dekObj{uid: c.uid, ctx: c.ctx, pdn: pdn, keyBits: 8 * keyBytes, hasKeytag: hasKeytag,
-		key1: slices.Clone(plain[:keyBytes]), key2: slices.Clone(plain[keyBytes : 2*keyBytes]), state: dekReady}
+		key1: slices.Clone(plain[:keyBytes]), key2: slices.Clone(plain[keyBytes : 2*keyBytes]), state: prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY}
 	if hasKeytag {
 		copy(d.keytag[:], plain[2*keyBytes:])
 	}
-	copy(d.opaque[:], encryptionKeyObj.Opaque.Bytes(obj))
+	copy(d.opaque[:], prm.EncryptionKeyObj.Opaque.Bytes(obj))
 	h.deks[id] = d
 	h.pds[pdn].refs++
 	prm.GeneralObjOutCmdHdr.ObjId.Set(c.out, uint64(id))
@@ -296,7 +318,7 @@ func createDEK(h *hca, c *fwCall) *fwErr {
 
 // queryDEK answers the DEK's attributes, never its key. A wrapped
 // engine's DEK is queried only in a valid crypto login.
-func queryDEK(h *hca, c *fwCall) *fwErr {
+func queryDEK(h *hca, c *fwCall, obj []byte) *fwErr {
 	_, d, e := namedObj(h.deks, c)
 	if e != nil {
 		return e
@@ -306,19 +328,18 @@ func queryDEK(h *hca, c *fwCall) *fwErr {
 			return e
 		}
 	}
-	obj := c.objOut()
-	encryptionKeyObj.State.Set(obj, uint64(d.state))
-	size := uint64(dekKeySize128)
+	prm.EncryptionKeyObj.State.Set(obj, uint64(d.state))
+	size := uint64(prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128)
 	if d.keyBits == 256 {
-		size = dekKeySize256
+		size = prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256
 	}
-	encryptionKeyObj.KeySize.Set(obj, size)
+	prm.EncryptionKeyObj.KeySize.Set(obj, size)
 	if d.hasKeytag {
-		encryptionKeyObj.HasKeytag.Set(obj, 1)
+		prm.EncryptionKeyObj.HasKeytag.Set(obj, 1)
 	}
-	encryptionKeyObj.KeyPurpose.Set(obj, dekPurposeAESXTS)
-	encryptionKeyObj.Pd.Set(obj, uint64(d.pdn))
-	copy(encryptionKeyObj.Opaque.Bytes(obj), d.opaque[:])
+	prm.EncryptionKeyObj.KeyType.Set(obj, prm.MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS)
+	prm.EncryptionKeyObj.Pd.Set(obj, uint64(d.pdn))
+	copy(prm.EncryptionKeyObj.Opaque.Bytes(obj), d.opaque[:])
 	return nil
 }
 
@@ -326,7 +347,7 @@ func queryDEK(h *hca, c *fwCall) *fwErr {
 // DESTROY_PSV does a PSV a signature BSF names: the BSFs are the UMRs',
 // which the firmware's commands do not track. The mkey's next transfer
 // finds no DEK (docs/MODEL.md, "Crypto objects").
-func destroyDEK(h *hca, c *fwCall) *fwErr {
+func destroyDEK(h *hca, c *fwCall, _ []byte) *fwErr {
 	n, d, e := namedObj(h.deks, c)
 	if e != nil {
 		return e
@@ -372,9 +393,9 @@ func officerNoID(uint32) uint32  { return ^uint32(0) } // no ID: pointers are 24
 
 var (
 	credentials = officerTable{"credential", func(s *cryptoStore) map[uint32][]byte { return s.creds },
-		cryptoCaps.LogMaxNumCreds, checkCredential, officerID, officerNoID}
+		prm.CryptoCap.LogMaxNumCreds, checkCredential, officerID, officerNoID}
 	importKEKs = officerTable{"import KEK", func(s *cryptoStore) map[uint32][]byte { return s.keks },
-		cryptoCaps.LogMaxNumImportKeks, checkKEK, officerNoID, officerID}
+		prm.CryptoCap.LogMaxNumImportKeks, checkKEK, officerNoID, officerID}
 )
 
 // officer checks that the HCA has a wrapped engine and id fits the 24-bit
@@ -396,7 +417,7 @@ func (d *Device) officer(call string, id uint32) error {
 func (h *hca) invalidateLogins(cred, kek uint32) {
 	for _, l := range h.crypto.logins {
 		if l.cred == cred || l.kek == kek {
-			l.state = loginInvalid
+			l.state = prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID
 		}
 	}
 }
@@ -483,7 +504,7 @@ func (d *Device) InjectDEKError(id uint32) error {
 	if !ok || k.ctx != d.id {
 		return fmt.Errorf("model: no DEK %#x on this context", id)
 	}
-	k.state = dekError
+	k.state = prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_ERROR
 	return nil
 }
 

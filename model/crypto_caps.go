@@ -24,9 +24,9 @@ import (
 func cryptoGeneral(multi uint64) []capValue {
 	return []capValue{
 		{prm.CmdHcaCap.Crypto, 1},
-		{hcaAesXtsSingleBlockLeTweak, 1},
-		{hcaAesXtsMultiBlockBeTweak, multi},
-		{prm.CmdHcaCap.GeneralObjTypes, 1<<objTypeDEK | 1<<objTypeCryptoLogin},
+		{prm.CmdHcaCap.AesXtsSingleBlockLeTweak, 1},
+		{prm.CmdHcaCap.AesXtsMultiBlockBeTweak, multi},
+		{prm.CmdHcaCap.GeneralObjTypes, 1<<prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY | 1<<prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN},
 	}
 }
 
@@ -35,9 +35,9 @@ func cryptoGeneral(multi uint64) []capValue {
 // choices: no public source gives a device's.
 func cryptoPage(logDEKs uint64) []capValue {
 	return []capValue{
-		{cryptoCaps.LogMaxNumDeks, logDEKs},
-		{cryptoCaps.LogMaxNumImportKeks, 3},
-		{cryptoCaps.LogMaxNumCreds, 3},
+		{prm.CryptoCap.LogMaxNumDeks, logDEKs},
+		{prm.CryptoCap.LogMaxNumImportKeks, 3},
+		{prm.CryptoCap.LogMaxNumCreds, 3},
 	}
 }
 
@@ -114,23 +114,23 @@ func (p *profile) withCrypto(o CryptoOptions) (*profile, error) {
 			return nil, err
 		}
 	}
-	pg := slices.Clone(p.pages[capCrypto])
+	pg := slices.Clone(p.pages[prm.MLX5_CAP_CRYPTO])
 	if o.Wrapped {
-		cryptoCaps.WrappedImportMethod.Set(pg, wrappedImportAES)
+		prm.CryptoCap.WrappedImportMethod.Set(pg, prm.MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES)
 	}
 	if o.Credential != nil {
-		cryptoCaps.WrappedCryptoOperational.Set(pg, 1)
+		prm.CryptoCap.WrappedCryptoOperational.Set(pg, 1)
 	}
 	if o.GoingToCommissioning {
-		cryptoCaps.WrappedCryptoGoingToCommissioning.Set(pg, 1)
+		prm.CryptoCap.WrappedCryptoGoingToCommissioning.Set(pg, 1)
 	}
-	cryptoCaps.FailedSelftests.Set(pg, uint64(o.FailedSelftests))
+	prm.CryptoCap.FailedSelftests.Set(pg, uint64(o.FailedSelftests))
 	q := *p
 	q.pages = maps.Clone(p.pages)
-	q.pages[capCrypto] = pg
+	q.pages[prm.MLX5_CAP_CRYPTO] = pg
 	return &q, nil
 }
 
 // cryptoCap returns the profile's value of a crypto caps field (0 for a
 // profile without the page).
-func (p *profile) cryptoCap(f prm.Field) uint64 { return f.Get(p.pages[capCrypto]) }
+func (p *profile) cryptoCap(f prm.Field) uint64 { return f.Get(p.pages[prm.MLX5_CAP_CRYPTO]) }

@@ -10,7 +10,7 @@ import (
 )
 
 // The crypto objects against rdma-core 44.0's libmlx5 (testdata/README.md,
-// crypto_cmds.jsonl): the layouts of crypto_prm.go read what libmlx5
+// crypto_cmds.jsonl): prm's layouts read what libmlx5
 // wrote and the fake firmware answered, the model takes libmlx5's DEK
 // mailboxes, and its query answers are the bytes libmlx5 read.
 
@@ -52,7 +52,7 @@ func TestOracleCryptoCaps(t *testing.T) {
 		gen := unhex(t, r.General)
 		g := r.Device.General
 		wantFields(t, r.Case, gen, []fieldWant{
-			{prm.CmdHcaCap.Crypto, g.Crypto}, {hcaAesXtsSingleBlockLeTweak, g.Single}, {hcaAesXtsMultiBlockBeTweak, g.Multi},
+			{prm.CmdHcaCap.Crypto, g.Crypto}, {prm.CmdHcaCap.AesXtsSingleBlockLeTweak, g.Single}, {prm.CmdHcaCap.AesXtsMultiBlockBeTweak, g.Multi},
 			{prm.CmdHcaCap.GeneralObjTypes, num(t, g.GeneralObjs)},
 		})
 		if r.Crypto == "" {
@@ -60,10 +60,10 @@ func TestOracleCryptoCaps(t *testing.T) {
 		}
 		pg, p := unhex(t, r.Crypto), r.Device.Page
 		wantFields(t, r.Case, pg, []fieldWant{
-			{cryptoCaps.WrappedCryptoOperational, p.Operational}, {cryptoCaps.WrappedCryptoGoingToCommissioning, p.Going},
-			{cryptoCaps.WrappedImportMethod, num(t, p.Method)}, {cryptoCaps.LogMaxNumDeks, p.LogDEKs},
-			{cryptoCaps.LogMaxNumImportKeks, p.LogKEKs}, {cryptoCaps.LogMaxNumCreds, p.LogCreds},
-			{cryptoCaps.FailedSelftests, num(t, p.Failed)},
+			{prm.CryptoCap.WrappedCryptoOperational, p.Operational}, {prm.CryptoCap.WrappedCryptoGoingToCommissioning, p.Going},
+			{prm.CryptoCap.WrappedImportMethod, num(t, p.Method)}, {prm.CryptoCap.LogMaxNumDeks, p.LogDEKs},
+			{prm.CryptoCap.LogMaxNumImportKeks, p.LogKEKs}, {prm.CryptoCap.LogMaxNumCreds, p.LogCreds},
+			{prm.CryptoCap.FailedSelftests, num(t, p.Failed)},
 		})
 	})
 	if n == 0 {
@@ -126,20 +126,20 @@ func TestOracleCryptoCreateLayouts(t *testing.T) {
 		}
 		obj := genObj.Bytes(in)
 		switch typ := prm.GeneralObjInCmdHdr.ObjType.Get(in); {
-		case typ == objTypeDEK && r.Input.DEK != nil:
+		case typ == prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY && r.Input.DEK != nil:
 			deks++
 			a := r.Input.DEK
 			tag := uint64(0)
 			if a.HasKeytag {
 				tag = 1
 			}
-			if encryptionKeyObj.KeySize.Get(obj) != a.KeySize || encryptionKeyObj.HasKeytag.Get(obj) != tag ||
-				encryptionKeyObj.KeyPurpose.Get(obj) != dekPurposeAESXTS || encryptionKeyObj.State.Get(obj) != 0 ||
-				!bytes.Equal(encryptionKeyObj.Opaque.Bytes(obj), unhex(t, a.Opaque)) ||
-				!bytes.Equal(encryptionKeyObj.Key.Bytes(obj), unhex(t, a.Key)) {
+			if prm.EncryptionKeyObj.KeySize.Get(obj) != a.KeySize || prm.EncryptionKeyObj.HasKeytag.Get(obj) != tag ||
+				prm.EncryptionKeyObj.KeyType.Get(obj) != prm.MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS || prm.EncryptionKeyObj.State.Get(obj) != 0 ||
+				!bytes.Equal(prm.EncryptionKeyObj.Opaque.Bytes(obj), unhex(t, a.Opaque)) ||
+				!bytes.Equal(prm.EncryptionKeyObj.Key.Bytes(obj), unhex(t, a.Key)) {
 				t.Errorf("%s: the DEK fields do not hold the call's attributes: %x", r.Case, obj)
 			}
-		case typ == objTypeCryptoLogin:
+		case typ == prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN:
 			a := r.Input.Login
 			if a == nil {
 				a = r.Input.LoginEx
@@ -150,8 +150,8 @@ func TestOracleCryptoCreateLayouts(t *testing.T) {
 			logins++
 			want := make([]byte, 48)
 			copy(want, unhex(t, a.Credential))
-			if cryptoLoginObj.CredentialPointer.Get(obj) != num(t, a.Cred) || cryptoLoginObj.SessionImportKekPtr.Get(obj) != num(t, a.KEK) ||
-				cryptoLoginObj.State.Get(obj) != 0 || !bytes.Equal(cryptoLoginObj.Credential.Bytes(obj), want) {
+			if prm.CryptoLoginObj.CredentialPointer.Get(obj) != num(t, a.Cred) || prm.CryptoLoginObj.SessionImportKekPtr.Get(obj) != num(t, a.KEK) ||
+				prm.CryptoLoginObj.State.Get(obj) != 0 || !bytes.Equal(prm.CryptoLoginObj.Credential.Bytes(obj), want) {
 				t.Errorf("%s: the login fields do not hold the call's attributes: %x", r.Case, obj)
 			}
 		default:
@@ -179,7 +179,7 @@ func TestOracleCryptoPlaintextDEKs(t *testing.T) {
 		prefix := r.Case[:strings.LastIndexByte(r.Case, '/')]
 		switch prm.GeneralObjInCmdHdr.Opcode.Get(in) {
 		case prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT:
-			encryptionKeyObj.Pd.At(genObj).Set(in, uint64(pdn))
+			prm.EncryptionKeyObj.Pd.At(genObj).Set(in, uint64(pdn))
 			out := make([]byte, hdrLen)
 			st := d.Exec(in, out)
 			if r.Input.DEK.Garbage {
@@ -204,7 +204,7 @@ func TestOracleCryptoPlaintextDEKs(t *testing.T) {
 				t.Errorf("%s: the model kept key1 %x key2 %x keytag %x", r.Case, k.key1, k.key2, k.keytag)
 			}
 		case prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT:
-			if r.Input.DeviceState != dekReady || !strings.HasSuffix(r.Case, "/query_ready") {
+			if r.Input.DeviceState != prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY || !strings.HasSuffix(r.Case, "/query_ready") {
 				continue
 			}
 			id, ok := created[prefix]
@@ -219,7 +219,7 @@ func TestOracleCryptoPlaintextDEKs(t *testing.T) {
 				continue
 			}
 			want := unhex(t, r.CmdOut)
-			encryptionKeyObj.Pd.At(genObj).Set(want, uint64(pdn))
+			prm.EncryptionKeyObj.Pd.At(genObj).Set(want, uint64(pdn))
 			prm.GeneralObjOutCmdHdr.ObjId.Set(want, 0)
 			if !bytes.Equal(out, want) {
 				t.Errorf("%s: the model answered\n%x\nlibmlx5 read\n%x", r.Case, out, want)
@@ -256,7 +256,7 @@ func TestOracleCryptoLoginQuery(t *testing.T) {
 	}
 	// libmlx5's mailbox with a credential this device takes.
 	in := unhex(t, create.CmdIn)
-	copy(cryptoLoginObj.Credential.At(genObj).Bytes(in), wrap(t, testKEK, testCred))
+	copy(prm.CryptoLoginObj.Credential.At(genObj).Bytes(in), wrap(t, testKEK, testCred))
 	out := make([]byte, hdrLen)
 	if st := d.Exec(in, out); st != prm.MLX5_CMD_STAT_OK {
 		t.Fatalf("create: %v", st)

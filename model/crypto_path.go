@@ -15,15 +15,6 @@ import (
 // of rdma-core v44.0), beside or instead of a signature BSF. The rules
 // and their sources are docs/MODEL.md's "Crypto data path".
 
-// The AES-XTS engines of cmd_hca_cap (mlx5_ifc.h): the single-block one
-// takes the tweak little-endian and an mkey of one data unit; the
-// multi-block one takes it big-endian (libmlx5 reverses the user's bytes
-// for it, qp.c mlx5_umr_fill_crypto_bsf) and any number of data units.
-var (
-	capXTSSingleBlockLE = prm.Field{Name: "aes_xts_single_block_le_tweak", Off: 0x3f1, Width: 1}
-	capXTSMultiBlockBE  = prm.Field{Name: "aes_xts_multi_block_be_tweak", Off: 0x3f2, Width: 1}
-)
-
 // The first byte of a BSF (bsf_size_sbs, or a crypto BSF's bsf_size_type):
 // its size in bits 7:6 and, for a crypto BSF, its type in bit 0
 // (MLX5_BSF_SIZE_*, MLX5_BSF_TYPE_CRYPTO in wqe.h).
@@ -85,12 +76,17 @@ func (c *cryptoConf) wireSide(sc *sigConf) bool {
 // cryptoMkey reports whether mk was created as a crypto mkey.
 func (mk *mkeyObj) cryptoMkey() bool { return prm.Mkc.CryptoEn.Get(mk.mkc) != 0 }
 
-// xtsEngines returns the HCA's AES-XTS engines: single is true when it
-// has either (the multi-block engine does single blocks too, as libmlx5
-// reports it), multi when it has the multi-block one.
+// xtsEngines returns the HCA's AES-XTS engines (cmd_hca_cap's
+// aes_xts_single_block_le_tweak and aes_xts_multi_block_be_tweak): single
+// is true when it has either (the multi-block engine does single blocks
+// too, as libmlx5 reports it), multi when it has the multi-block one. The
+// single-block engine takes the tweak little-endian and an mkey of one
+// data unit; the multi-block one takes it big-endian (libmlx5 reverses the
+// user's bytes for it, qp.c mlx5_umr_fill_crypto_bsf) and any number of
+// data units.
 func (h *hca) xtsEngines() (single, multi bool) {
-	multi = h.prof.cap(capXTSMultiBlockBE) != 0
-	return multi || h.prof.cap(capXTSSingleBlockLE) != 0, multi
+	multi = h.prof.cap(prm.CmdHcaCap.AesXtsMultiBlockBeTweak) != 0
+	return multi || h.prof.cap(prm.CmdHcaCap.AesXtsSingleBlockLeTweak) != 0, multi
 }
 
 // checkCryptoMkey is CREATE_MKEY's rule for mkc.crypto_en: the HCA has
@@ -234,7 +230,7 @@ func (h *hca) cryptoPlan(mk *mkeyObj, key uint32, addr, n uint64, sx *sigXfer) (
 		return nil, keyFail("key %#x: the crypto BSF names DEK %#x, which does not exist", key, c.dek)
 	case d.pdn != mk.pdn:
 		return nil, keyFail("key %#x: DEK %#x is in PD %#x, the mkey in PD %#x", key, c.dek, d.pdn, mk.pdn)
-	case d.state != 0: // MLX5_ENCRYPTION_KEY_OBJ_STATE_READY
+	case d.state != prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY:
 		return nil, keyFail("key %#x: DEK %#x is in state %d, not READY", key, c.dek, d.state)
 	case d.hasKeytag && !bytes.Equal(d.keytag[:], c.keytag[:]):
 		return nil, keyFail("key %#x: the crypto BSF's keytag is not DEK %#x's", key, c.dek)

@@ -28,10 +28,10 @@ func (r *rig) enableCrypto(multi bool) {
 	p.pages = maps.Clone(p.pages)
 	g := append([]byte(nil), p.pages[prm.MLX5_CAP_GENERAL]...)
 	prm.CmdHcaCap.Crypto.Set(g, 1)
-	capXTSSingleBlockLE.Set(g, 1)
-	capXTSMultiBlockBE.Set(g, 0)
+	prm.CmdHcaCap.AesXtsSingleBlockLeTweak.Set(g, 1)
+	prm.CmdHcaCap.AesXtsMultiBlockBeTweak.Set(g, 0)
 	if multi {
-		capXTSMultiBlockBE.Set(g, 1)
+		prm.CmdHcaCap.AesXtsMultiBlockBeTweak.Set(g, 1)
 	}
 	p.pages[prm.MLX5_CAP_GENERAL] = g
 	h.prof = &p
@@ -791,7 +791,10 @@ func TestCryptoCreateMkey(t *testing.T) {
 		{"crypto_en 2", func(in []byte, mkc prm.Field) { prm.Mkc.CryptoEn.At(mkc).Set(in, 2) }},
 		{"bsf_en 0", func(in []byte, mkc prm.Field) { prm.Mkc.BsfEn.At(mkc).Set(in, 0) }},
 		{"bsf_octword_size 2", func(in []byte, mkc prm.Field) { prm.Mkc.BsfOctwordSize.At(mkc).Set(in, 2) }},
-		{"no AES-XTS engine", func([]byte, prm.Field) { r.setCap(capXTSSingleBlockLE, 0); r.setCap(capXTSMultiBlockBE, 0) }}, // last: it stays
+		{"no AES-XTS engine", func([]byte, prm.Field) {
+			r.setCap(prm.CmdHcaCap.AesXtsSingleBlockLeTweak, 0)
+			r.setCap(prm.CmdHcaCap.AesXtsMultiBlockBeTweak, 0)
+		}}, // last: it stays
 	} {
 		if err := create(r, c.f); err == nil {
 			t.Errorf("%s: created", c.name)
@@ -866,8 +869,8 @@ func FuzzCryptoBSF(f *testing.F) {
 		p := *h.prof
 		p.pages = maps.Clone(p.pages)
 		g := append([]byte(nil), p.pages[prm.MLX5_CAP_GENERAL]...)
-		capXTSSingleBlockLE.Set(g, 1)
-		capXTSMultiBlockBE.Set(g, uint64(n&1))
+		prm.CmdHcaCap.AesXtsSingleBlockLeTweak.Set(g, 1)
+		prm.CmdHcaCap.AesXtsMultiBlockBeTweak.Set(g, uint64(n&1))
 		p.pages[prm.MLX5_CAP_GENERAL] = g
 		h.prof = &p
 		key := make([]byte, 64)

@@ -86,6 +86,29 @@ func newDevOpt(t testing.TB, profile string, opt Options) *Device {
 }
 
 // genIn is a general object command's input of n bytes.
+// genObj and genObjLen are where a crypto object lies in its create input
+// or query output, and the size of either mailbox: the same for both
+// types, as TestGenObjLayouts checks, so that a test can build either.
+var (
+	genObj    = prm.CreateEncryptionKeyIn.EncryptionKeyObject
+	genObjLen = int(prm.CreateEncryptionKeyIn.Layout().Size)
+)
+
+func TestGenObjLayouts(t *testing.T) {
+	for typ, g := range genObjTypes {
+		for _, f := range []prm.Field{g.in, g.out} {
+			if f.Off != genObj.Off || f.Width != genObj.Width || fieldEnd(f) != genObjLen {
+				t.Errorf("type %#x: object %s at bit %#x, %d bits, want %#x, %d", typ, f.Name, f.Off, f.Width, genObj.Off, genObj.Width)
+			}
+		}
+	}
+	for _, l := range []*prm.Layout{prm.CreateCryptoLoginObjIn.Layout(), prm.QueryCryptoLoginObjOut.Layout(), prm.QueryEncryptionKeyObjOut.Layout()} {
+		if int(l.Size) != genObjLen {
+			t.Errorf("%s: %d bytes, want %d", l.Name, l.Size, genObjLen)
+		}
+	}
+}
+
 func genIn(op, typ uint16, id uint32, n int) []byte {
 	in := make([]byte, n)
 	prm.GeneralObjInCmdHdr.Opcode.Set(in, uint64(op))
@@ -95,18 +118,18 @@ func genIn(op, typ uint16, id uint32, n int) []byte {
 }
 
 func loginIn(credID, kekID uint32, wrappedCred []byte) []byte {
-	in := genIn(prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT, objTypeCryptoLogin, 0, genObjLen)
+	in := genIn(prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT, prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN, 0, genObjLen)
 	obj := genObj.Bytes(in)
-	cryptoLoginObj.CredentialPointer.Set(obj, uint64(credID))
-	cryptoLoginObj.SessionImportKekPtr.Set(obj, uint64(kekID))
-	copy(cryptoLoginObj.Credential.Bytes(obj), wrappedCred)
+	prm.CryptoLoginObj.CredentialPointer.Set(obj, uint64(credID))
+	prm.CryptoLoginObj.SessionImportKekPtr.Set(obj, uint64(kekID))
+	copy(prm.CryptoLoginObj.Credential.Bytes(obj), wrappedCred)
 	return in
 }
 
 // dekSpec is a DEK to create.
 type dekSpec struct {
 	pdn        uint32
-	size       uint64 // dekKeySize128 or _256
+	size       uint64 // prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128 or _256
 	keytag     bool
 	key        []byte // the key field's bytes: plaintext or wrapped
 	opaque     string
@@ -115,20 +138,20 @@ type dekSpec struct {
 }
 
 func (s dekSpec) in() []byte {
-	in := genIn(prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT, objTypeDEK, 0, genObjLen)
+	in := genIn(prm.MLX5_CMD_OP_CREATE_GENERAL_OBJECT, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, 0, genObjLen)
 	obj := genObj.Bytes(in)
-	encryptionKeyObj.KeySize.Set(obj, s.size)
+	prm.EncryptionKeyObj.KeySize.Set(obj, s.size)
 	if s.keytag {
-		encryptionKeyObj.HasKeytag.Set(obj, 1)
+		prm.EncryptionKeyObj.HasKeytag.Set(obj, 1)
 	}
-	purpose := uint64(dekPurposeAESXTS)
+	purpose := uint64(prm.MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS)
 	if s.purposeSet {
 		purpose = s.purpose
 	}
-	encryptionKeyObj.KeyPurpose.Set(obj, purpose)
-	encryptionKeyObj.Pd.Set(obj, uint64(s.pdn))
-	copy(encryptionKeyObj.Opaque.Bytes(obj), s.opaque)
-	copy(encryptionKeyObj.Key.Bytes(obj), s.key)
+	prm.EncryptionKeyObj.KeyType.Set(obj, purpose)
+	prm.EncryptionKeyObj.Pd.Set(obj, uint64(s.pdn))
+	copy(prm.EncryptionKeyObj.Opaque.Bytes(obj), s.opaque)
+	copy(prm.EncryptionKeyObj.Key.Bytes(obj), s.key)
 	return in
 }
 
@@ -192,14 +215,14 @@ func TestCryptoCaps(t *testing.T) {
 			}
 			objs := uint64(0)
 			if c.crypto == 1 {
-				objs = 1<<objTypeDEK | 1<<objTypeCryptoLogin
+				objs = 1<<prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY | 1<<prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN
 			}
 			wantFields(t, c.profile, gen, []fieldWant{
-				{prm.CmdHcaCap.Crypto, c.crypto}, {hcaAesXtsSingleBlockLeTweak, c.single},
-				{hcaAesXtsMultiBlockBeTweak, c.multi}, {prm.CmdHcaCap.GeneralObjTypes, objs},
+				{prm.CmdHcaCap.Crypto, c.crypto}, {prm.CmdHcaCap.AesXtsSingleBlockLeTweak, c.single},
+				{prm.CmdHcaCap.AesXtsMultiBlockBeTweak, c.multi}, {prm.CmdHcaCap.GeneralObjTypes, objs},
 			})
 			for _, cur := range []bool{false, true} {
-				pg, err := queryCap(t, d, capCrypto, cur)
+				pg, err := queryCap(t, d, prm.MLX5_CAP_CRYPTO, cur)
 				if c.crypto == 0 {
 					wantFW(t, "crypto caps", err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR, SyndromeBadOpMod)
 					continue
@@ -208,9 +231,9 @@ func TestCryptoCaps(t *testing.T) {
 					t.Fatal(err)
 				}
 				wantFields(t, fmt.Sprintf("cur=%v", cur), pg, []fieldWant{
-					{cryptoCaps.WrappedCryptoOperational, 0}, {cryptoCaps.WrappedCryptoGoingToCommissioning, 0},
-					{cryptoCaps.WrappedImportMethod, 0}, {cryptoCaps.LogMaxNumDeks, c.log},
-					{cryptoCaps.LogMaxNumImportKeks, 3}, {cryptoCaps.LogMaxNumCreds, 3}, {cryptoCaps.FailedSelftests, 0},
+					{prm.CryptoCap.WrappedCryptoOperational, 0}, {prm.CryptoCap.WrappedCryptoGoingToCommissioning, 0},
+					{prm.CryptoCap.WrappedImportMethod, 0}, {prm.CryptoCap.LogMaxNumDeks, c.log},
+					{prm.CryptoCap.LogMaxNumImportKeks, 3}, {prm.CryptoCap.LogMaxNumCreds, 3}, {prm.CryptoCap.FailedSelftests, 0},
 				})
 			}
 		})
@@ -218,7 +241,7 @@ func TestCryptoCaps(t *testing.T) {
 
 	// A profile without an engine ignores Options.Crypto.
 	d5 := newDevOpt(t, "cx5", wrappedOpts())
-	if _, err := queryCap(t, d5, capCrypto, true); err == nil || d5.h.prof != profiles["cx5"] {
+	if _, err := queryCap(t, d5, prm.MLX5_CAP_CRYPTO, true); err == nil || d5.h.prof != profiles["cx5"] {
 		t.Errorf("cx5 with Options.Crypto answers a crypto caps page (%v)", err)
 	}
 
@@ -228,23 +251,23 @@ func TestCryptoCaps(t *testing.T) {
 		o                                CryptoOptions
 		operational, going, method, fail uint64
 	}{
-		{"commissioning", CryptoOptions{Wrapped: true}, 0, 0, wrappedImportAES, 0},
-		{"operational", wrappedOpts().Crypto, 1, 0, wrappedImportAES, 0},
-		{"going to commissioning", CryptoOptions{Wrapped: true, Credential: testCred, ImportKEK: make([]byte, 32), GoingToCommissioning: true}, 1, 1, wrappedImportAES, 0},
+		{"commissioning", CryptoOptions{Wrapped: true}, 0, 0, prm.MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES, 0},
+		{"operational", wrappedOpts().Crypto, 1, 0, prm.MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES, 0},
+		{"going to commissioning", CryptoOptions{Wrapped: true, Credential: testCred, ImportKEK: make([]byte, 32), GoingToCommissioning: true}, 1, 1, prm.MLX5_CRYPTO_CAPS_WRAPPED_IMPORT_METHOD_AES, 0},
 		{"failed self-tests", CryptoOptions{FailedSelftests: 0x8001}, 0, 0, 0, 0x8001},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := newDevOpt(t, "cx7", Options{Crypto: c.o})
-			pg, err := queryCap(t, d, capCrypto, true)
+			pg, err := queryCap(t, d, prm.MLX5_CAP_CRYPTO, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantFields(t, c.name, pg, []fieldWant{
-				{cryptoCaps.WrappedCryptoOperational, c.operational}, {cryptoCaps.WrappedCryptoGoingToCommissioning, c.going},
-				{cryptoCaps.WrappedImportMethod, c.method}, {cryptoCaps.FailedSelftests, c.fail}, {cryptoCaps.LogMaxNumDeks, 14},
+				{prm.CryptoCap.WrappedCryptoOperational, c.operational}, {prm.CryptoCap.WrappedCryptoGoingToCommissioning, c.going},
+				{prm.CryptoCap.WrappedImportMethod, c.method}, {prm.CryptoCap.FailedSelftests, c.fail}, {prm.CryptoCap.LogMaxNumDeks, 14},
 			})
 			other := newDev(t, "cx7")
-			if pg, _ := queryCap(t, other, capCrypto, true); cryptoCaps.WrappedImportMethod.Get(pg) != 0 {
+			if pg, _ := queryCap(t, other, prm.MLX5_CAP_CRYPTO, true); prm.CryptoCap.WrappedImportMethod.Get(pg) != 0 {
 				t.Error("another HCA of the profile reports the wrapped import method")
 			}
 			if o2, err := d.Open(); err != nil || o2.h.cryptoOpt.Wrapped != c.o.Wrapped {
@@ -275,7 +298,7 @@ func TestCryptoCaps(t *testing.T) {
 func TestPlaintextDEK(t *testing.T) {
 	d := newDev(t, "cx6dx")
 	_, pdn := createPD(t, d)
-	for _, size := range []uint64{dekKeySize128, dekKeySize256} {
+	for _, size := range []uint64{prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128, prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256} {
 		for _, keytag := range []bool{false, true} {
 			t.Run(fmt.Sprintf("size%d/keytag=%v", size, keytag), func(t *testing.T) {
 				n := 16 << size
@@ -286,24 +309,24 @@ func TestPlaintextDEK(t *testing.T) {
 				}
 				k := d.h.deks[id]
 				if k == nil || k.keyBits != 8*n || !bytes.Equal(k.key1, m[:n]) || !bytes.Equal(k.key2, m[n:2*n]) ||
-					k.hasKeytag != keytag || k.pdn != pdn || k.state != dekReady || string(k.opaque[:7]) != "opaque!" {
+					k.hasKeytag != keytag || k.pdn != pdn || k.state != prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY || string(k.opaque[:7]) != "opaque!" {
 					t.Fatalf("DEK %#x kept as %+v", id, k)
 				}
 				if keytag && string(k.keytag[:]) != "KEYTAG!!" {
 					t.Errorf("keytag %q", k.keytag)
 				}
-				obj, err := queryObj(d, h, objTypeDEK, id)
+				obj, err := queryObj(d, h, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id)
 				if err != nil {
 					t.Fatal(err)
 				}
 				wantFields(t, "query", obj, []fieldWant{
-					{encryptionKeyObj.State, dekReady}, {encryptionKeyObj.KeySize, size}, {encryptionKeyObj.HasKeytag, map[bool]uint64{false: 0, true: 1}[keytag]},
-					{encryptionKeyObj.KeyPurpose, dekPurposeAESXTS}, {encryptionKeyObj.Pd, uint64(pdn)},
+					{prm.EncryptionKeyObj.State, prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY}, {prm.EncryptionKeyObj.KeySize, size}, {prm.EncryptionKeyObj.HasKeytag, map[bool]uint64{false: 0, true: 1}[keytag]},
+					{prm.EncryptionKeyObj.KeyType, prm.MLX5_ENCRYPTION_KEY_OBJ_KEY_PURPOSE_AES_XTS}, {prm.EncryptionKeyObj.Pd, uint64(pdn)},
 				})
-				if got := encryptionKeyObj.Opaque.Bytes(obj); string(got) != "opaque!\x00" {
+				if got := prm.EncryptionKeyObj.Opaque.Bytes(obj); string(got) != "opaque!\x00" {
 					t.Errorf("query: opaque %q", got)
 				}
-				if key := encryptionKeyObj.Key.Bytes(obj); !bytes.Equal(key, make([]byte, len(key))) {
+				if key := prm.EncryptionKeyObj.Key.Bytes(obj); !bytes.Equal(key, make([]byte, len(key))) {
 					t.Errorf("query answered key material: %x", key)
 				}
 				if err := d.ObjDestroy(h); err != nil {
@@ -377,18 +400,18 @@ func TestDEKRefusals(t *testing.T) {
 	// the kernel's handle check).
 	for _, op := range []uint16{prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, prm.MLX5_CMD_OP_DESTROY_GENERAL_OBJECT} {
 		out := make([]byte, genObjLen)
-		if st := other.Exec(genIn(op, objTypeDEK, id, hdrLen), out); st != prm.MLX5_CMD_STAT_BAD_RES_ERR || prm.MboxOut.Syndrome.Get(out) != uint64(SyndromeWrongUID) {
+		if st := other.Exec(genIn(op, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id, hdrLen), out); st != prm.MLX5_CMD_STAT_BAD_RES_ERR || prm.MboxOut.Syndrome.Get(out) != uint64(SyndromeWrongUID) {
 			t.Errorf("%s by another uid: %v", prm.OpcodeName(op), st)
 		}
-		if st := d.Exec(genIn(op, objTypeDEK, id+1, hdrLen), out); st != prm.MLX5_CMD_STAT_BAD_RES_ERR || prm.MboxOut.Syndrome.Get(out) != uint64(SyndromeNoObject) {
+		if st := d.Exec(genIn(op, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id+1, hdrLen), out); st != prm.MLX5_CMD_STAT_BAD_RES_ERR || prm.MboxOut.Syndrome.Get(out) != uint64(SyndromeNoObject) {
 			t.Errorf("%s of no DEK: %v", prm.OpcodeName(op), st)
 		}
 	}
-	if err := d.ObjQuery(h, genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, objTypeDEK, id, hdrLen), make([]byte, genObjLen-1)); err == nil {
+	if err := d.ObjQuery(h, genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id, hdrLen), make([]byte, genObjLen-1)); err == nil {
 		t.Error("a query with a short output succeeded")
 	}
 	// The kernel's handle check: the query names another object.
-	if err := d.ObjQuery(h, genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, objTypeCryptoLogin, id, hdrLen), make([]byte, genObjLen)); err == nil {
+	if err := d.ObjQuery(h, genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN, id, hdrLen), make([]byte, genObjLen)); err == nil {
 		t.Error("a CRYPTO_LOGIN query on a DEK's handle succeeded")
 	}
 	if err := other.InjectDEKError(id); err == nil {
@@ -410,7 +433,7 @@ func TestDEKLimit(t *testing.T) {
 	d := newDev(t, "cx6dx")
 	_, pdn := createPD(t, d)
 	in := dekSpec{pdn: pdn, key: material(16, false)}.in()
-	max := 1 << d.h.prof.cryptoCap(cryptoCaps.LogMaxNumDeks)
+	max := 1 << d.h.prof.cryptoCap(prm.CryptoCap.LogMaxNumDeks)
 	for i := range max {
 		if st := d.Exec(in, make([]byte, hdrLen)); st != prm.MLX5_CMD_STAT_OK {
 			t.Fatalf("DEK %d: %v", i, st)
@@ -436,7 +459,7 @@ func TestDEKLimit(t *testing.T) {
 func TestInjectDEKError(t *testing.T) {
 	d := newDev(t, "cx7")
 	_, pdn := createPD(t, d)
-	h, id, err := createObj(d, dekSpec{pdn: pdn, key: material(32, true), size: dekKeySize256, keytag: true}.in())
+	h, id, err := createObj(d, dekSpec{pdn: pdn, key: material(32, true), size: prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256, keytag: true}.in())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,9 +469,9 @@ func TestInjectDEKError(t *testing.T) {
 	if err := d.InjectDEKError(id + 1); err == nil {
 		t.Error("InjectDEKError of no DEK succeeded")
 	}
-	obj, err := queryObj(d, h, objTypeDEK, id)
-	if err != nil || encryptionKeyObj.State.Get(obj) != dekError {
-		t.Fatalf("query: %v, state %d, want ERROR", err, encryptionKeyObj.State.Get(obj))
+	obj, err := queryObj(d, h, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id)
+	if err != nil || prm.EncryptionKeyObj.State.Get(obj) != prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_ERROR {
+		t.Fatalf("query: %v, state %d, want ERROR", err, prm.EncryptionKeyObj.State.Get(obj))
 	}
 	destroy(t, d, h)
 }
@@ -488,11 +511,11 @@ func TestEngineNotReady(t *testing.T) {
 
 func loginState(t testing.TB, d *Device, h seam.Handle, id uint32) uint64 {
 	t.Helper()
-	obj, err := queryObj(d, h, objTypeCryptoLogin, id)
+	obj, err := queryObj(d, h, prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cryptoLoginObj.State.Get(obj)
+	return prm.CryptoLoginObj.State.Get(obj)
 }
 
 // TestCryptoLogin: the credential unwrapped with the import KEK must be
@@ -533,9 +556,9 @@ func TestCryptoLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := queryObj(d, h, objTypeCryptoLogin, id)
-	if err != nil || cryptoLoginObj.State.Get(obj) != loginValid || cryptoLoginObj.CredentialPointer.Get(obj) != 0 ||
-		cryptoLoginObj.SessionImportKekPtr.Get(obj) != 0 || !bytes.Equal(cryptoLoginObj.Credential.Bytes(obj), make([]byte, 48)) {
+	obj, err := queryObj(d, h, prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN, id)
+	if err != nil || prm.CryptoLoginObj.State.Get(obj) != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID || prm.CryptoLoginObj.CredentialPointer.Get(obj) != 0 ||
+		prm.CryptoLoginObj.SessionImportKekPtr.Get(obj) != 0 || !bytes.Equal(prm.CryptoLoginObj.Credential.Bytes(obj), make([]byte, 48)) {
 		t.Fatalf("query: %v, %x", err, obj)
 	}
 	// One per uid: the same context again, with the other credential too.
@@ -551,7 +574,7 @@ func TestCryptoLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := make([]byte, genObjLen); other.Exec(genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, objTypeCryptoLogin, id, hdrLen), out) != prm.MLX5_CMD_STAT_BAD_RES_ERR {
+	if out := make([]byte, genObjLen); other.Exec(genIn(prm.MLX5_CMD_OP_QUERY_GENERAL_OBJECT, prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN, id, hdrLen), out) != prm.MLX5_CMD_STAT_BAD_RES_ERR {
 		t.Error("another uid queried the login")
 	}
 
@@ -559,23 +582,23 @@ func TestCryptoLogin(t *testing.T) {
 	if err := d.DeleteCryptoCredential(0); err != nil {
 		t.Fatal(err)
 	}
-	if s := loginState(t, d, h, id); s != loginInvalid {
+	if s := loginState(t, d, h, id); s != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID {
 		t.Errorf("login state %d after its credential was deleted, want INVALID", s)
 	}
-	if s := loginState(t, other, oh, oid); s != loginValid {
+	if s := loginState(t, other, oh, oid); s != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_VALID {
 		t.Errorf("the other login's state %d, want VALID", s)
 	}
 	if err := d.DeleteImportKEK(7); err != nil {
 		t.Fatal(err)
 	}
-	if s := loginState(t, other, oh, oid); s != loginInvalid {
+	if s := loginState(t, other, oh, oid); s != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID {
 		t.Errorf("login state %d after its import KEK was deleted, want INVALID", s)
 	}
 	// Stored again, the credential does not revive the login.
 	if err := d.SetCryptoCredential(0, testCred); err != nil {
 		t.Fatal(err)
 	}
-	if s := loginState(t, d, h, id); s != loginInvalid {
+	if s := loginState(t, d, h, id); s != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID {
 		t.Errorf("login state %d after its credential came back, want INVALID", s)
 	}
 	// Logout, and log in again.
@@ -588,7 +611,7 @@ func TestCryptoLogin(t *testing.T) {
 	if err := d.SetImportKEK(0, kek2[:16]); err != nil {
 		t.Fatal(err)
 	}
-	if s := loginState(t, d, h, id); s != loginInvalid {
+	if s := loginState(t, d, h, id); s != prm.MLX5_CRYPTO_LOGIN_OBJ_STATE_INVALID {
 		t.Errorf("login state %d after its import KEK was replaced, want INVALID", s)
 	}
 	destroy(t, d, h)
@@ -613,7 +636,7 @@ func TestWrappedDEK(t *testing.T) {
 	}
 	var handles []seam.Handle
 	var ids []uint32
-	for _, size := range []uint64{dekKeySize128, dekKeySize256} {
+	for _, size := range []uint64{prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_128, prm.MLX5_GENERAL_OBJECT_TYPE_ENCRYPTION_KEY_KEY_SIZE_256} {
 		for _, keytag := range []bool{false, true} {
 			n := 16 << size
 			m := material(n, keytag)
@@ -625,7 +648,7 @@ func TestWrappedDEK(t *testing.T) {
 			if !bytes.Equal(k.key1, m[:n]) || !bytes.Equal(k.key2, m[n:2*n]) || keytag && string(k.keytag[:]) != "KEYTAG!!" {
 				t.Errorf("size %d keytag %v: unwrapped as %x %x %q", size, keytag, k.key1, k.key2, k.keytag)
 			}
-			if obj, err := queryObj(d, h, objTypeDEK, id); err != nil || encryptionKeyObj.Opaque.Bytes(obj)[0] != 'w' {
+			if obj, err := queryObj(d, h, prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, id); err != nil || prm.EncryptionKeyObj.Opaque.Bytes(obj)[0] != 'w' {
 				t.Errorf("query in the login: %v", err)
 			}
 			handles, ids = append(handles, h), append(ids, id)
@@ -646,11 +669,11 @@ func TestWrappedDEK(t *testing.T) {
 	if err := d.DeleteImportKEK(0); err != nil {
 		t.Fatal(err)
 	}
-	_, err = queryObj(d, handles[0], objTypeDEK, ids[0])
+	_, err = queryObj(d, handles[0], prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY, ids[0])
 	wantFW(t, "a query in an INVALID login", err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeNoLogin)
 	_, _, err = createObj(d, wrapped.in())
 	wantFW(t, "a DEK in an INVALID login", err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, SyndromeNoLogin)
-	if d.h.deks[ids[0]].state != dekReady {
+	if d.h.deks[ids[0]].state != prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY {
 		t.Error("the DEK is not READY")
 	}
 	// Logged out: the DEKs are destroyed without a login.
@@ -678,7 +701,7 @@ func TestCryptoOfficer(t *testing.T) {
 			t.Error("a refusal succeeded")
 		}
 	}
-	max := 1 << d.h.prof.cryptoCap(cryptoCaps.LogMaxNumCreds)
+	max := 1 << d.h.prof.cryptoCap(prm.CryptoCap.LogMaxNumCreds)
 	for i := range max {
 		if err := d.SetCryptoCredential(uint32(i), testCred); err != nil {
 			t.Fatal(err)
@@ -700,7 +723,7 @@ func TestCryptoOfficer(t *testing.T) {
 		t.Error("the stored KEK changed with the caller's slice")
 	}
 	// Still in commissioning mode: the caps say so, and logins fail.
-	if pg, _ := queryCap(t, d, capCrypto, true); cryptoCaps.WrappedCryptoOperational.Get(pg) != 0 {
+	if pg, _ := queryCap(t, d, prm.MLX5_CAP_CRYPTO, true); prm.CryptoCap.WrappedCryptoOperational.Get(pg) != 0 {
 		t.Error("provisioning made the engine operational")
 	}
 }
@@ -746,9 +769,9 @@ func TestCryptoClose(t *testing.T) {
 // plaintext and a wrapped engine: nothing panics, a failed create leaves
 // nothing, and a closed context holds nothing.
 func FuzzCryptoObjects(f *testing.F) {
-	f.Add(genObj.Bytes(dekSpec{pdn: firstPDN, key: material(16, false)}.in()), uint16(objTypeDEK), uint32(1), false)
-	f.Add(genObj.Bytes(dekSpec{pdn: firstPDN, size: 1, keytag: true, key: wrap(f, testKEK, material(32, true))}.in()), uint16(objTypeDEK), uint32(1), true)
-	f.Add(genObj.Bytes(loginIn(0, 0, wrap(f, testKEK, testCred))), uint16(objTypeCryptoLogin), uint32(1), true)
+	f.Add(genObj.Bytes(dekSpec{pdn: firstPDN, key: material(16, false)}.in()), uint16(prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY), uint32(1), false)
+	f.Add(genObj.Bytes(dekSpec{pdn: firstPDN, size: 1, keytag: true, key: wrap(f, testKEK, material(32, true))}.in()), uint16(prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY), uint32(1), true)
+	f.Add(genObj.Bytes(loginIn(0, 0, wrap(f, testKEK, testCred))), uint16(prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN), uint32(1), true)
 	f.Fuzz(func(t *testing.T, body []byte, typ uint16, id uint32, wrapped bool) {
 		opt := Options{}
 		if wrapped {

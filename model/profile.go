@@ -232,7 +232,7 @@ func init() {
 			p.pages[prm.MLX5_CAP_GENERAL_2] = page(p.general2)
 		}
 		if p.crypto != nil {
-			p.pages[capCrypto] = page(p.crypto)
+			p.pages[prm.MLX5_CAP_CRYPTO] = page(p.crypto)
 		}
 		p.uctxResp = p.driverContext()
 	}
