@@ -1,7 +1,6 @@
 package mlx5
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -274,19 +273,6 @@ func (c *Context) createLogin(op string, o LoginOptions) (*CryptoLoginObj, error
 		return nil, opErr(op, c.name, err)
 	}
 	return l, nil
-}
-
-// withStatusErrno adds to a firmware failure the errno libmlx5 returns
-// for its status (mlx5_get_cmd_status_err: EINVAL for BAD_PARAM_ERR, and
-// so on), so that errors.Is finds the errno a libmlx5 caller sees. Other
-// errors are returned as they are.
-func withStatusErrno(err error) error {
-	var e *Error
-	var ferr *prm.CmdError
-	if !errors.As(err, &e) || !errors.As(err, &ferr) {
-		return err
-	}
-	return &Error{Op: e.Op, Obj: e.Obj, Err: &reasonError{msg: e.Err.Error(), errs: []error{e.Err, cmdStatusErrno(ferr.Status)}}}
 }
 
 // CryptoLogin logs the context in to the device's crypto engine

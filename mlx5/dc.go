@@ -1,11 +1,9 @@
 package mlx5
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/prm"
-	"golang.org/x/sys/unix"
 )
 
 // DC, mlx5's dynamically connected transport: a DCI (QPTypeDCI) sends to
@@ -93,50 +91,10 @@ func (qp *QP) ResetDCIStream(stream uint16) error {
 	prm.QpcExt.DciStreamChannelId.At(prm.Rts2rtsQpIn.QpcDataExt).Set(in, uint64(stream))
 	out := make([]byte, prm.Rts2rtsQpOut.Layout().Size)
 	err = c.dev.ObjModify(qp.handle, in, out)
-	if err != nil && !errors.Is(err, unix.EREMOTEIO) {
-		return opErr(op, qp.name, err) // the kernel's
-	}
-	if ferr := prm.Check(in, out); ferr != nil {
-		errs := []error{ferr, cmdStatusErrno(prm.Status(prm.MboxOut.Status.Get(out)))}
-		if err != nil {
-			errs = append(errs, err) // the kernel's EREMOTEIO
-		}
-		return &Error{Op: op, Obj: qp.name, Err: &reasonError{msg: fmt.Sprintf("stream %d: %v", stream, ferr), errs: errs}}
-	}
-	if err != nil {
-		return opErr(op, qp.name, err) // EREMOTEIO with status OK
+	if err := checkOutput(op, qp.name, in, out, err); err != nil {
+		return withStatusErrno(wrapAs(op, qp.name, fmt.Sprintf("stream %d", stream), err))
 	}
 	return nil
-}
-
-// cmdStatusErrnos is libmlx5's mlx5_cmd_status_to_err (rdma-core 44.0,
-// providers/mlx5), which mlx5dv_dci_stream_id_reset returns for a command
-// the firmware refused (the same table as the kernel's
-// cmd_status_to_err); a status not listed is EIO.
-var cmdStatusErrnos = map[prm.Status]unix.Errno{
-	prm.MLX5_CMD_STAT_INT_ERR:                unix.EIO,
-	prm.MLX5_CMD_STAT_BAD_OP_ERR:             unix.EINVAL,
-	prm.MLX5_CMD_STAT_BAD_PARAM_ERR:          unix.EINVAL,
-	prm.MLX5_CMD_STAT_BAD_SYS_STATE_ERR:      unix.EIO,
-	prm.MLX5_CMD_STAT_BAD_RES_ERR:            unix.EINVAL,
-	prm.MLX5_CMD_STAT_RES_BUSY:               unix.EBUSY,
-	prm.MLX5_CMD_STAT_LIM_ERR:                unix.ENOMEM,
-	prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR:      unix.EINVAL,
-	prm.MLX5_CMD_STAT_IX_ERR:                 unix.EINVAL,
-	prm.MLX5_CMD_STAT_NO_RES_ERR:             unix.EAGAIN,
-	prm.MLX5_CMD_STAT_BAD_INP_LEN_ERR:        unix.EIO,
-	prm.MLX5_CMD_STAT_BAD_OUTP_LEN_ERR:       unix.EIO,
-	prm.MLX5_CMD_STAT_BAD_QP_STATE_ERR:       unix.EINVAL,
-	prm.MLX5_CMD_STAT_BAD_PKT_ERR:            unix.EINVAL,
-	prm.MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR: unix.EINVAL,
-}
-
-// cmdStatusErrno is the errno libmlx5 gives a failed command's status.
-func cmdStatusErrno(s prm.Status) unix.Errno {
-	if e, ok := cmdStatusErrnos[s]; ok {
-		return e
-	}
-	return unix.EIO
 }
 
 // DCCaps are the DC capabilities of a device that a DC user checks: the
