@@ -16,8 +16,10 @@ import (
 )
 
 // cryptoDevice is the cx7 model (for PDs and everything else) with a
-// crypto firmware in front of it: QUERY_HCA_CAP's general page gets the
-// crypto bits the test sets, the crypto page is the test's, and DEK and
+// crypto firmware in front of it: QUERY_HCA_CAP's general page has the
+// model's crypto bits cleared and then the test's set (so that a device
+// has no crypto unless the test gives it some), the crypto page is the
+// test's, and DEK and
 // crypto login general objects are made, queried and destroyed here. It
 // keeps the very mailbox slices mlx5 hands the seam, so that a test can
 // see what is left in them once a call returns.
@@ -25,7 +27,7 @@ type cryptoDevice struct {
 	*model.Device
 
 	mu      sync.Mutex
-	general func(caps []byte) // edits the general caps, nil: as the model has them
+	general func(caps []byte) // edits the general caps, nil: no crypto
 	page    []byte            // the crypto cap page; nil fails its query
 	status  prm.Status        // a create's firmware status (0: OK)
 	state   uint64            // what a query reports as the object's state
@@ -55,6 +57,15 @@ func cryptoCapsFull(caps []byte) {
 	prm.CmdHcaCap.AesXtsMultiBlockBeTweak.Set(caps, 1)
 	prm.CmdHcaCap.AesXtsSingleBlockLeTweak.Set(caps, 1)
 	prm.CmdHcaCap.GeneralObjTypes.Set(caps, prm.CmdHcaCap.GeneralObjTypes.Get(caps)|1<<prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN|1<<prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY)
+}
+
+// noCrypto clears what a general page says of crypto: the crypto bit, the
+// engines and the two object types.
+func noCrypto(caps []byte) {
+	prm.CmdHcaCap.Crypto.Set(caps, 0)
+	prm.CmdHcaCap.AesXtsMultiBlockBeTweak.Set(caps, 0)
+	prm.CmdHcaCap.AesXtsSingleBlockLeTweak.Set(caps, 0)
+	prm.CmdHcaCap.GeneralObjTypes.Set(caps, prm.CmdHcaCap.GeneralObjTypes.Get(caps)&^(1<<prm.MLX5_OBJ_TYPE_CRYPTO_LOGIN|1<<prm.MLX5_GENERAL_OBJECT_TYPES_ENCRYPTION_KEY))
 }
 
 // cryptoPage is a crypto cap page.
@@ -97,10 +108,14 @@ func (d *cryptoDevice) GeneralCmd(in, out []byte) error {
 			copy(prm.QueryHcaCapOut.Capability.Bytes(out), d.page)
 			return nil
 		case uint64(prm.QueryHCACapOpMod(prm.MLX5_CAP_GENERAL, true)):
-			if err := d.Device.GeneralCmd(in, out); err != nil || d.general == nil {
+			if err := d.Device.GeneralCmd(in, out); err != nil {
 				return err
 			}
-			d.general(prm.QueryHcaCapOut.Capability.Bytes(out))
+			caps := prm.QueryHcaCapOut.Capability.Bytes(out)
+			noCrypto(caps)
+			if d.general != nil {
+				d.general(caps)
+			}
 			return nil
 		}
 	}

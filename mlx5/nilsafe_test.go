@@ -14,6 +14,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/mlx5test"
+	"github.com/mlx5go/mlx5go/model"
 	"github.com/mlx5go/mlx5go/prm"
 )
 
@@ -307,23 +308,35 @@ func liveObjects(t *testing.T, c *mlx5.Context) []any {
 	acq, err := c.NewAsyncCmdQueue()
 	must(err)
 	objs := []any{qp, onSRQ, srq, cq, mkey, ah, mr, umem, obj, uar, acq}
-	// A DEK and a login object, as far as the profile's crypto allows (a
-	// DEK in plaintext: a wrapped key needs the profile's import KEK; a
-	// login object with the device's zero credential).
+	// A DEK and a login object, as far as the profile's crypto allows: on
+	// an engine in the wrapped import method (closedCrypto), a login
+	// object with the credential of ID 0 and a DEK imported through it;
+	// on one in plaintext, a plaintext DEK.
 	caps, err := c.CryptoCaps()
 	must(err)
-	if caps.Engines != 0 && caps.WrappedImport == 0 {
+	switch {
+	case caps.WrappedImport != 0 && caps.Flags&mlx5.CryptoFlagWrappedOperational != 0:
+		cred, err := model.KeyWrap(closedCrypto.ImportKEK, closedCrypto.Credential)
+		must(err)
+		login, err := c.CreateCryptoLogin(mlx5.LoginOptions{Credential: cred})
+		must(err)
+		key, err := model.KeyWrap(closedCrypto.ImportKEK, make([]byte, 32))
+		must(err)
+		dek, err := pd.CreateDEK(mlx5.DEKOptions{KeyBits: 128, Key: key, Login: login})
+		must(err)
+		objs = append(objs, dek, login)
+	case caps.Engines != 0 && caps.WrappedImport == 0:
 		dek, err := pd.CreateDEK(mlx5.DEKOptions{KeyBits: 128, Plaintext: true, Key: make([]byte, 32)})
 		must(err)
 		objs = append(objs, dek)
 	}
-	if caps.Flags&mlx5.CryptoFlagWrappedOperational != 0 {
-		login, err := c.CreateCryptoLogin(mlx5.LoginOptions{Credential: make([]byte, 48)})
-		must(err)
-		objs = append(objs, login)
-	}
 	return append(objs, pd, buf)
 }
+
+// closedCrypto commissions TestClosedObjects' engine in the wrapped import
+// method, so that it has both crypto objects: the credential and import
+// KEK of ID 0.
+var closedCrypto = model.CryptoOptions{Wrapped: true, Credential: make([]byte, 40), ImportKEK: make([]byte, 16)}
 
 // TestClosedObjects: every method of a closed object returns ErrClosed
 // (Close: nil), whether the object was closed by its own Close or by its
@@ -332,7 +345,7 @@ func liveObjects(t *testing.T, c *mlx5.Context) []any {
 func TestClosedObjects(t *testing.T) {
 	for _, how := range []string{"by its Close", "by the context's Close"} {
 		t.Run(how, func(t *testing.T) {
-			c, err := mlx5test.Open("cx7")
+			c, err := mlx5test.OpenWithOptions("cx7", model.Options{Crypto: closedCrypto})
 			if err != nil {
 				t.Fatal(err)
 			}
