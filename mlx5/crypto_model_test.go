@@ -51,6 +51,34 @@ func openModel(t *testing.T, profile string, o model.CryptoOptions) (*model.Devi
 	return dev, c
 }
 
+// openOfficer is openModel on a wrapped engine where the crypto officer
+// also stored officerCred and officerKEK, with a PD.
+func openOfficer(t *testing.T, profile string) (*model.Device, *Context, *PD) {
+	t.Helper()
+	dev, c := openModel(t, profile, wrappedCrypto)
+	if err := dev.SetCryptoCredential(officerCredID, officerCred); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.SetImportKEK(officerKEKID, officerKEK); err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, c, pd
+}
+
+// mustDEK is pd.CreateDEK(o), failing t on an error.
+func mustDEK(t *testing.T, pd *PD, o DEKOptions) *DEK {
+	t.Helper()
+	d, err := pd.CreateDEK(o)
+	if err != nil {
+		t.Fatalf("%v: %v", o, err)
+	}
+	return d
+}
+
 // mustWrap is model.KeyWrap, failing t on an error.
 func mustWrap(t *testing.T, kek, plain []byte) []byte {
 	t.Helper()
@@ -156,10 +184,7 @@ func TestModelCryptoSession(t *testing.T) {
 			} {
 				plain := dekMaterial(o.KeyBits, o.HasKeytag)
 				o.Key = mustWrap(t, modelKEK, plain)
-				d, err := pd.CreateDEK(o)
-				if err != nil {
-					t.Fatalf("%v: %v", o, err)
-				}
+				d := mustDEK(t, pd, o)
 				checkDEK(t, o.String(), d, DEKReady, o.Opaque)
 				closeTwice(t, o.String(), d)
 				if _, err := d.Query(); !errors.Is(err, ErrClosed) {
@@ -178,10 +203,7 @@ func TestModelCryptoSession(t *testing.T) {
 
 			// After the logout the DEK stays, but a wrapped engine answers
 			// its query only in a valid login.
-			d, err := pd.CreateDEK(DEKOptions{KeyBits: 128, Key: mustWrap(t, modelKEK, plain)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := mustDEK(t, pd, DEKOptions{KeyBits: 128, Key: mustWrap(t, modelKEK, plain)})
 			if err := c.CryptoLogout(); err != nil {
 				t.Fatalf("logout: %v", err)
 			}
@@ -204,20 +226,10 @@ func TestModelCryptoSession(t *testing.T) {
 // import KEK the crypto officer provisioned, a DEK imported through it,
 // and the context-wide session untouched.
 func TestModelCryptoLoginObject(t *testing.T) {
-	dev, c := openModel(t, "cx7", wrappedCrypto)
-	if err := dev.SetCryptoCredential(officerCredID, officerCred); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.SetImportKEK(officerKEKID, officerKEK); err != nil {
-		t.Fatal(err)
-	}
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, pd := openOfficer(t, "cx7")
 	o := LoginOptions{CredentialID: officerCredID, ImportKEKID: officerKEKID, Credential: mustWrap(t, officerKEK, officerCred)}
 	// The right credential under the wrong KEK id.
-	_, err = c.CreateCryptoLogin(LoginOptions{CredentialID: officerCredID, Credential: o.Credential})
+	_, err := c.CreateCryptoLogin(LoginOptions{CredentialID: officerCredID, Credential: o.Credential})
 	isStatus(t, "login object, KEK 0", err, prm.MLX5_CMD_STAT_BAD_PARAM_ERR, unix.EINVAL, o.Credential, officerCred)
 	l, err := c.CreateCryptoLogin(o)
 	if err != nil {
@@ -230,10 +242,7 @@ func TestModelCryptoLoginObject(t *testing.T) {
 		t.Errorf("session beside a login object: %v, %v", st, err)
 	}
 	plain := dekMaterial(256, true)
-	d, err := pd.CreateDEK(DEKOptions{KeyBits: 256, HasKeytag: true, Opaque: [8]byte{'o', 'b', 'j'}, Key: mustWrap(t, officerKEK, plain), Login: l})
-	if err != nil {
-		t.Fatalf("DEK through the login object: %v", err)
-	}
+	d := mustDEK(t, pd, DEKOptions{KeyBits: 256, HasKeytag: true, Opaque: [8]byte{'o', 'b', 'j'}, Key: mustWrap(t, officerKEK, plain), Login: l})
 	checkDEK(t, "DEK through the login object", d, DEKReady, [8]byte{'o', 'b', 'j'})
 	// The session's KEK is not the object's: the firmware unwraps with
 	// the uid's login, whichever call made it.
@@ -270,17 +279,7 @@ func TestModelCryptoLoginInvalid(t *testing.T) {
 		{"object, KEK deleted", true, func(d *model.Device) error { return d.DeleteImportKEK(officerKEKID) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, c := openModel(t, "cx6dx", wrappedCrypto)
-			if err := dev.SetCryptoCredential(officerCredID, officerCred); err != nil {
-				t.Fatal(err)
-			}
-			if err := dev.SetImportKEK(officerKEKID, officerKEK); err != nil {
-				t.Fatal(err)
-			}
-			pd, err := c.AllocPD()
-			if err != nil {
-				t.Fatal(err)
-			}
+			dev, c, pd := openOfficer(t, "cx6dx")
 			o := LoginOptions{CredentialID: officerCredID, ImportKEKID: officerKEKID, Credential: mustWrap(t, officerKEK, officerCred)}
 			state := c.CryptoLoginState
 			dekOpts := DEKOptions{KeyBits: 128, Key: mustWrap(t, officerKEK, dekMaterial(128, false))}
@@ -293,10 +292,7 @@ func TestModelCryptoLoginInvalid(t *testing.T) {
 			} else if err := c.CryptoLogin(o); err != nil {
 				t.Fatal(err)
 			}
-			d, err := pd.CreateDEK(dekOpts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := mustDEK(t, pd, dekOpts)
 			if st, err := state(); st != LoginValid || err != nil {
 				t.Fatalf("before the delete: %v, %v", st, err)
 			}
@@ -307,7 +303,7 @@ func TestModelCryptoLoginInvalid(t *testing.T) {
 				t.Errorf("after the delete: %v, %v; want %v", st, err, LoginInvalid)
 			}
 			// A wrapped engine imports no DEK in an invalid login.
-			_, err = pd.CreateDEK(dekOpts)
+			_, err := pd.CreateDEK(dekOpts)
 			isStatus(t, "DEK in an invalid login", err, prm.MLX5_CMD_STAT_BAD_RES_STATE_ERR, unix.EINVAL)
 			// Storing the credential or KEK again does not make it valid.
 			if err := dev.SetCryptoCredential(officerCredID, officerCred); err != nil {
@@ -341,10 +337,7 @@ func TestModelCryptoPlaintext(t *testing.T) {
 			for _, bits := range []int{128, 256} {
 				for _, keytag := range []bool{false, true} {
 					o := DEKOptions{KeyBits: bits, HasKeytag: keytag, Plaintext: true, Opaque: [8]byte{'p', byte(bits), b2b(keytag)}, Key: dekMaterial(bits, keytag)}
-					d, err := pd.CreateDEK(o)
-					if err != nil {
-						t.Fatalf("%v: %v", o, err)
-					}
+					d := mustDEK(t, pd, o)
 					checkDEK(t, o.String(), d, DEKReady, o.Opaque)
 					closeTwice(t, o.String(), d)
 					// Wrapped: refused by mlx5 on a plaintext engine.
@@ -396,14 +389,7 @@ func TestModelDEKError(t *testing.T) {
 				}
 				o.Plaintext, o.Key = false, mustWrap(t, modelKEK, o.Key)
 			}
-			bad, err := pd.CreateDEK(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			good, err := pd.CreateDEK(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bad, good := mustDEK(t, pd, o), mustDEK(t, pd, o)
 			checkDEK(t, "before the error", bad, DEKReady, o.Opaque)
 			if err := dev.InjectDEKError(bad.id); err != nil {
 				t.Fatal(err)
