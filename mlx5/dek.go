@@ -69,12 +69,16 @@ func (d *DEK) Query() (DEKInfo, error) {
 	return DEKInfo{}, errTODO("query DEK")
 }
 
-// Close destroys the DEK (mlx5dv_dek_destroy).
+// Close destroys the DEK (mlx5dv_dek_destroy). It is refused (EBUSY)
+// while a crypto mkey's configure names it: close or reconfigure the mkey
+// first.
 func (d *DEK) Close() error {
 	if d == nil || d.c == nil {
 		return unusable("destroy DEK", "DEK", "PD.CreateDEK", d == nil)
 	}
-	return nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inUse()
 }
 
 // errTODO marks the skeleton issue 25's branches fill in.

@@ -47,6 +47,7 @@ type mkeyTmplKey struct {
 	list, repeat bool // List, Interleaved != nil
 	resetSig     bool
 	sigErr       bool // the configure updates the signature error counter
+	newCrypto    bool // Crypto != nil
 	// The signature block, when sig: a block the caller changes in place
 	// between two configures has another key.
 	sig                 bool
@@ -54,6 +55,42 @@ type mkeyTmplKey struct {
 	checkMask, copyMask sig.Mask
 	compMask            uint64
 	mem, wire           domainKey
+	// A crypto mkey's crypto inputs.
+	crypto cryptoKey
+}
+
+// cryptoKey is what a crypto mkey's configure depends on of its crypto
+// (mkeyTmplKey.newCrypto says whether the work request sets it): whether
+// one is in effect, the crypto in effect (the work
+// request's or the mkey's) by value, the mkey's length when the work
+// request has no layout, and its signature block's BSF when it keeps it.
+type cryptoKey struct {
+	set      bool
+	crypto   wqe.Crypto
+	length   uint64
+	blockBSF [wqe.BSFSegSize]byte
+}
+
+// update makes k the key of wr's crypto on the crypto mkey m, and
+// reports whether it was that already.
+func (k *cryptoKey) update(m *Mkey, wr *MkeyConfigureWR) bool {
+	mc := m.crypto
+	same := true
+	cr := &mc.cur
+	if wr.Crypto != nil {
+		cr = &mc.wr
+	}
+	set(&k.set, wr.Crypto != nil || mc.set, &same)
+	if k.set {
+		set(&k.crypto, *cr, &same)
+	}
+	if wr.List == nil && wr.Interleaved == nil {
+		set(&k.length, mc.length, &same)
+	}
+	if m.sigMkey && m.bsf == wqe.BSFSet && wr.Sig == nil {
+		set(&k.blockBSF, mc.blockBSF, &same)
+	}
+	return same
 }
 
 // domainKey is a signature domain by value, when set.
@@ -83,6 +120,10 @@ func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) 
 	set(&k.repeat, wr.Interleaved != nil, &same)
 	set(&k.resetSig, wr.ResetSig, &same)
 	set(&k.sigErr, sigErr, &same)
+	set(&k.newCrypto, wr.Crypto != nil, &same)
+	if m.crypto != nil && !k.crypto.update(m, wr) {
+		same = false
+	}
 	a := wr.Sig
 	set(&k.sig, a != nil, &same)
 	if a == nil {
