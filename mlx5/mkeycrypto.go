@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/wqe"
@@ -60,11 +61,14 @@ func (d *DEK) acquire() error {
 	case d.closed:
 		return ErrClosed
 	case d.state == DEKError:
-		return fmt.Errorf("the DEK is in the error state (DEK.Query): %w", ErrInvalid)
+		return errDEKError
 	}
 	d.users++
 	return nil
 }
+
+// errDEKError is acquire's refusal of a DEK in the error state.
+var errDEKError = errors.New("the DEK is in the error state (DEK.Query)")
 
 // release drops a reference acquire took.
 func (d *DEK) release() {
@@ -120,7 +124,9 @@ func (qp *QP) checkCrypto(n int, wr *MkeyConfigureWR, m *Mkey) error {
 	case !d.keytag && len(a.Keytag) != 0:
 		return bad("a Keytag for a DEK without one")
 	}
-	if err := d.acquire(); err != nil {
+	if err := d.acquire(); err == errDEKError {
+		return bad("%v", err)
+	} else if err != nil {
 		return opErr(postOpNames[op], qp.name, fmt.Errorf("work request %d (wr_id %#x): %s: %w", n, wr.WrID, m.name, err))
 	}
 	c := &m.crypto.wr
