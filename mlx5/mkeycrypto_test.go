@@ -65,7 +65,7 @@ func closeDEK(d *DEK) error {
 
 func cryptoWR(m *Mkey, d *DEK) *MkeyConfigureWR {
 	wr := &MkeyConfigureWR{WrID: 9, Mkey: m, Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
-		List: []KLM{{Addr: 0x1000, ByteCount: 512, Mkey: 0x77}},
+		List:   []KLM{{Addr: 0x1000, ByteCount: 512, Mkey: 0x77}},
 		Crypto: &CryptoAttr{EncryptOnTx: true, DataUnitSize: sig.BlockSize512, InitialTweak: [16]byte{1}, DEK: d}}
 	if d != nil && d.keytag {
 		wr.Crypto.Keytag = []byte{1, 2, 3, 4, 5, 6, 7, 8}
@@ -97,7 +97,9 @@ func TestCryptoConfigureRefusals(t *testing.T) {
 		{"an order out of the enum", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.Order = 2 }, ErrInvalid},
 		{"a data unit size out of the enum", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.DataUnitSize = 5 }, ErrInvalid},
 		{"no keytag for a DEK with one", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.DEK.keytag, wr.Crypto.Keytag = true, nil }, ErrInvalid},
-		{"a keytag of 4 bytes", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.DEK.keytag, wr.Crypto.Keytag = true, make([]byte, 4) }, ErrInvalid},
+		{"a keytag of 4 bytes", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) {
+			wr.Crypto.DEK.keytag, wr.Crypto.Keytag = true, make([]byte, 4)
+		}, ErrInvalid},
 		{"a keytag for a DEK without one", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.Keytag = make([]byte, 8) }, ErrInvalid},
 		{"longer than the data unit on a single-block engine", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) {
 			wr.Mkey.crypto.multiBlock, wr.List[0].ByteCount = false, 513

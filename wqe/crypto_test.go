@@ -90,7 +90,11 @@ func TestBuildCryptoConfigure(t *testing.T) {
 		{"crypto and a signature block", func() *MkeyConfigure { c := cryptoConf(true); c.Sig = block; return c }, 2, 1, true, 0xc0},
 		{"crypto on a signature mkey without a block", func() *MkeyConfigure { return cryptoConf(true) }, 2, 0, true, 0xc0},
 		{"a block, crypto set before", func() *MkeyConfigure { c := cryptoConf(true); c.NewCrypto, c.Sig = false, block; return c }, 2, 1, true, 0xc0},
-		{"a block, no crypto yet", func() *MkeyConfigure { c := cryptoConf(true); c.NewCrypto, c.Crypto, c.Sig = false, nil, block; return c }, 1, 1, true, 0x80},
+		{"a block, no crypto yet", func() *MkeyConfigure {
+			c := cryptoConf(true)
+			c.NewCrypto, c.Crypto, c.Sig = false, nil, block
+			return c
+		}, 1, 1, true, 0x80},
 		{"a reset, crypto set before", func() *MkeyConfigure { c := cryptoConf(true); c.NewCrypto, c.ResetSig = false, true; return c }, 2, 0, true, 0xc0},
 		{"nothing new, crypto set before", func() *MkeyConfigure { c := cryptoConf(true); c.NewCrypto, c.BSF = false, BSFSet; return c }, 0, 0, false, 0},
 		{"nothing new, no crypto", func() *MkeyConfigure { c := cryptoConf(false); c.NewCrypto, c.Crypto = false, nil; return c }, 0, 0, false, 0},
