@@ -60,15 +60,28 @@ type mkeyTmplKey struct {
 }
 
 // cryptoKey is what a crypto mkey's configure depends on of its crypto
-// (mkeyTmplKey.newCrypto says whether the work request sets it): whether
-// one is in effect, the crypto in effect (the work
-// request's or the mkey's) by value, the mkey's length when the work
-// request has no layout, and its signature block's BSF when it keeps it.
+// (mkeyTmplKey.newCrypto says whether the work request sets it): the work
+// request's crypto by value, or whether the mkey has one and which; the
+// mkey's length when the work request has no layout; its signature
+// block's BSF when it keeps it.
 type cryptoKey struct {
+	attr     cryptoAttrKey
 	set      bool
-	crypto   wqe.Crypto
+	cur      wqe.Crypto
 	length   uint64
 	blockBSF [wqe.BSFSegSize]byte
+}
+
+// cryptoAttrKey is a CryptoAttr by value.
+type cryptoAttrKey struct {
+	encrypt   bool
+	order     SigCryptoOrder
+	dataUnit  sig.BlockSize
+	tweak     [16]byte
+	dek       *DEK
+	keytagNil bool // Keytag nil (not empty)
+	keytagLen int
+	keytag    [8]byte
 }
 
 // update makes k the key of wr's crypto on the crypto mkey m, and
@@ -76,13 +89,16 @@ type cryptoKey struct {
 func (k *cryptoKey) update(m *Mkey, wr *MkeyConfigureWR) bool {
 	mc := m.crypto
 	same := true
-	cr := &mc.cur
-	if wr.Crypto != nil {
-		cr = &mc.wr
-	}
-	set(&k.set, wr.Crypto != nil || mc.set, &same)
-	if k.set {
-		set(&k.crypto, *cr, &same)
+	if a := wr.Crypto; a != nil {
+		var tag [8]byte
+		copy(tag[:], a.Keytag)
+		set(&k.attr, cryptoAttrKey{encrypt: a.EncryptOnTx, order: a.Order, dataUnit: a.DataUnitSize, tweak: a.InitialTweak, dek: a.DEK,
+			keytagNil: a.Keytag == nil, keytagLen: len(a.Keytag), keytag: tag}, &same)
+	} else {
+		set(&k.set, mc.set, &same)
+		if mc.set {
+			set(&k.cur, mc.cur, &same)
+		}
 	}
 	if wr.List == nil && wr.Interleaved == nil {
 		set(&k.length, mc.length, &same)

@@ -213,8 +213,9 @@ func umrLargest(maxInline int) int {
 }
 
 // umrInline is the inline data a QP must grant for mkey configures of
-// lists of up to entries entries with a signature block: the translations
-// and the BSF, less the inline segment's header (QPOptions.MaxMkeyEntries).
+// lists of up to entries entries with a signature block and crypto: the
+// translations and both BSFs, less the inline segment's header
+// (QPOptions.MaxMkeyEntries).
 func umrInline(entries int) int {
-	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize - inlineHdrSize
+	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize + wqe.CryptoBSFSize - inlineHdrSize
 }
