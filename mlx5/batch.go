@@ -301,13 +301,13 @@ func (b *Batch) Commit() error {
 	if n == 0 || !qp.g.enter() {
 		return b.commitNothing()
 	}
+	if len(b.cundo) > 0 { // the batch is posted from here on
+		b.cryptoCommitted()
+	}
 	b.open, b.ready = false, false
 	qp.sq.sync.publish()
 	err := qp.sq.ringDoorbell(b.lastDB, n)
 	qp.g.exitHeld()
-	if len(b.cundo) > 0 {
-		b.cryptoCommitted()
-	}
 	if err != nil {
 		return qp.ringErr(err)
 	}

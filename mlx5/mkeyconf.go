@@ -73,9 +73,6 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 				st = mkeyState{bsf: wqe.BSFReset}
 			}
 			b.configured(m, st, errs)
-			if m.crypto != nil {
-				b.cryptoConfigured(m, wr, nil)
-			}
 			b.stream = 0
 			b.added(wr.WrID, WCUMR, 0, t.bbs, db, true, t.wqes)
 			return b
@@ -104,9 +101,6 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		t.ok, t.bbs, t.wqes, t.shape, t.psvs = true, r.WQEBBs, n, st.shape, st.psvs
 	}
 	b.configured(m, st, errs)
-	if m.crypto != nil {
-		b.cryptoConfigured(m, wr, &c)
-	}
 	b.stream = 0
 	b.added(wr.WrID, WCUMR, 0, bbs, db, fence, wqes)
 	return b
@@ -114,8 +108,9 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 
 // cryptoTakes is AddMkeyConfigure's step for a work request with crypto
 // or on a crypto mkey: it checks the crypto (checkCrypto), which takes
-// its DEK, and records the configure for the batch's Commit and rollback.
-// It reports false, the batch poisoned, for a refused one.
+// its DEK, and records the configure for the batch's Commit and rollback
+// (cryptoAccepted). It reports false, the batch poisoned, for a refused
+// one.
 //
 //go:noinline
 func (b *Batch) cryptoTakes(wr *MkeyConfigureWR, m *Mkey) bool {
@@ -127,7 +122,7 @@ func (b *Batch) cryptoTakes(wr *MkeyConfigureWR, m *Mkey) bool {
 		}
 		dek = wr.Crypto.DEK
 	}
-	b.cryptoAccepted(m, dek)
+	b.cryptoAccepted(m, wr, dek)
 	return true
 }
 

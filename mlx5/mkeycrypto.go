@@ -39,9 +39,9 @@ type mkeyCrypto struct {
 // rollback (which drops the one it took and puts the old state back).
 type cryptoUndo struct {
 	m *Mkey
-	// dek is the DEK the work request named, acquired when it was
-	// accepted; applied says that the mkey took it (cryptoConfigured),
-	// prev is then the DEK it held before.
+	// applied says that the mkey took the DEK the work request named
+	// (cryptoAccepted); prev is then the DEK it held before. dek is the
+	// named DEK until then.
 	dek, prev *DEK
 	applied   bool
 	// The mkey's poster state before the configure.
@@ -153,43 +153,38 @@ func (mc *mkeyCrypto) inputs(c *wqe.MkeyConfigure, newCrypto bool) {
 	}
 }
 
-// cryptoAccepted records the crypto configure of m the batch is adding,
-// whose DEK (nil without one) checkCrypto acquired: the batch's rollback
-// releases it from here on.
-func (b *Batch) cryptoAccepted(m *Mkey, dek *DEK) {
+// cryptoAccepted records the configure wr of the crypto mkey m that the
+// batch is adding, whose DEK (nil without crypto) checkCrypto acquired,
+// and gives m the state it leaves: wr's crypto, its layout's length, its
+// signature block's BSF, and the DEK. That is done before the WQEs are
+// written, which read none of it (the length and the block's BSF only
+// when wr has no layout or no block, and crypto only when wr has none):
+// a work request that fails after this poisons the batch, whose rollback
+// puts the state back.
+func (b *Batch) cryptoAccepted(m *Mkey, wr *MkeyConfigureWR, dek *DEK) {
 	mc := m.crypto
 	b.cundo = append(b.cundo, cryptoUndo{m: m, dek: dek, set: mc.set, cur: mc.cur, length: mc.length, blockBSF: mc.blockBSF})
-}
-
-// cryptoConfigured is cryptoAccepted's work request written (from c, or
-// copied from the mkey's template when c is nil): m's crypto state
-// becomes what it leaves (wr's crypto, its layout's length, its signature
-// block's BSF), and the mkey takes the DEK.
-func (b *Batch) cryptoConfigured(m *Mkey, wr *MkeyConfigureWR, c *wqe.MkeyConfigure) {
-	mc := m.crypto
 	u := &b.cundo[len(b.cundo)-1]
 	if wr.List != nil || wr.Interleaved != nil {
-		if c == nil {
-			c = &wqe.MkeyConfigure{List: wqeKLMs(wr.List)} // a template holds a list
-		}
+		c := wqe.MkeyConfigure{List: wqeKLMs(wr.List), Interleaved: wqeRepeat(wr.Interleaved), RepeatCount: wr.RepeatCount}
 		mc.length = c.LayoutLength()
 	}
 	if wr.Sig != nil && m.sigMkey {
-		_ = wqe.PutBSF(mc.blockBSF[:], wr.Sig, m.psvIndex[0], m.psvIndex[1])
+		_ = wqe.PutBSF(mc.blockBSF[:], wr.Sig, m.psvIndex[0], m.psvIndex[1]) // an invalid block fails the build
 	}
-	if u.dek == nil {
+	if dek == nil {
 		return
 	}
 	mc.set, mc.cur = true, mc.wr
 	m.mu.Lock()
 	if !m.closed {
-		u.prev, mc.dek, u.applied = mc.dek, u.dek, true
+		u.prev, mc.dek, u.applied = mc.dek, dek, true
 	}
 	m.mu.Unlock()
 	if !u.applied {
-		u.dek.release() // Close came first: it holds nothing
+		dek.release() // Close came first: the mkey holds nothing
 	}
-	u.dek = nil // the mkey's (or released) now
+	u.dek = nil // the mkey's now, or released
 }
 
 // cryptoCommitted releases the DEKs the batch's configures replaced.

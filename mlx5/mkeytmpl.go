@@ -47,7 +47,6 @@ type mkeyTmplKey struct {
 	list, repeat bool // List, Interleaved != nil
 	resetSig     bool
 	sigErr       bool // the configure updates the signature error counter
-	newCrypto    bool // Crypto != nil
 	// The signature block, when sig: a block the caller changes in place
 	// between two configures has another key.
 	sig                 bool
@@ -59,17 +58,17 @@ type mkeyTmplKey struct {
 	crypto cryptoKey
 }
 
-// cryptoKey is what a crypto mkey's configure depends on of its crypto
-// (mkeyTmplKey.newCrypto says whether the work request sets it): the work
-// request's crypto by value, or whether the mkey has one and which; the
+// cryptoKey is what a crypto mkey's configure depends on of its crypto:
+// whether the work request sets it, the work request's crypto by value, or whether the mkey has one and which; the
 // mkey's length when the work request has no layout; its signature
 // block's BSF when it keeps it.
 type cryptoKey struct {
-	attr     cryptoAttrKey
-	set      bool
-	cur      wqe.Crypto
-	length   uint64
-	blockBSF [wqe.BSFSegSize]byte
+	newCrypto bool // Crypto != nil
+	attr      cryptoAttrKey
+	set       bool
+	cur       wqe.Crypto
+	length    uint64
+	blockBSF  [wqe.BSFSegSize]byte
 }
 
 // cryptoAttrKey is a CryptoAttr by value.
@@ -89,6 +88,7 @@ type cryptoAttrKey struct {
 func (k *cryptoKey) update(m *Mkey, wr *MkeyConfigureWR) bool {
 	mc := m.crypto
 	same := true
+	set(&k.newCrypto, wr.Crypto != nil, &same)
 	if a := wr.Crypto; a != nil {
 		var tag [8]byte
 		copy(tag[:], a.Keytag)
@@ -136,9 +136,8 @@ func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) 
 	set(&k.repeat, wr.Interleaved != nil, &same)
 	set(&k.resetSig, wr.ResetSig, &same)
 	set(&k.sigErr, sigErr, &same)
-	set(&k.newCrypto, wr.Crypto != nil, &same)
 	if m.crypto != nil && !k.crypto.update(m, wr) {
-		same = false
+		same = false // (crypto on another mkey is refused before)
 	}
 	a := wr.Sig
 	set(&k.sig, a != nil, &same)

@@ -110,8 +110,24 @@ func (c *MkeyConfigure) bsfs() (sigBSF, cryptoBSF bool) {
 // BSFBytes is the size of the BSFs c's UMR carries after its translations
 // (0, 64 or 128 bytes): part of its inline data.
 func (c *MkeyConfigure) BSFBytes() int {
-	s, cr := c.bsfs()
-	return int(b2u(s)+b2u(cr)) * BSFSegSize
+	switch {
+	case c.CryptoMkey:
+		return c.cryptoBSFBytes()
+	case c.Sig != nil:
+		return BSFSegSize
+	}
+	return 0
+}
+
+// cryptoBSFBytes is BSFBytes of a crypto mkey's UMR.
+func (c *MkeyConfigure) cryptoBSFBytes() int {
+	n := 0
+	if s, cr := c.bsfs(); s && cr {
+		n = BSFSegSize + CryptoBSFSize
+	} else if s || cr {
+		n = BSFSegSize
+	}
+	return n
 }
 
 // blockBothDomains reports whether the signature block in effect for c's
@@ -129,9 +145,9 @@ func (c *MkeyConfigure) blockBothDomains() bool {
 	return false
 }
 
-// checkCrypto checks what c's crypto and BSFs require, given its layout's
-// length (layout: c has one; without one the mkey keeps its length,
-// c.Length), in libmlx5's order: the crypto attribute, the length on a
+// checkCrypto checks what a crypto mkey's UMR requires (or refuses
+// crypto on another mkey), given its layout's length (layout: c has one;
+// without one the mkey keeps its length, c.Length), in libmlx5's order: the crypto attribute, the length on a
 // single-block engine, then, when the UMR writes a BSF, the length it
 // describes and the crypto order against the signature block.
 func (c *MkeyConfigure) checkCrypto(layout bool, length uint64) error {
@@ -144,8 +160,7 @@ func (c *MkeyConfigure) checkCrypto(layout bool, length uint64) error {
 		return ErrNotCryptoMkey
 	case c.NewCrypto && cr == nil:
 		return ErrNil
-	case !c.CryptoMkey || cr == nil:
-		cr = nil
+	case cr == nil:
 	case cr.DataUnitSize.Bytes() == 0:
 		return ErrCryptoAttr
 	case cr.DEK > 0xffffff:
@@ -165,6 +180,34 @@ func (c *MkeyConfigure) checkCrypto(layout bool, length uint64) error {
 		return ErrCryptoOrder
 	}
 	return nil
+}
+
+// cryptoBSFs checks a crypto mkey's UMR (checkCrypto; or refuses crypto
+// on another mkey) and returns the octowords of the BSFs it writes.
+//
+//go:noinline
+func (c *MkeyConfigure) cryptoBSFs(length uint64) (int, error) {
+	if err := c.checkCrypto(c.List != nil || c.Interleaved != nil, length); err != nil {
+		return 0, err
+	}
+	return c.cryptoBSFBytes() / 16, nil
+}
+
+// putCryptoBSFs writes a crypto mkey's BSFs from WQEBB next on and
+// returns the counter after them.
+//
+//go:noinline
+func (c *MkeyConfigure) putCryptoBSFs(r Ring, next uint16) uint16 {
+	sigBSF, cryptoBSF := c.bsfs()
+	if sigBSF {
+		c.putSigBSF(r.slot(next), cryptoBSF)
+		next++
+	}
+	if cryptoBSF {
+		putCryptoBSF(r.slot(next), c.Crypto, c.SigMkey, c.CryptoMultiBlock)
+		next++
+	}
+	return next
 }
 
 // putSigBSF writes the signature BSF of a crypto mkey's UMR into b[:64]:

@@ -326,13 +326,19 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 	if err != nil {
 		return MkeyConfigureResult{}, err
 	}
-	if c.CryptoMkey || c.NewCrypto || c.Sig != nil {
-		if err := c.checkCrypto(c.List != nil || c.Interleaved != nil, length); err != nil {
+	// A BSF describes at most 2^32-1 bytes (its raw_data_size); a crypto
+	// mkey's BSFs and rules are cryptoBSFs'.
+	var bsfOct int
+	if c.Sig != nil {
+		bsfOct = BSFSegSize / 16
+	}
+	if c.CryptoMkey || c.NewCrypto {
+		if bsfOct, err = c.cryptoBSFs(length); err != nil {
 			return MkeyConfigureResult{}, err
 		}
+	} else if bsfOct > 0 && length > 0xffffffff {
+		return MkeyConfigureResult{}, ErrBSFLength
 	}
-	sigBSF, cryptoBSF := c.bsfs()
-	bsfOct := int(b2u(sigBSF)+b2u(cryptoBSF)) * (BSFSegSize / 16)
 	ds := 1 + 3 + 4 + klmOct + bsfOct // ctrl, UMR ctrl, mkey context, translations, BSF
 	if ds > MaxDS {
 		return MkeyConfigureResult{}, ErrTooManyEntries
@@ -374,17 +380,11 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		c.putTranslations(r, next, klmOct)
 		next += uint16(klmOct / 4)
 	}
-	switch {
-	case !c.CryptoMkey && sigBSF:
-		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
-		next++
-	case sigBSF || cryptoBSF:
-		if sigBSF {
-			c.putSigBSF(r.slot(next), cryptoBSF)
-			next++
-		}
-		if cryptoBSF {
-			putCryptoBSF(r.slot(next), c.Crypto, c.SigMkey, c.CryptoMultiBlock)
+	if bsfOct > 0 {
+		if c.CryptoMkey {
+			next = c.putCryptoBSFs(r, next)
+		} else {
+			putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
 			next++
 		}
 	}
@@ -485,13 +485,16 @@ func (c *MkeyConfigure) mkeyMask(bsfOct int) MkeyMask {
 	if c.List != nil || c.Interleaved != nil {
 		m |= MkeyMaskLen
 	}
-	if c.SigMkey || c.CryptoMkey {
-		if bsfOct > 0 || !c.CryptoMkey && (c.ResetSig || c.BSF != BSFSet) {
+	switch {
+	case c.CryptoMkey:
+		if bsfOct > 0 {
 			m |= MkeyMaskBSFEnable
 		}
-		if c.SigMkey && c.UpdateSigErr {
-			m |= MkeyMaskSigErr
-		}
+	case c.SigMkey && (c.Sig != nil || c.ResetSig || c.BSF != BSFSet):
+		m |= MkeyMaskBSFEnable
+	}
+	if c.SigMkey && c.UpdateSigErr {
+		m |= MkeyMaskSigErr
 	}
 	return m
 }
