@@ -183,7 +183,7 @@ func TestOracleCryptoConfigure(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) || !errors.Is(err, unix.EINVAL) {
 				t.Errorf("%s: libmlx5 failed (errno %d), post: %v", r.Case, r.Result.WRComplete, err)
 			}
-			if qp.sq.pi != uint16(r.PIBefore) || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.sq.bell.Counter() != 0 {
+			if !queueUntouched(qp, uint16(r.PIBefore)) {
 				t.Errorf("%s: the refused post wrote to the queue", r.Case)
 			}
 			n["refused"]++
@@ -193,14 +193,7 @@ func TestOracleCryptoConfigure(t *testing.T) {
 			t.Errorf("%s: %v", r.Case, err)
 			return
 		}
-		want, err := r.WQEBBs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok := int(qp.sq.pi-uint16(r.PIBefore)) == len(want) && int(qp.sq.bell.Counter()) == r.DBRec.Send
-		if !ok {
-			t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi-uint16(r.PIBefore), qp.sq.bell.Counter(), len(want), r.DBRec.Send)
-		}
+		want, ok := recordedWQEBBs(t, qp, r)
 		masked := 0
 		for i, w := range want {
 			g := qp.sq.ring.Slot(uint16(r.PIBefore + i))
@@ -214,13 +207,7 @@ func TestOracleCryptoConfigure(t *testing.T) {
 				ok = false
 			}
 		}
-		if len(r.BF.Writes) != 1 {
-			t.Fatalf("%s: %d UAR writes recorded", r.Case, len(r.BF.Writes))
-		}
-		w, err := hex.DecodeString(r.BF.Writes[0].Hex)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := uarWrite(t, r)
 		reg := uar[half : half+r.BF.Size]
 		if len(w) > 8 && masked > 0 {
 			// A BlueFlame copy of a WQE whose keytag the replay left out.
@@ -231,7 +218,7 @@ func TestOracleCryptoConfigure(t *testing.T) {
 				}
 			}
 		}
-		if !bytes.Equal(reg[:len(w)], w) || !bytes.Equal(reg[len(w):], make([]byte, len(reg)-len(w))) {
+		if !uarHolds(reg, w) {
 			t.Errorf("%s: UAR write\n got %x\nwant %x (%d bytes)", r.Case, reg, w, len(w))
 			ok = false
 		}
@@ -329,25 +316,14 @@ func TestOracleCreateCryptoMkey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newRecorded(t)
-		var calls []oracle.Got
-		r.fill = func(call *uverbs.Call) {
-			i := len(calls)
-			calls = append(calls, got(call))
-			if i < len(want) && call.Hdr.MethodID == want[i].MethodID && len(call.Data) > 2 {
-				out, err := hex.DecodeString(want[i].Attrs[2].OutHex)
-				if err != nil {
-					t.Fatal(err)
-				}
-				copy(call.Data[2], out)
-			}
-		}
+		r, got := recordedAnswering(t, want)
 		pdn := uint32(prm.Mkc.Pd.At(prm.CreateMkeyIn.MemoryKeyMkeyEntry).Get(mkIn))
 		m := &Mkey{c: r.Context, pd: &PD{c: r.Context, pdn: pdn}, maxEntries: in.MaxEntries, sigMkey: in.Flags&2 != 0,
 			rinval: in.Flags&16 != 0, crypto: &mkeyCrypto{multiBlock: true, singleBlock: true}, sentErrs: ^uint32(0)}
 		if err := m.create(); err != nil {
 			t.Fatalf("%s: %v", c.Case, err)
 		}
+		calls := *got
 		if len(calls) != len(want) {
 			t.Fatalf("%s: %d DEVX creates, libmlx5 %d", c.Case, len(calls), len(want))
 		}
@@ -362,6 +338,25 @@ func TestOracleCreateCryptoMkey(t *testing.T) {
 	if n != 19 {
 		t.Errorf("%d mkey creates replayed, want 19", n)
 	}
+}
+
+// recordedAnswering is a recording kernel that answers the calls made on
+// it with the outputs of want, in order, and the calls it records.
+func recordedAnswering(t *testing.T, want []oracle.Call) (*recorded, *[]oracle.Got) {
+	r := newRecorded(t)
+	calls := new([]oracle.Got)
+	r.fill = func(call *uverbs.Call) {
+		i := len(*calls)
+		*calls = append(*calls, got(call))
+		if i < len(want) && call.Hdr.MethodID == want[i].MethodID && len(call.Data) > 2 {
+			out, err := hex.DecodeString(want[i].Attrs[2].OutHex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(call.Data[2], out)
+		}
+	}
+	return r, calls
 }
 
 // TestCreateCryptoMkeyNeedsEngine: CreateMkey with Crypto asks the
