@@ -277,8 +277,9 @@ func (m *Mkey) release() error {
 }
 
 // Close destroys the mkey and its PSVs; configures of it are refused from
-// then on (ErrClosed). If the device refuses the destroy, the mkey stays
-// usable. Closing twice is safe.
+// then on (ErrClosed), and a crypto mkey lets go of its DEK (which
+// DEK.Close then destroys). If the device refuses the destroy, the mkey
+// stays usable. Closing twice is safe.
 //
 // Close waits for no work: close an mkey once the configures posted for
 // it and the transfers through it have completed. A configure the device

@@ -22,6 +22,13 @@ import (
 // poisons the batch with ErrUnsupported (EOPNOTSUPP) before anything of
 // the work request is written; an invalid one is ErrInvalid first.
 //
+// A crypto mkey's configure (MkeyConfigureWR.Crypto) is checked against
+// mlx5dv_wr_set_mkey_crypto(3) and its DEK before anything is written
+// (docs/MLX5.md, "Crypto mkeys"); the mkey then holds its DEK, which
+// cannot be closed until a later configure names another or the mkey is
+// closed. The UMR carries the crypto BSF, after the signature BSF of a
+// signature mkey, whenever it rewrites the BSF, as libmlx5 does.
+//
 // An mkey configured again with the inputs of its last configure but for
 // its list's entries has its WQEs copied (mkeyTmpl).
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {

@@ -3,7 +3,9 @@ package mlx5
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mlx5go/mlx5go/sig"
@@ -243,6 +245,7 @@ func TestCryptoDEKRace(t *testing.T) {
 	mkeys := []*Mkey{r.mkey(0x500900, false, false, true), r.mkey(0x500a00, true, false, true)}
 	deks := []*DEK{r.dek(1, false), r.dek(2, true)}
 	var poster, closer sync.WaitGroup
+	var posted atomic.Int64
 	stop := make(chan struct{})
 	poster.Add(1)
 	closer.Add(1)
@@ -260,12 +263,23 @@ func TestCryptoDEKRace(t *testing.T) {
 				return
 			}
 			r.qp.sq.tail.Store(uint32(r.qp.sq.pi))
+			posted.Add(1)
 		}
 	}()
 	closed := make([]bool, len(deks))
 	go func() {
 		defer closer.Done()
-		for i := 0; i < 2000; i++ {
+		for i := 0; i < 2000 || posted.Load() < 2000; i++ {
+			if i == 1000 {
+				for posted.Load() < 1000 { // let the poster name both DEKs for a while
+					runtime.Gosched()
+				}
+				for _, m := range mkeys {
+					if err := m.Close(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
 			k := i % 2
 			if closed[k] {
 				continue
@@ -277,13 +291,6 @@ func TestCryptoDEKRace(t *testing.T) {
 			case !errors.Is(err, unix.EBUSY):
 				t.Error(err)
 			}
-			if i == 1000 {
-				for _, m := range mkeys {
-					if err := m.Close(); err != nil {
-						t.Error(err)
-					}
-				}
-			}
 		}
 	}()
 	closer.Wait()
@@ -292,6 +299,9 @@ func TestCryptoDEKRace(t *testing.T) {
 	for i, d := range deks {
 		if n := users(d); n != 0 {
 			t.Errorf("DEK %d: %d references left", i+1, n)
+		}
+		if err := closeDEK(d); err != nil {
+			t.Errorf("DEK %d: %v once the mkeys are closed", i+1, err)
 		}
 	}
 }

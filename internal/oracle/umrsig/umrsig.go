@@ -1,6 +1,8 @@
 // Package umrsig reads the oracle's umr_sig records (libmlx5's
-// mlx5dv_wr_mkey_configure cases, also in its wrap family): the inputs of
-// each configure as plain values and what libmlx5 wrote. It is for tests
+// mlx5dv_wr_mkey_configure cases, also in its wrap family) and the
+// crypto_umr records (the same with mlx5dv_wr_set_mkey_crypto, and
+// batches): the inputs of each configure as plain values and what libmlx5
+// wrote. It is for tests
 // of wqe and mlx5, so it imports neither.
 package umrsig
 
