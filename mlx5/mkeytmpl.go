@@ -31,7 +31,8 @@ type mkeyTmpl struct {
 // fixes at its creation (its key, PSV indexes, max_entries, signature
 // support and caps: the template is the mkey's own): the work request's
 // inputs, the signature block by value, the QP (its number, its ring,
-// its inline room), the QP's small fence and the mkey's BSF state. Of an
+// its inline room), the QP's small fence and the mkey's BSF state, and
+// on a crypto mkey its crypto inputs (cryptoKey). Of an
 // interleaved layout and of a signature error counter update it says
 // only whether there is one: a template holds neither
 // (wqe.MkeyTemplate.Record). TestMkeyTmplKeyCoversInputs changes every

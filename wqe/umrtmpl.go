@@ -1,7 +1,8 @@
 package wqe
 
-// MkeyTemplateWQEBBs is the most WQEBBs an MkeyTemplate holds: a UMR of
-// up to four WQEBBs of KLMs with its BSF and two SET_PSVs.
+// MkeyTemplateWQEBBs is the most WQEBBs an MkeyTemplate holds: the
+// UMR's control segments and mkey context, and six more of translations,
+// BSFs and SET_PSVs. A larger configure is built every time.
 const MkeyTemplateWQEBBs = 8
 
 // mkcLenOff is the offset of len in the mkey context (prm.Mkc.Len; a
