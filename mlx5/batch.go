@@ -63,8 +63,11 @@ type Batch struct {
 	dc   wqe.DC
 	// stream is the stream of the work request being added (a DCI's).
 	stream uint16
-	// undo is what mkey configures changed in their mkeys, oldest first.
-	undo []mkeyUndo
+	// undo is what mkey configures changed in their mkeys, oldest first;
+	// cundo what configures of crypto mkeys changed of their crypto, and
+	// the DEKs they took.
+	undo  []mkeyUndo
+	cundo []cryptoUndo
 }
 
 // Begin starts a batch on the QP. If the QP is closed, the batch carries
@@ -298,6 +301,9 @@ func (b *Batch) Commit() error {
 	if n == 0 || !qp.g.enter() {
 		return b.commitNothing()
 	}
+	if len(b.cundo) > 0 { // the batch is posted from here on
+		b.cryptoCommitted()
+	}
 	b.open, b.ready = false, false
 	qp.sq.sync.publish()
 	err := qp.sq.ringDoorbell(b.lastDB, n)
@@ -394,6 +400,9 @@ func (b *Batch) rollback() {
 		b.undo[i].restore()
 	}
 	b.undo = b.undo[:0]
+	if len(b.cundo) > 0 {
+		b.cryptoRollback()
+	}
 }
 
 // ahErr is the error of work request n of a batch whose AH is closed

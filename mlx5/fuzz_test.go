@@ -1,8 +1,11 @@
 package mlx5
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
+	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
 )
 
@@ -60,6 +63,120 @@ func FuzzPoll(f *testing.F) {
 					t.Fatalf("completion %+v of nothing posted", w)
 				}
 			}
+		}
+	})
+}
+
+// FuzzCryptoAttr posts configures of a crypto mkey built from the
+// fuzzer's crypto attribute (order and data unit size of any value, tweak
+// and keytag of any length, a DEK good, nil, foreign, of another PD, with
+// or without a keytag, closed or in error), layout (none, a list, an
+// interleaved one, of any length), signature block (none, one domain,
+// both, a reset) and mkey (with or without block signature, on a
+// single-block or a multi-block engine, on a QP of little or much inline
+// data), three in a row on one mkey so that its crypto and signature
+// state carry over. A post never panics; a refusal is an *Error and
+// leaves the ring, the counter and the DEK's references as they were; an
+// accepted configure writes exactly the WQEs wqe.BuildMkeyConfigure (the
+// encoder the oracle's vectors prove) writes for its inputs, the crypto
+// taken from the attribute here, not by the driver; and the mkey's DEK
+// holds the one reference there is.
+func FuzzCryptoAttr(f *testing.F) {
+	f.Add(true, uint8(0), uint32(0), []byte("0123456789abcdef"), []byte{}, uint8(0), uint8(0), uint8(1), uint32(4096), uint8(0), uint8(0))
+	f.Add(false, uint8(1), uint32(1), []byte("0123456789abcdef"), []byte("keytag!!"), uint8(1), uint8(3), uint8(2), uint32(520), uint8(3), uint8(1))
+	f.Add(true, uint8(0), uint32(3), []byte{}, []byte("keytag!!"), uint8(5), uint8(1), uint8(0), uint32(1<<31), uint8(4), uint8(2))
+	f.Add(true, uint8(2), uint32(7), []byte{1}, []byte{1, 2, 3}, uint8(2), uint8(2), uint8(3), uint32(0), uint8(2), uint8(3))
+	f.Fuzz(func(t *testing.T, encrypt bool, order uint8, du uint32, tweak, keytag []byte, dekKind, mkeyKind, layout uint8, length uint32, sigKind, qpKind uint8) {
+		inline := 256
+		if qpKind&1 != 0 {
+			inline = 92
+		}
+		r := newCryptoRig(t, inline)
+		m := r.mkey(0x510000, mkeyKind&1 != 0, true, mkeyKind&2 == 0)
+		good := r.dek(0x77, dekKind&1 != 0)
+		var d *DEK
+		switch dekKind >> 1 % 6 {
+		case 0:
+			d = good
+		case 1:
+			d = nil
+		case 2:
+			d = &DEK{c: sbsContext(), pd: r.pd, id: 1}
+		case 3:
+			d = &DEK{c: r.c, pd: &PD{c: r.c, pdn: 9}, id: 2}
+		case 4:
+			d, good.closed = good, true
+		case 5:
+			d, good.state = good, DEKError
+		}
+		a := &CryptoAttr{EncryptOnTx: encrypt, Order: SigCryptoOrder(order % 4), DataUnitSize: sig.BlockSize(du % 8), DEK: d}
+		copy(a.InitialTweak[:], tweak)
+		if len(keytag) > 0 {
+			a.Keytag = keytag
+		}
+		wr := &MkeyConfigureWR{WrID: 1, Mkey: m, Flags: SendSignaled, SetAccess: true, Access: AccessRemoteRead, Crypto: a}
+		switch layout % 4 {
+		case 1:
+			wr.List = []KLM{{Addr: 0x1000, ByteCount: length, Mkey: 5}}
+		case 2:
+			wr.List = []KLM{{ByteCount: length}, {ByteCount: length / 3}, {ByteCount: 7}}
+		case 3:
+			wr.Interleaved, wr.RepeatCount = []RepeatEntry{{ByteCount: length % 600, Skip: 8}, {ByteCount: 8}}, length%9
+		}
+		dom := &sig.Domain{Type: sig.SigTypeT10DIF, T10DIF: &sig.T10DIF{RefTag: length}, BlockSize: sig.BlockSize512}
+		switch sigKind % 5 {
+		case 1:
+			wr.Sig = &sig.BlockAttr{Mem: dom, CheckMask: 0xff}
+		case 2:
+			wr.Sig = &sig.BlockAttr{Wire: dom}
+		case 3:
+			wr.Sig = &sig.BlockAttr{Mem: dom, Wire: dom}
+		case 4:
+			wr.ResetSig = true
+		}
+		// The configure, again with its crypto, then a layout alone.
+		wrs := []*MkeyConfigureWR{wr, wr, {WrID: 3, Mkey: m, Flags: SendSignaled, List: []KLM{{ByteCount: length}}}}
+		for i, w := range wrs {
+			qp := r.qp
+			want := make(wqe.Ring, len(qp.sq.ring))
+			copy(want, qp.sq.ring)
+			var c wqe.MkeyConfigure
+			access, _ := w.Access.mkeyAccess()
+			mkeyConfigure(&c, qp, m, w, access, m.sigErrs.Load())
+			var exp wqe.Crypto
+			if w.Crypto != nil && d != nil {
+				exp = wqe.Crypto{EncryptOnTx: encrypt, SigBeforeCrypto: a.Order == SigBeforeCryptoOnTx, DataUnitSize: a.DataUnitSize,
+					InitialTweak: a.InitialTweak, DEK: d.id}
+				copy(exp.Keytag[:], a.Keytag)
+				c.Crypto = &exp
+			}
+			_, buildErr := wqe.BuildMkeyConfigure(want, qp.sq.pi, len(qp.sq.slots), &c)
+			pi, before, held := qp.sq.pi, bytes.Clone(qp.sq.ring), users(good)
+			err := qp.PostMkeyConfigure(w)
+			if err != nil {
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("configure %d: %v is not an *Error", i, err)
+				}
+				if qp.sq.pi != pi || !bytes.Equal(qp.sq.ring, before) || users(good) != held {
+					t.Fatalf("configure %d: refused (%v), but the queue or the DEK's references changed", i, err)
+				}
+				continue
+			}
+			if buildErr != nil {
+				t.Fatalf("configure %d: accepted; the encoder refuses its inputs: %v", i, buildErr)
+			}
+			if !bytes.Equal(qp.sq.ring, want) {
+				t.Fatalf("configure %d: the WQEs are not the encoder's", i)
+			}
+			qp.sq.tail.Store(uint32(qp.sq.pi))
+			if mc := m.crypto; mc.dek != nil && users(mc.dek) != 1 {
+				t.Fatalf("configure %d: the mkey's DEK has %d references", i, users(mc.dek))
+			}
+		}
+		_ = m.Close()
+		if users(good) != 0 {
+			t.Fatalf("%d references left after Close", users(good))
 		}
 	})
 }

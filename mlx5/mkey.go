@@ -50,6 +50,9 @@ type Mkey struct {
 	sigCaps   sig.Caps
 	checkCaps bool
 	rinval    bool
+	// crypto is the crypto state of an mkey made with MkeyOptions.Crypto
+	// (nil without).
+	crypto *mkeyCrypto
 	// The keys (LKey, RKey), the same key. The CQ finds the mkey of a
 	// signature error by it (Context.mkeys).
 	lkey, rkey uint32
@@ -143,7 +146,12 @@ const mkcAccessKLMs = 2
 // the BSF enabled for a signature mkey and remote invalidation for
 // RemoteInvalidate; the same commands libmlx5 sends. A device without
 // block signature offload (Context.SigCaps) refuses BlockSignature with
-// ErrUnsupported before any command, as libmlx5 does.
+// ErrUnsupported before any command, as libmlx5 does. A crypto mkey
+// (Crypto) has crypto_en set and room in its BSF for the crypto BSF
+// after the signature one; a device whose CryptoCaps report neither
+// AES-XTS engine (single-block, multi-block) refuses it with
+// ErrUnsupported (EOPNOTSUPP) before any command (libmlx5 refuses it after
+// creating the PSVs of a signature mkey, and destroys them).
 func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 	const op = "create mkey"
 	if err := p.checkOpen(op); err != nil {
@@ -166,8 +174,20 @@ func (p *PD) CreateMkey(o MkeyOptions) (*Mkey, error) {
 			return nil, unsupported(op, obj, "the device has no block signature offload (its caps lack sho or sigerr_domain_and_sig_type)")
 		}
 	}
+	var crypto *mkeyCrypto
+	if o.Crypto {
+		cc, err := p.c.CryptoCaps()
+		if err != nil {
+			return nil, wrapAs(op, obj, "", err)
+		}
+		single, multi := cc.Engines&CryptoEngineAESXTSSingleBlock != 0, cc.Engines&CryptoEngineAESXTSMultiBlock != 0
+		if !single && !multi {
+			return nil, unsupported(op, obj, "the device has no AES-XTS engine (CryptoCaps.Engines: neither single-block nor multi-block)")
+		}
+		crypto = &mkeyCrypto{singleBlock: single, multiBlock: multi}
+	}
 	m := &Mkey{c: p.c, pd: p, maxEntries: o.MaxEntries, sigMkey: o.BlockSignature, sigCaps: caps, checkCaps: o.BlockSignature,
-		rinval: o.RemoteInvalidate, sentErrs: ^uint32(0)}
+		rinval: o.RemoteInvalidate, crypto: crypto, sentErrs: ^uint32(0)}
 	err := m.create()
 	if err == nil {
 		m.name = mkeyName(m.lkey)
@@ -208,9 +228,12 @@ func (m *Mkey) create() error {
 	set(prm.Mkc.Qpn, 0xffffff)
 	set(prm.Mkc.Pd, uint64(m.pd.pdn))
 	set(prm.Mkc.TranslationsOctwordSize, uint64((m.maxEntries+mkeyTranslationAlign-1)&^(mkeyTranslationAlign-1)))
-	if m.sigMkey {
+	if m.crypto != nil {
+		set(prm.Mkc.CryptoEn, 1)
+	}
+	if bsf := m.bsfSize(); bsf > 0 {
 		set(prm.Mkc.BsfEn, 1)
-		set(prm.Mkc.BsfOctwordSize, wqe.BSFSegSize/16)
+		set(prm.Mkc.BsfOctwordSize, uint64(bsf/16))
 	}
 	if m.rinval {
 		set(prm.Mkc.EnRinval, 1)
@@ -224,6 +247,19 @@ func (m *Mkey) create() error {
 	key := uint32(prm.CreateMkeyOut.MkeyIndex.Get(out))<<8 | uint32(prm.Mkc.Mkey70.At(mkc).Get(in))
 	m.lkey, m.rkey = key, key
 	return nil
+}
+
+// bsfSize is the bytes of BSF the mkey has room for: a signature BSF for
+// block signature, a crypto BSF for crypto.
+func (m *Mkey) bsfSize() int {
+	n := 0
+	if m.sigMkey {
+		n += wqe.BSFSegSize
+	}
+	if m.crypto != nil {
+		n += wqe.CryptoBSFSize
+	}
+	return n
 }
 
 // release destroys what create made: the mkey, then the PSVs. It stops at
@@ -241,8 +277,9 @@ func (m *Mkey) release() error {
 }
 
 // Close destroys the mkey and its PSVs; configures of it are refused from
-// then on (ErrClosed). If the device refuses the destroy, the mkey stays
-// usable. Closing twice is safe.
+// then on (ErrClosed), and a crypto mkey lets go of its DEK (which
+// DEK.Close then destroys). If the device refuses the destroy, the mkey
+// stays usable. Closing twice is safe.
 //
 // Close waits for no work: close an mkey once the configures posted for
 // it and the transfers through it have completed. A configure the device
@@ -267,6 +304,7 @@ func (m *Mkey) Close() error {
 		return wrapAs(op, m.name, "", err)
 	}
 	m.closed = true
+	m.releaseCrypto()
 	m.c.removeMkey(m)
 	m.c.forget(m)
 	return nil

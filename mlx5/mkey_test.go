@@ -35,30 +35,18 @@ func TestOracleCreateMkey(t *testing.T) {
 					want = append(want, k)
 				}
 			}
-			r := newRecorded(t)
-			var calls []oracle.Got
-			r.fill = func(call *uverbs.Call) {
-				i := len(calls)
-				calls = append(calls, got(call))
-				if i < len(want) && call.Hdr.MethodID == want[i].MethodID && len(call.Data) > 2 {
-					out, err := hex.DecodeString(want[i].Attrs[2].OutHex)
-					if err != nil {
-						t.Fatal(err)
-					}
-					copy(call.Data[2], out)
-				}
-			}
+			r, calls := recordedAnswering(t, want)
 			seedCaps(t, r.Context)
 			pd := &PD{c: r.Context, pdn: 0x11} // the fake kernel's pdn
 			m, err := pd.CreateMkey(tc.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(calls) != len(want) {
-				t.Fatalf("%d DEVX creates, libmlx5 %d", len(calls), len(want))
+			if len(*calls) != len(want) {
+				t.Fatalf("%d DEVX creates, libmlx5 %d", len(*calls), len(want))
 			}
 			for i := range want {
-				oracle.Compare(t, want[i], calls[i])
+				oracle.Compare(t, want[i], (*calls)[i])
 			}
 			var res struct {
 				LKey string `json:"lkey"`
@@ -85,15 +73,15 @@ func TestOracleCreateMkey(t *testing.T) {
 			if m.RemoteInvalidate() != tc.opt.RemoteInvalidate {
 				t.Errorf("RemoteInvalidate %v", m.RemoteInvalidate())
 			}
-			calls = nil
+			*calls = nil
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if n := 1 + 2*b2i(tc.opt.BlockSignature); len(calls) != n {
-				t.Errorf("Close made %d calls, want %d destroys", len(calls), n)
+			if n := 1 + 2*b2i(tc.opt.BlockSignature); len(*calls) != n {
+				t.Errorf("Close made %d calls, want %d destroys", len(*calls), n)
 			}
-			if err := m.Close(); err != nil || len(calls) != 1+2*b2i(tc.opt.BlockSignature) {
-				t.Errorf("second Close: %v, %d calls", err, len(calls))
+			if err := m.Close(); err != nil || len(*calls) != 1+2*b2i(tc.opt.BlockSignature) {
+				t.Errorf("second Close: %v, %d calls", err, len(*calls))
 			}
 		})
 	}

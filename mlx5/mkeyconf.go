@@ -22,6 +22,13 @@ import (
 // poisons the batch with ErrUnsupported (EOPNOTSUPP) before anything of
 // the work request is written; an invalid one is ErrInvalid first.
 //
+// A crypto mkey's configure (MkeyConfigureWR.Crypto) is checked against
+// mlx5dv_wr_set_mkey_crypto(3) and its DEK before anything is written
+// (docs/MLX5.md, "Crypto mkeys"); the mkey then holds its DEK, which
+// cannot be closed until a later configure names another or the mkey is
+// closed. The UMR carries the crypto BSF, after the signature BSF of a
+// signature mkey, whenever it rewrites the BSF, as libmlx5 does.
+//
 // An mkey configured again with the inputs of its last configure but for
 // its list's entries has its WQEs copied (mkeyTmpl).
 func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
@@ -49,6 +56,11 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 		b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): an mkey's access is local write and remote rights, not %#x", b.n, wr.WrID, uint32(wr.Access)))
 		return b
 	}
+	if m.crypto != nil || wr.Crypto != nil {
+		if !b.cryptoTakes(wr, m) {
+			return b
+		}
+	}
 	errs := m.sigErrs.Load()
 	sigErr := m.sigMkey && errs != m.sentErrs
 	// The mkey's template, when this configure has its key: the caps, the
@@ -75,7 +87,7 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	}
 	var c wqe.MkeyConfigure
 	mkeyConfigure(&c, qp, m, wr, access, errs)
-	if !umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, wr.Sig != nil) {
+	if !umrFits(qp.sq.maxInline, len(wr.List)+len(wr.Interleaved), wr.Interleaved != nil, c.BSFBytes()) {
 		b.refuseLarge(wr, &c)
 		return b
 	}
@@ -101,6 +113,26 @@ func (b *Batch) AddMkeyConfigure(wr *MkeyConfigureWR) *Batch {
 	return b
 }
 
+// cryptoTakes is AddMkeyConfigure's step for a work request with crypto
+// or on a crypto mkey: it checks the crypto (checkCrypto), which takes
+// its DEK, and records the configure for the batch's Commit and rollback
+// (cryptoAccepted). It reports false, the batch poisoned, for a refused
+// one.
+//
+//go:noinline
+func (b *Batch) cryptoTakes(wr *MkeyConfigureWR, m *Mkey) bool {
+	var dek *DEK
+	if wr.Crypto != nil {
+		if err := b.qp.checkCrypto(b.n, wr, m); err != nil {
+			b.fail(postMkeyConfigure, err)
+			return false
+		}
+		dek = wr.Crypto.DEK
+	}
+	b.cryptoAccepted(m, wr, dek)
+	return true
+}
+
 // mkeyConfigure puts into c the WQEs' inputs of wr, posted on qp to m
 // (access: wr's access rights as the UMR sets them; errs: the signature
 // errors the CQ reported on m so far): the work request's, the QP's and
@@ -122,6 +154,10 @@ func mkeyConfigure(c *wqe.MkeyConfigure, qp *QP, m *Mkey, wr *MkeyConfigureWR, a
 	c.Caps = nil
 	if m.checkCaps {
 		c.Caps = &m.sigCaps
+	}
+	c.NewCrypto = wr.Crypto != nil // refused on an mkey without crypto (checkCrypto)
+	if mc := m.crypto; mc != nil {
+		mc.inputs(c, wr.Crypto != nil)
 	}
 }
 
@@ -147,8 +183,8 @@ func (b *Batch) refuseLarge(wr *MkeyConfigureWR, c *wqe.MkeyConfigure) {
 	// libmlx5: ENOMEM (mlx5_send_wr_set_mkey_layout, umr_wqe_finalize;
 	// sizing.go).
 	what, verb := "a layout", "does"
-	if wr.Sig != nil {
-		what, verb = "a signature block and a layout", "do"
+	if n := c.BSFBytes(); n > 0 {
+		what, verb = fmt.Sprintf("a BSF of %d bytes and a layout", n), "do"
 	}
 	b.fail(op, invalid(postOpNames[op], qp.name, "work request %d (wr_id %#x): %s of %d entries %s not fit the QP's %d bytes of inline data (QPOptions.MaxInlineData or MaxMkeyEntries)",
 		b.n, wr.WrID, what, len(wr.List)+len(wr.Interleaved), verb, qp.sq.maxInline))

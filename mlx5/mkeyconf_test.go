@@ -141,6 +141,8 @@ func TestMkeyConfigureCoversWR(t *testing.T) {
 			v.SetBool(!v.Bool())
 		case v.CanUint():
 			v.SetUint(v.Uint() ^ 1)
+		case v.Kind() == reflect.Pointer && v.IsNil():
+			v.Set(reflect.New(v.Type().Elem()))
 		case v.Kind() == reflect.Pointer:
 			v.SetZero()
 		case v.Kind() == reflect.Slice:

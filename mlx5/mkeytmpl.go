@@ -31,7 +31,8 @@ type mkeyTmpl struct {
 // fixes at its creation (its key, PSV indexes, max_entries, signature
 // support and caps: the template is the mkey's own): the work request's
 // inputs, the signature block by value, the QP (its number, its ring,
-// its inline room), the QP's small fence and the mkey's BSF state. Of an
+// its inline room), the QP's small fence and the mkey's BSF state, and
+// on a crypto mkey its crypto inputs (cryptoKey). Of an
 // interleaved layout and of a signature error counter update it says
 // only whether there is one: a template holds neither
 // (wqe.MkeyTemplate.Record). TestMkeyTmplKeyCoversInputs changes every
@@ -54,6 +55,59 @@ type mkeyTmplKey struct {
 	checkMask, copyMask sig.Mask
 	compMask            uint64
 	mem, wire           domainKey
+	// A crypto mkey's crypto inputs.
+	crypto cryptoKey
+}
+
+// cryptoKey is what a crypto mkey's configure depends on of its crypto:
+// whether the work request sets it, the work request's crypto by value, or whether the mkey has one and which; the
+// mkey's length when the work request has no layout; its signature
+// block's BSF when it keeps it.
+type cryptoKey struct {
+	newCrypto bool // Crypto != nil
+	attr      cryptoAttrKey
+	set       bool
+	cur       wqe.Crypto
+	length    uint64
+	blockBSF  [wqe.BSFSegSize]byte
+}
+
+// cryptoAttrKey is a CryptoAttr by value.
+type cryptoAttrKey struct {
+	encrypt   bool
+	order     SigCryptoOrder
+	dataUnit  sig.BlockSize
+	tweak     [16]byte
+	dek       *DEK
+	keytagNil bool // Keytag nil (not empty)
+	keytagLen int
+	keytag    [8]byte
+}
+
+// update makes k the key of wr's crypto on the crypto mkey m, and
+// reports whether it was that already.
+func (k *cryptoKey) update(m *Mkey, wr *MkeyConfigureWR) bool {
+	mc := m.crypto
+	same := true
+	set(&k.newCrypto, wr.Crypto != nil, &same)
+	if a := wr.Crypto; a != nil {
+		var tag [8]byte
+		copy(tag[:], a.Keytag)
+		set(&k.attr, cryptoAttrKey{encrypt: a.EncryptOnTx, order: a.Order, dataUnit: a.DataUnitSize, tweak: a.InitialTweak, dek: a.DEK,
+			keytagNil: a.Keytag == nil, keytagLen: len(a.Keytag), keytag: tag}, &same)
+	} else {
+		set(&k.set, mc.set, &same)
+		if mc.set {
+			set(&k.cur, mc.cur, &same)
+		}
+	}
+	if wr.List == nil && wr.Interleaved == nil {
+		set(&k.length, mc.length, &same)
+	}
+	if m.sigMkey && m.bsf == wqe.BSFSet && wr.Sig == nil {
+		set(&k.blockBSF, mc.blockBSF, &same)
+	}
+	return same
 }
 
 // domainKey is a signature domain by value, when set.
@@ -83,6 +137,9 @@ func (k *mkeyTmplKey) update(qp *QP, m *Mkey, wr *MkeyConfigureWR, sigErr bool) 
 	set(&k.repeat, wr.Interleaved != nil, &same)
 	set(&k.resetSig, wr.ResetSig, &same)
 	set(&k.sigErr, sigErr, &same)
+	if m.crypto != nil && !k.crypto.update(m, wr) {
+		same = false // (crypto on another mkey is refused before)
+	}
 	a := wr.Sig
 	set(&k.sig, a != nil, &same)
 	if a == nil {

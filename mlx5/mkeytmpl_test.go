@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mlx5go/mlx5go/sig"
+	"github.com/mlx5go/mlx5go/wqe"
 )
 
 // tmplPair is fastPair for mkey configures: two QPs alike in memory, each
@@ -17,7 +18,10 @@ import (
 // that it builds every configure.
 type tmplPair struct {
 	tmpl, general *QP
-	mkeys         [2][3]*Mkey // [tmpl, general][mkey]
+	mkeys         [2][4]*Mkey // [tmpl, general][mkey]
+	// deks are the DEKs the crypto mkey's configures name: without a
+	// keytag, with one.
+	deks [2]*DEK
 	// hits and changes count the work requests that found their mkey's
 	// template with their key (so could copy it), and those that found a
 	// template of another key or signature block.
@@ -37,16 +41,37 @@ func newTmplPair(tb testing.TB) *tmplPair {
 			MaxInlineData: 128, SendOps: Opcodes(OpRDMAWrite), MkeyConfigure: true}
 		*q = benchQP(tb, c, o, 0x1b2)
 		// A signature mkey checking every cap, one with narrower caps,
-		// one without signature support.
-		p.mkeys[i] = [3]*Mkey{
+		// one without signature support, a signature and crypto mkey
+		// (multi-block engine).
+		p.mkeys[i] = [4]*Mkey{
 			{c: c, lkey: 0x300300, rkey: 0x300300, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x501, 0x502}, sentErrs: ^uint32(0),
 				name: mkeyName(0x300300), sigCaps: sig.Caps{BlockSize: 0x1f, BlockProt: 3, T10DIFBG: 3, CRCType: 7}, checkCaps: true},
 			{c: c, lkey: 0x300401, rkey: 0x300401, maxEntries: 8, sigMkey: true, psvIndex: [2]uint32{0x601, 0x602}, sentErrs: ^uint32(0),
 				name: mkeyName(0x300401), sigCaps: sig.Caps{BlockSize: 0x3, BlockProt: 1, T10DIFBG: 1, CRCType: 1}, checkCaps: true},
 			{c: c, lkey: 0x300502, rkey: 0x300502, maxEntries: 2, sentErrs: ^uint32(0), name: mkeyName(0x300502)},
+			{c: c, lkey: 0x300603, rkey: 0x300603, maxEntries: 4, sigMkey: true, psvIndex: [2]uint32{0x701, 0x702}, sentErrs: ^uint32(0),
+				name: mkeyName(0x300603), crypto: &mkeyCrypto{singleBlock: true, multiBlock: true}},
 		}
 	}
+	p.deks = [2]*DEK{{c: c, id: 0x901}, {c: c, id: 0x902, keytag: true}}
 	return p
+}
+
+// randomCrypto is a crypto attribute of random fields, mostly a few
+// storage values, now and then one the driver refuses.
+func randomCrypto(r *rand.Rand, deks *[2]*DEK) *CryptoAttr {
+	d := deks[r.IntN(2)]
+	a := &CryptoAttr{EncryptOnTx: r.IntN(2) == 0, DataUnitSize: sig.BlockSize512, InitialTweak: [16]byte{byte(r.IntN(3))}, DEK: d}
+	if r.IntN(4) == 0 {
+		a.Order = SigBeforeCryptoOnTx
+	}
+	if r.IntN(6) == 0 {
+		a.DataUnitSize = sig.BlockSize(r.IntN(6))
+	}
+	if d.keytag != (r.IntN(12) == 0) {
+		a.Keytag = []byte{1, 2, 3, 4, 5, 6, 7, byte(r.IntN(2))}
+	}
+	return a
 }
 
 // tmplSigs are the signature blocks of the random configures: valid ones
@@ -70,7 +95,7 @@ func tmplSigs() []*sig.BlockAttr {
 // now and then anything: flags, access rights valid or not, list layouts
 // of 0 to 5 entries (or none) with lengths around the KLM limit,
 // interleaved layouts, the signature blocks of sigs, RESET_SIG_ATTR.
-func randomConfigureWR(r *rand.Rand, wrID uint64, sigs []*sig.BlockAttr, mk int, mkeys *[3]*Mkey) MkeyConfigureWR {
+func randomConfigureWR(r *rand.Rand, wrID uint64, sigs []*sig.BlockAttr, mk int, mkeys *[4]*Mkey, deks *[2]*DEK) MkeyConfigureWR {
 	wr := MkeyConfigureWR{WrID: wrID, Mkey: mkeys[mk], Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
 		List: []KLM{{Addr: r.Uint64(), ByteCount: uint32(r.IntN(1 << 16)), Mkey: r.Uint32()}}, Sig: sigs[0]}
 	if mk == 2 {
@@ -118,6 +143,9 @@ func randomConfigureWR(r *rand.Rand, wrID uint64, sigs []*sig.BlockAttr, mk int,
 		if r.IntN(3) > 0 {
 			wr.Sig = nil
 		}
+	}
+	if mk == 3 && r.IntN(3) == 0 || r.IntN(60) == 0 {
+		wr.Crypto = randomCrypto(r, deks)
 	}
 	return wr
 }
@@ -175,7 +203,7 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 		// A signature error on an mkey: its next configure updates the
 		// counter and sets the PSVs again.
 		if r.IntN(15) == 0 {
-			k := r.IntN(3)
+			k := r.IntN(4)
 			for i := range p.mkeys {
 				p.mkeys[i][k].sigErrs.Add(1)
 			}
@@ -184,13 +212,13 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 		wrs := make([][2]MkeyConfigureWR, n)
 		for k := range wrs {
 			wrID++
-			mk := r.IntN(3)
+			mk := r.IntN(4)
 			if r.IntN(4) > 0 {
 				mk = 0
 			}
 			s := r.Uint64()
 			for i := range wrs[k] {
-				wrs[k][i] = randomConfigureWR(rand.New(rand.NewPCG(s, 0)), wrID, sigs[i], mk, &p.mkeys[i])
+				wrs[k][i] = randomConfigureWR(rand.New(rand.NewPCG(s, 0)), wrID, sigs[i], mk, &p.mkeys[i], &p.deks)
 			}
 			if r.IntN(40) == 0 { // a bad work request: the batch rolls back
 				wrs[k][0].Mkey, wrs[k][1].Mkey = nil, nil
@@ -234,6 +262,9 @@ func (p *tmplPair) run(t *testing.T, r *rand.Rand, batches int) {
 			if a.bsf != b.bsf || a.sentErrs != b.sentErrs || a.sigPSV != b.sigPSV || a.shape.Load() != b.shape.Load() {
 				t.Fatalf("batch %d: mkey %d with templates: BSF %v, errors sent %d, PSVs %+v, shape %#x; without: %v, %d, %+v, %#x",
 					batch, k, a.bsf, a.sentErrs, a.sigPSV, a.shape.Load(), b.bsf, b.sentErrs, b.sigPSV, b.shape.Load())
+			}
+			if !sameCrypto(a, b) {
+				t.Fatalf("batch %d: mkey %d: crypto state with templates %+v, without %+v", batch, k, a.crypto, b.crypto)
 			}
 		}
 		// Complete everything now and then, so that the room changes.
@@ -384,7 +415,7 @@ func wrMutations(t *testing.T, wr *MkeyConfigureWR) []wrMutation {
 					v.SetZero()
 				}
 			})
-			if !v.IsNil() {
+			if !v.IsNil() && path != "Crypto.DEK" { // a DEK, as the mkey, is an object
 				walk(v.Elem(), path, append(steps[:len(steps):len(steps)], -2))
 			}
 		case reflect.Slice:
@@ -401,6 +432,8 @@ func wrMutations(t *testing.T, wr *MkeyConfigureWR) []wrMutation {
 			if v.Len() > 0 {
 				walk(v.Index(0), path+"[]", append(steps[:len(steps):len(steps)], -1))
 			}
+		case reflect.Array:
+			walk(v.Index(0), path+"[]", append(steps[:len(steps):len(steps)], -1))
 		default:
 			t.Fatalf("%s: a %v: teach wrMutations to change it", path, v.Kind())
 		}
@@ -418,6 +451,13 @@ func cloneWR(wr *MkeyConfigureWR) *MkeyConfigureWR {
 	}
 	if wr.Interleaved != nil {
 		n.Interleaved = append([]RepeatEntry{}, wr.Interleaved...)
+	}
+	if wr.Crypto != nil {
+		a := *wr.Crypto
+		if a.Keytag != nil {
+			a.Keytag = append([]byte{}, a.Keytag...)
+		}
+		n.Crypto = &a
 	}
 	if wr.Sig != nil {
 		a := *wr.Sig
@@ -470,19 +510,35 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 	bases := []struct {
 		mk int
 		wr func(sigs []*sig.BlockAttr) MkeyConfigureWR
+		// setup, when not nil, is posted once first.
+		setup func(sigs []*sig.BlockAttr) MkeyConfigureWR
 	}{
 		{0, func(sigs []*sig.BlockAttr) MkeyConfigureWR {
 			return MkeyConfigureWR{Flags: SendSignaled, SetAccess: true, Access: AccessLocalWrite | AccessRemoteRead,
 				List: []KLM{{Addr: 0x1000, ByteCount: 4096, Mkey: 0x77}}, Sig: sigs[0]}
-		}},
+		}, nil},
 		{0, func(sigs []*sig.BlockAttr) MkeyConfigureWR {
 			return MkeyConfigureWR{Flags: SendSignaled | SendSolicited, List: []KLM{{Addr: 0x2000, ByteCount: 512, Mkey: 0x78}}, Sig: sigs[3]}
-		}},
+		}, nil},
 		{2, func([]*sig.BlockAttr) MkeyConfigureWR {
 			return MkeyConfigureWR{Flags: SendSignaled, SetAccess: true, Access: AccessRemoteWrite,
 				List: []KLM{{Addr: 1, ByteCount: 2, Mkey: 3}, {Addr: 4, ByteCount: 5, Mkey: 6}}}
-		}},
-		{0, func([]*sig.BlockAttr) MkeyConfigureWR { return MkeyConfigureWR{Flags: SendSignaled, ResetSig: true} }},
+		}, nil},
+		{0, func([]*sig.BlockAttr) MkeyConfigureWR { return MkeyConfigureWR{Flags: SendSignaled, ResetSig: true} }, nil},
+		// On the crypto mkey (its DEK set below; no list: both BSFs fill
+		// the QP's inline data): crypto with a block, crypto alone (with
+		// a keytag), a block alone.
+		{3, func(sigs []*sig.BlockAttr) MkeyConfigureWR {
+			return MkeyConfigureWR{Flags: SendSignaled, Sig: sigs[0],
+				Crypto: &CryptoAttr{EncryptOnTx: true, Order: SigBeforeCryptoOnTx, DataUnitSize: sig.BlockSize520, InitialTweak: [16]byte{7, 8}}}
+		}, nil},
+		{3, func([]*sig.BlockAttr) MkeyConfigureWR {
+			return MkeyConfigureWR{Flags: SendSignaled, SetAccess: true, Access: AccessRemoteRead,
+				Crypto: &CryptoAttr{DataUnitSize: sig.BlockSize4096, InitialTweak: [16]byte{9}, Keytag: []byte{1, 2, 3, 4, 5, 6, 7, 8}}}
+		}, func(sigs []*sig.BlockAttr) MkeyConfigureWR { return MkeyConfigureWR{Flags: SendSignaled, Sig: sigs[1]} }},
+		{3, func(sigs []*sig.BlockAttr) MkeyConfigureWR {
+			return MkeyConfigureWR{Flags: SendSignaled, Sig: sigs[2]}
+		}, nil},
 	}
 	type change struct {
 		path string
@@ -490,6 +546,9 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 		// state changes the QP's or the mkey's state instead (on both
 		// sides alike).
 		state func(qp *QP, m *Mkey)
+		// noKey says why the configure's WQEs do not depend on the
+		// state changed: the key must not change then.
+		noKey string
 	}
 	seen := map[string]bool{}
 	for bi, base := range bases {
@@ -503,6 +562,21 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 		if base.mk != 2 { // a signature error on an mkey without signature support changes nothing
 			changes = append(changes, change{path: "a signature error", state: func(_ *QP, m *Mkey) { m.sigErrs.Add(1) }})
 		}
+		if base.mk == 3 {
+			w := base.wr(tmplSigs())
+			newCrypto, newBlock := "", ""
+			if w.Crypto != nil {
+				newCrypto = "the work request sets crypto"
+			}
+			if w.Sig != nil {
+				newBlock = "the work request sets a block"
+			}
+			changes = append(changes,
+				change{path: "the mkey's crypto set or not", state: func(_ *QP, m *Mkey) { m.crypto.set = !m.crypto.set }, noKey: newCrypto},
+				change{path: "the mkey's crypto", state: func(_ *QP, m *Mkey) { m.crypto.set = true; m.crypto.cur.InitialTweak[15]++ }, noKey: newCrypto},
+				change{path: "the mkey's length", state: func(_ *QP, m *Mkey) { m.crypto.length += 9000 }},
+				change{path: "the mkey's signature BSF", state: func(_ *QP, m *Mkey) { m.crypto.blockBSF[13]++ }, noKey: newBlock})
+		}
 		for _, ch := range changes {
 			what := fmt.Sprintf("configure %d, %s", bi, ch.path)
 			field := strings.Fields(ch.path)[0]
@@ -513,6 +587,16 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 			for i, qp := range []*QP{p.tmpl, p.general} {
 				w := base.wr(sigs[i])
 				w.Mkey = p.mkeys[i][base.mk]
+				if w.Crypto != nil {
+					w.Crypto.DEK = p.deks[b2i(w.Crypto.Keytag != nil)]
+				}
+				if base.setup != nil {
+					s := base.setup(sigs[i])
+					s.Mkey = w.Mkey
+					if err := qp.PostMkeyConfigure(&s); err != nil {
+						t.Fatalf("%s: the setup configure: %v", what, err)
+					}
+				}
 				for range 3 {
 					if err := qp.PostMkeyConfigure(&w); err != nil {
 						t.Fatalf("%s: the unchanged configure: %v", what, err)
@@ -535,8 +619,15 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 			}
 			sigErr := m.sigMkey && m.sigErrs.Load() != m.sentErrs
 			changed := !key.update(p.tmpl, m, wrs[0], sigErr)
-			if _, excluded := tmplKeyExcluded[field]; changed == excluded {
-				t.Errorf("%s: the key changes: %v (excluded: %q)", what, changed, tmplKeyExcluded[field])
+			reason, excluded := tmplKeyExcluded[field]
+			if ch.noKey != "" {
+				reason, excluded = ch.noKey, true
+			}
+			if strings.HasPrefix(field, "Crypto") && m.crypto == nil {
+				reason, excluded = "crypto on an mkey without crypto is refused before the key is looked at", true
+			}
+			if changed == excluded {
+				t.Errorf("%s: the key changes: %v (excluded: %q)", what, changed, reason)
 			}
 			p.mkeys[1][base.mk].tmpl.ok = false
 			var errs [2]string
@@ -565,3 +656,17 @@ func TestMkeyTmplKeyCoversInputs(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sameCrypto reports whether two mkeys have the same crypto state (their
+// DEKs the same one).
+func sameCrypto(a, b *Mkey) bool {
+	if (a.crypto == nil) != (b.crypto == nil) {
+		return false
+	}
+	if a.crypto == nil {
+		return true
+	}
+	x, y := *a.crypto, *b.crypto
+	x.wr, y.wr = wqe.Crypto{}, wqe.Crypto{} // scratch
+	return x == y
+}

@@ -42,20 +42,22 @@ type QPOptions struct {
 	// MkeyConfigure lets the QP post mkey configures
 	// (MLX5DV_QP_EX_WITH_MKEY_CONFIGURE; an RC QP only, as libmlx5). It
 	// changes nothing of the QP's size, as in libmlx5: a configure's
-	// translations (16 bytes a layout entry, padded to 64) and a new
-	// signature block's 64-byte BSF travel as the UMR's inline data and
-	// must fit the QP's Caps.MaxInlineData + 4 bytes, or PostMkeyConfigure
-	// refuses it (ErrInvalid; libmlx5's ENOMEM). An RC QP of the default
-	// operations with up to 4 SGEs and 60 inline bytes grants 60: room for
-	// a list of 4 entries without a signature block, or a signature block
-	// without a list ("Default WQE size can fit only 4 SGE entries",
-	// mlx5dv_wr_mkey_configure(3)). For more, ask MaxInlineData, or
-	// MaxMkeyEntries: not 0, it asks as much inline data as a list of that
-	// many entries with a signature block takes (16 × MaxMkeyEntries
-	// rounded up to 4 entries, + 60 bytes; an interleaved layout's repeat
-	// block takes one entry more). A configure takes more WQEBBs than a
-	// send: the UMR's 128 bytes of control segments, its inline data and
-	// a SET_PSV per signature domain.
+	// translations (16 bytes a layout entry, padded to 64) and its BSFs
+	// (a new signature block's 64-byte BSF; on a crypto mkey, when the BSF
+	// is rewritten, the signature BSF of a signature mkey and the 64-byte
+	// crypto BSF) travel as the UMR's inline data and must fit the QP's
+	// Caps.MaxInlineData + 4 bytes, or PostMkeyConfigure refuses it
+	// (ErrInvalid; libmlx5's ENOMEM). An RC QP of the default operations
+	// with up to 4 SGEs and 60 inline bytes grants 60: room for a list of
+	// 4 entries without a BSF, or one BSF without a list ("Default WQE
+	// size can fit only 4 SGE entries", mlx5dv_wr_mkey_configure(3)). For
+	// more, ask MaxInlineData, or MaxMkeyEntries: not 0, it asks as much
+	// inline data as a list of that many entries with a signature block
+	// and crypto takes (16 × MaxMkeyEntries rounded up to 4 entries, +
+	// 124 bytes; an interleaved layout's repeat block takes one entry
+	// more). A configure takes more WQEBBs than a send: the UMR's 128
+	// bytes of control segments, its inline data and a SET_PSV per
+	// signature domain.
 	MkeyConfigure  bool
 	MaxMkeyEntries int
 	// SigPipelining makes the QP stop its send queue after a work

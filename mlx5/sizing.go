@@ -185,8 +185,9 @@ func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
 
 // umrFits reports whether a configure fits a QP that granted maxInline
 // bytes of inline data: a layout of n entries (0: none), interleaved or a
-// list, and a new signature block if sig.
-func umrFits(maxInline, n int, interleaved, sig bool) bool {
+// list, and bsf bytes of BSFs (wqe.MkeyConfigure.BSFBytes: a new
+// signature block's, and a crypto mkey's crypto BSF).
+func umrFits(maxInline, n int, interleaved bool, bsf int) bool {
 	room := maxInline + inlineHdrSize
 	xlat := n * wqe.KLMSegSize
 	if interleaved {
@@ -198,7 +199,7 @@ func umrFits(maxInline, n int, interleaved, sig bool) bool {
 	if n*wqe.KLMSegSize > room {
 		return false
 	}
-	return !sig || align(xlat, wqe.WQEBB)+wqe.BSFSegSize <= maxInline+inlineHdrSize
+	return bsf == 0 || align(xlat, wqe.WQEBB)+bsf <= maxInline+inlineHdrSize
 }
 
 // umrLargest is the WQEBBs of the largest mkey configure a QP that granted
@@ -212,8 +213,9 @@ func umrLargest(maxInline int) int {
 }
 
 // umrInline is the inline data a QP must grant for mkey configures of
-// lists of up to entries entries with a signature block: the translations
-// and the BSF, less the inline segment's header (QPOptions.MaxMkeyEntries).
+// lists of up to entries entries with a signature block and crypto: the
+// translations and both BSFs, less the inline segment's header
+// (QPOptions.MaxMkeyEntries).
 func umrInline(entries int) int {
-	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize - inlineHdrSize
+	return ((entries+3)&^3)*wqe.KLMSegSize + wqe.BSFSegSize + wqe.CryptoBSFSize - inlineHdrSize
 }

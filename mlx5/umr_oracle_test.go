@@ -84,7 +84,7 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 				if !errors.Is(err, ErrInvalid) {
 					t.Errorf("%s: libmlx5 failed (errno %d), post: %v", r.Case, r.Result.WRComplete, err)
 				}
-				if qp.sq.pi != uint16(r.PIBefore) || !bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) || qp.sq.bell.Counter() != 0 {
+				if !queueUntouched(qp, uint16(r.PIBefore)) {
 					t.Errorf("%s: the refused post wrote to the queue", r.Case)
 				}
 				errs++
@@ -94,29 +94,16 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 				t.Errorf("%s: %v", r.Case, err)
 				return
 			}
-			want, err := r.WQEBBs()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ok = int(qp.sq.pi-uint16(r.PIBefore)) == len(want) && int(qp.sq.bell.Counter()) == r.DBRec.Send
-			if !ok {
-				t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi-uint16(r.PIBefore), qp.sq.bell.Counter(), len(want), r.DBRec.Send)
-			}
+			want, ok := recordedWQEBBs(t, qp, r)
 			for i, w := range want {
 				if g := qp.sq.ring.Slot(uint16(r.PIBefore + i)); !bytes.Equal(g, w) {
 					t.Errorf("%s: WQEBB %d\n got %x\nwant %x", r.Case, i, g, w)
 					ok = false
 				}
 			}
-			if len(r.BF.Writes) != 1 {
-				t.Fatalf("%s: %d UAR writes recorded", r.Case, len(r.BF.Writes))
-			}
-			w, err := hex.DecodeString(r.BF.Writes[0].Hex)
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := uarWrite(t, r)
 			reg := uar[half : half+r.BF.Size]
-			if !bytes.Equal(reg[:len(w)], w) || !bytes.Equal(reg[len(w):], make([]byte, len(reg)-len(w))) {
+			if !uarHolds(reg, w) {
 				t.Errorf("%s: UAR write\n got %x\nwant %x (%d bytes)", r.Case, reg, w, len(w))
 				ok = false
 			}
@@ -130,6 +117,47 @@ func TestOracleMkeyConfigurePost(t *testing.T) {
 			t.Errorf("%s: %v of %d records, want %v", path, got, records, want)
 		}
 	}
+}
+
+// recordedWQEBBs returns the WQEBBs libmlx5 wrote for r, and whether qp
+// wrote as many and its doorbell record holds libmlx5's counter.
+func recordedWQEBBs(t *testing.T, qp *QP, r *umrsig.Record) ([][]byte, bool) {
+	t.Helper()
+	want, err := r.WQEBBs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := int(qp.sq.pi-uint16(r.PIBefore)) == len(want) && int(qp.sq.bell.Counter()) == r.DBRec.Send
+	if !ok {
+		t.Errorf("%s: %d WQEBBs, doorbell record %d; libmlx5 %d, %d", r.Case, qp.sq.pi-uint16(r.PIBefore), qp.sq.bell.Counter(), len(want), r.DBRec.Send)
+	}
+	return want, ok
+}
+
+// queueUntouched reports whether qp's send queue is as a refused post
+// leaves it: the producer counter at pi, the ring zero, no doorbell.
+func queueUntouched(qp *QP, pi uint16) bool {
+	return qp.sq.pi == pi && bytes.Equal(qp.sq.ring, make([]byte, len(qp.sq.ring))) && qp.sq.bell.Counter() == 0
+}
+
+// uarWrite is the one UAR write of a configure record: the 8-byte
+// doorbell or the BlueFlame copy.
+func uarWrite(t *testing.T, r *umrsig.Record) []byte {
+	t.Helper()
+	if len(r.BF.Writes) != 1 {
+		t.Fatalf("%s: %d UAR writes recorded", r.Case, len(r.BF.Writes))
+	}
+	w, err := hex.DecodeString(r.BF.Writes[0].Hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// uarHolds reports whether the BlueFlame half reg holds w and zeros after
+// it.
+func uarHolds(reg, w []byte) bool {
+	return bytes.Equal(reg[:len(w)], w) && bytes.Equal(reg[len(w):], make([]byte, len(reg)-len(w)))
 }
 
 // configureWR is the work request of a umr_sig record, in on mkey m.

@@ -6,9 +6,9 @@
 // the two atomics) from its ctrl (with a DCI's stream channel id),
 // datagram or DC address vector, remote address, atomic, data or inline
 // segments; BuildLocalInv writes a LOCAL_INV (a UMR), BuildNOP a NOP, and
-// BuildMkeyConfigure the UMR and SET_PSV WQEs of a signature mkey
-// configuration (UMR control, mkey context, KLM or repeat block, BSF,
-// SET_PSV segments). Each Build function writes at a producer counter into
+// BuildMkeyConfigure the UMR and SET_PSV WQEs of a signature or crypto
+// mkey configuration (UMR control, mkey context, KLM or repeat block, BSF,
+// crypto BSF, SET_PSV segments). Each Build function writes at a producer counter into
 // a Ring, continues at the ring's start when a WQE crosses its end, checks
 // its input before writing anything, writes no more than the free WQEBBs
 // the caller gives it (ErrNoRoom says how many it needs), and returns the

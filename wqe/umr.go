@@ -117,6 +117,34 @@ type MkeyConfigure struct {
 	// Supports' error (matching sig.ErrUnsupported), after every check
 	// of the work request's validity and before ErrNoRoom.
 	Caps *sig.Caps
+
+	// CryptoMkey: the mkey was created with
+	// MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO. Its UMR rewrites the BSF only
+	// when the work request sets crypto (NewCrypto) or sets or resets a
+	// signature block; then it carries the signature BSF first on a
+	// signature mkey (the current block's, BlockBSF, when the work request
+	// leaves it), and the crypto BSF of Crypto.
+	CryptoMkey bool
+	// Crypto is the mkey's crypto for this UMR: the work request's
+	// (mlx5dv_wr_set_mkey_crypto, NewCrypto) or, without NewCrypto, the
+	// one an earlier configure set, which libmlx5 writes again each time
+	// the UMR rewrites the BSF; nil while no configure has set one.
+	Crypto    *Crypto
+	NewCrypto bool
+	// The device's AES-XTS engines (mlx5dv_crypto_caps' crypto_engines):
+	// with the multi-block engine the BSF holds the tweak big-endian;
+	// with only the single-block one, an mkey whose crypto is set may map
+	// at most one data unit (ErrCryptoLength).
+	CryptoMultiBlock, CryptoSingleBlock bool
+	// Length is the mkey's length from its last layout (libmlx5's
+	// mkey->length), which the length checks of a UMR without a layout
+	// use.
+	Length uint64
+	// BlockBSF is the signature BSF of the mkey's current block (BSF
+	// BSFSet), which a crypto mkey's UMR that sets crypto alone writes
+	// again (ErrNoSigBlock without it). PutBSF of the block makes it;
+	// its size bits are the UMR's.
+	BlockBSF *[BSFSegSize]byte
 }
 
 // BlockPSVs is what the SET_PSV WQEs of a signature block load: for each
@@ -258,6 +286,17 @@ func (c *MkeyConfigure) layout() (klmOct int, length uint64, err error) {
 	return 0, 0, nil
 }
 
+// LayoutLength is the length of c's layout: the sum of a list's byte
+// counts, or an interleaved layout's block times its repeat count; 0
+// without a layout, or for one BuildMkeyConfigure refuses.
+func (c *MkeyConfigure) LayoutLength() uint64 {
+	_, length, err := c.layout()
+	if err != nil {
+		return 0
+	}
+	return length
+}
+
 // BuildMkeyConfigure writes the WQEs of c into r at producer counter pi:
 // the UMR WQE (ctrl, UMR ctrl, mkey context, translations, BSF), then one
 // SET_PSV WQE per signature domain (memory first) of the new block, or of
@@ -287,9 +326,18 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 	if err != nil {
 		return MkeyConfigureResult{}, err
 	}
+	// A BSF describes at most 2^32-1 bytes (its raw_data_size); a crypto
+	// mkey's BSFs and rules are cryptoBSFs'.
 	var bsfOct int
 	if c.Sig != nil {
 		bsfOct = BSFSegSize / 16
+	}
+	if c.CryptoMkey || c.NewCrypto {
+		if bsfOct, err = c.cryptoBSFs(length); err != nil {
+			return MkeyConfigureResult{}, err
+		}
+	} else if bsfOct > 0 && length > 0xffffffff {
+		return MkeyConfigureResult{}, ErrBSFLength
 	}
 	ds := 1 + 3 + 4 + klmOct + bsfOct // ctrl, UMR ctrl, mkey context, translations, BSF
 	if ds > MaxDS {
@@ -317,13 +365,13 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		Flags:        UMRFlagInline,
 		KLMOctowords: uint16(klmOct),
 		BSFOctowords: uint16(bsfOct),
-		MkeyMask:     c.mkeyMask(),
+		MkeyMask:     c.mkeyMask(bsfOct),
 	})
 	_ = PutMkc(r.slot(pi+1), &Mkc{
 		Access:              c.Access,
 		QPN:                 0xffffff,
 		Mkey70:              uint8(c.Mkey),
-		BSFEnable:           c.Sig != nil,
+		BSFEnable:           bsfOct > 0,
 		ExpectedSigErrCount: uint8(b2u(c.SigMkey && c.UpdateSigErr && (c.SigErrs+1)&1 != 0)),
 		Len:                 length,
 	})
@@ -332,9 +380,13 @@ func BuildMkeyConfigure(r Ring, pi uint16, free int, c *MkeyConfigure) (MkeyConf
 		c.putTranslations(r, next, klmOct)
 		next += uint16(klmOct / 4)
 	}
-	if c.Sig != nil {
-		putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
-		next++
+	if bsfOct > 0 {
+		if c.CryptoMkey {
+			next = c.putCryptoBSFs(r, next)
+		} else {
+			putBSF(r.slot(next), c.Sig, c.MemPSV, c.WirePSV)
+			next++
+		}
 	}
 	res.Doorbell = be.Uint64(r.slot(pi))
 
@@ -421,10 +473,11 @@ func (f SendFlags) fence(small bool) uint8 {
 }
 
 // mkeyMask is the UMR's mkey_mask: the mkey and free bits always, the
-// access bits with SetAccess, the length with a layout, and on a signature
-// mkey bsf_en (when the BSF changes or is not known to be set) and the
-// signature error counter (UpdateSigErr).
-func (c *MkeyConfigure) mkeyMask() MkeyMask {
+// access bits with SetAccess, the length with a layout; bsf_en on a
+// signature mkey without crypto when the BSF changes or is not known to
+// be set, on a crypto mkey when the UMR writes a BSF (bsfOct); and on a
+// signature mkey the signature error counter (UpdateSigErr).
+func (c *MkeyConfigure) mkeyMask(bsfOct int) MkeyMask {
 	m := MkeyMaskFree | MkeyMaskMkey
 	if c.SetAccess {
 		m |= mkeyMaskAccessAll
@@ -432,13 +485,16 @@ func (c *MkeyConfigure) mkeyMask() MkeyMask {
 	if c.List != nil || c.Interleaved != nil {
 		m |= MkeyMaskLen
 	}
-	if c.SigMkey {
-		if c.Sig != nil || c.ResetSig || c.BSF != BSFSet {
+	switch {
+	case c.CryptoMkey:
+		if bsfOct > 0 {
 			m |= MkeyMaskBSFEnable
 		}
-		if c.UpdateSigErr {
-			m |= MkeyMaskSigErr
-		}
+	case c.SigMkey && (c.Sig != nil || c.ResetSig || c.BSF != BSFSet):
+		m |= MkeyMaskBSFEnable
+	}
+	if c.SigMkey && c.UpdateSigErr {
+		m |= MkeyMaskSigErr
 	}
 	return m
 }

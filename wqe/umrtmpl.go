@@ -1,7 +1,8 @@
 package wqe
 
-// MkeyTemplateWQEBBs is the most WQEBBs an MkeyTemplate holds: a UMR of
-// up to four WQEBBs of KLMs with its BSF and two SET_PSVs.
+// MkeyTemplateWQEBBs is the most WQEBBs an MkeyTemplate holds: the
+// UMR's control segments and mkey context, and six more of translations,
+// BSFs and SET_PSVs. A larger configure is built every time.
 const MkeyTemplateWQEBBs = 8
 
 // mkcLenOff is the offset of len in the mkey context (prm.Mkc.Len; a
@@ -24,6 +25,9 @@ type MkeyTemplate struct {
 	psvs int // SET_PSV WQEs after the UMR
 	klms int // the list's entries, 0 without a layout
 	list bool
+	// maxLen is the most a list may map: what the BSFs describe, and one
+	// data unit with crypto on a single-block engine.
+	maxLen uint64
 }
 
 // Record keeps the WQEs that BuildMkeyConfigure wrote into r at pi for c,
@@ -39,6 +43,13 @@ func (t *MkeyTemplate) Record(r Ring, pi uint16, c *MkeyConfigure, res MkeyConfi
 		copy(t.wqes[i*WQEBB:], r.slot(pi+uint16(i)))
 	}
 	t.res, t.psvs, t.klms, t.list = res.Result, res.PSVs, len(c.List), c.List != nil
+	t.maxLen = ^uint64(0)
+	if c.BSFBytes() > 0 {
+		t.maxLen = 0xffffffff
+	}
+	if cr := c.Crypto; c.CryptoMkey && cr != nil && c.CryptoSingleBlock && !c.CryptoMultiBlock {
+		t.maxLen = min(t.maxLen, uint64(cr.DataUnitSize.Bytes()))
+	}
 	return true
 }
 
@@ -49,7 +60,9 @@ func (t *MkeyTemplate) Record(r Ring, pi uint16, c *MkeyConfigure, res MkeyConfi
 // this list; the rest of its result is the recorded one's (Result). It
 // reports false, and writes nothing into r, when it cannot: the WQEs need
 // more than free WQEBBs or more than r holds, the list's length differs,
-// or an entry maps more than MaxKLMLength bytes. The caller then builds
+// an entry maps more than MaxKLMLength bytes, or the list maps more than
+// the recorded configure's checks allow (its BSF's 2^32-1 bytes, one
+// crypto data unit on a single-block engine). The caller then builds
 // the work request with BuildMkeyConfigure, which says why it fails.
 func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (doorbell uint64, ok bool) {
 	n := t.res.WQEBBs
@@ -68,6 +81,9 @@ func (t *MkeyTemplate) Put(r Ring, pi uint16, free int, list []KLM) (doorbell ui
 		}
 		length += uint64(k.ByteCount)
 		_ = PutKLM(w[2*WQEBB+i*KLMSegSize:], k)
+	}
+	if length > t.maxLen {
+		return 0, false
 	}
 	if t.list {
 		be.PutUint64(w[WQEBB+mkcLenOff:], length)

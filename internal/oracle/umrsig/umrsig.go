@@ -1,6 +1,8 @@
 // Package umrsig reads the oracle's umr_sig records (libmlx5's
-// mlx5dv_wr_mkey_configure cases, also in its wrap family): the inputs of
-// each configure as plain values and what libmlx5 wrote. It is for tests
+// mlx5dv_wr_mkey_configure cases, also in its wrap family) and the
+// crypto_umr records (the same with mlx5dv_wr_set_mkey_crypto, and
+// batches): the inputs of each configure as plain values and what libmlx5
+// wrote. It is for tests
 // of wqe and mlx5, so it imports neither.
 package umrsig
 
@@ -26,7 +28,72 @@ type setter struct {
 		Skip  uint32 `json:"bytes_skip"`
 		Lkey  string `json:"lkey"`
 	} `json:"data"`
-	Attr *sigattr.Attr `json:"sig_block_attr"`
+	Attr   *sigattr.Attr `json:"sig_block_attr"`
+	Crypto *cryptoAttr   `json:"crypto_attr"`
+}
+
+// cryptoAttr is wr_set_mkey_crypto's argument as the crypto_umr records
+// hold it.
+type cryptoAttr struct {
+	Standard     int    `json:"crypto_standard"`
+	EncryptOnTx  bool   `json:"encrypt_on_tx"`
+	Order        int    `json:"signature_crypto_order"`
+	DataUnitSize int    `json:"data_unit_size"`
+	InitialTweak string `json:"initial_tweak"`
+	DEK          *struct {
+		Name      string `json:"name"`
+		ObjID     string `json:"obj_id"`
+		PD        string `json:"pd"`
+		KeySize   int    `json:"key_size"`
+		HasKeytag bool   `json:"has_keytag"`
+	} `json:"dek"`
+	Keytag   string `json:"keytag"`
+	CompMask uint64 `json:"comp_mask"`
+}
+
+// Crypto is a configure's crypto (mlx5dv_crypto_attr) as plain values.
+type Crypto struct {
+	EncryptOnTx  bool
+	Order        int // enum mlx5dv_signature_crypto_order
+	DataUnitSize int // enum mlx5dv_block_size (-1 in a record libmlx5 refused)
+	InitialTweak [16]byte
+	// The DEK by the name the record's setup gave it, its object id, PD
+	// ("pd" or "pd2") and whether it has a keytag; DEK is "" for none.
+	DEK       string
+	DEKID     uint32
+	DEKPD     string
+	DEKKeytag bool
+	Keytag    [8]byte
+}
+
+// mkey is the mkey a configure record names.
+type mkey struct {
+	BlockSignature bool   `json:"block_signature"`
+	Crypto         bool   `json:"crypto"`
+	MaxEntries     int    `json:"max_entries"`
+	Fresh          bool   `json:"fresh"`
+	Lkey           string `json:"lkey"`
+}
+
+// confAttr is mlx5dv_mkey_conf_attr.
+type confAttr struct {
+	ConfFlags uint64 `json:"conf_flags"`
+	CompMask  uint64 `json:"comp_mask"`
+}
+
+// BatchWR is one work request of a crypto_umr batch record: an mkey
+// configure, or an RDMA WRITE or SEND of one SGE.
+type BatchWR struct {
+	Kind       string   `json:"kind"` // mkey_configure, ibv_wr_rdma_write, ibv_wr_send
+	Mkey       mkey     `json:"mkey"`
+	WrID       uint64   `json:"wr_id"`
+	WRFlags    uint32   `json:"wr_flags"`
+	NumSetters *int     `json:"num_setters"`
+	ConfAttr   confAttr `json:"mkey_conf_attr"`
+	Setters    []setter `json:"setters"`
+	RemoteAddr string   `json:"remote_addr"`
+	RKey       string   `json:"rkey"`
+	SGE        *sge     `json:"sge"`
 }
 
 type sge struct {
@@ -39,27 +106,33 @@ type sge struct {
 type Record struct {
 	Case  string `json:"case"`
 	Input struct {
-		Mkey struct {
-			BlockSignature bool   `json:"block_signature"`
-			MaxEntries     int    `json:"max_entries"`
-			Fresh          bool   `json:"fresh"`
-			Lkey           string `json:"lkey"`
-		} `json:"mkey"`
-		WrID     uint64 `json:"wr_id"`
-		WRFlags  uint32 `json:"wr_flags"`
-		ConfAttr struct {
-			ConfFlags uint64 `json:"conf_flags"`
-			CompMask  uint64 `json:"comp_mask"`
-		} `json:"mkey_conf_attr"`
-		Setters []setter `json:"setters"`
+		Mkey       mkey     `json:"mkey"`
+		WrID       uint64   `json:"wr_id"`
+		WRFlags    uint32   `json:"wr_flags"`
+		NumSetters *int     `json:"num_setters"` // crypto_umr's
+		ConfAttr   confAttr `json:"mkey_conf_attr"`
+		Setters    []setter `json:"setters"`
+		// crypto_umr's: the device profile's name, and a batch's work
+		// requests.
+		Device any       `json:"device"`
+		WRs    []BatchWR `json:"wrs"`
 	} `json:"input"`
 	QP struct {
-		QPN      uint32 `json:"qpn"`
-		WQECnt   int    `json:"sq_wqe_cnt"`
-		SQStride int    `json:"sq_stride"`
+		Name      string `json:"name"`
+		QPN       uint32 `json:"qpn"`
+		WQECnt    int    `json:"sq_wqe_cnt"`
+		SQStride  int    `json:"sq_stride"`
+		MaxInline int    `json:"max_inline_data"`
 	} `json:"qp"`
 	Result struct {
 		WRComplete int `json:"wr_complete"`
+		// A crypto_umr setup record's DEKs.
+		DEKs []struct {
+			Name      string `json:"name"`
+			ObjID     string `json:"obj_id"`
+			PD        string `json:"pd"`
+			HasKeytag bool   `json:"has_keytag"`
+		} `json:"deks"`
 	} `json:"result"`
 	PIBefore int `json:"sq_pi_before"`
 	PIAfter  int `json:"sq_pi_after"`
@@ -120,21 +193,35 @@ type Configure struct {
 	RepeatCount uint32
 	Sig         *sig.BlockAttr
 	ResetSig    bool // MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR
+	Crypto      *Crypto
 }
 
 // Configure returns the record's inputs; ok is false when they use what
 // neither wqe nor mlx5 expresses (conf flags other than RESET_SIG_ATTR,
-// a comp_mask, another setter).
+// a comp_mask, another setter, a setter called twice, a setter count
+// other than the setters called, a crypto standard other than AES-XTS or
+// a crypto comp_mask).
 func (r *Record) Configure() (c Configure, ok bool, err error) {
 	in := &r.Input
-	if in.ConfAttr.ConfFlags&^1 != 0 || in.ConfAttr.CompMask != 0 {
+	return configureOf(&in.Mkey, in.WRFlags, in.NumSetters, &in.ConfAttr, in.Setters)
+}
+
+// Configure returns the inputs of a batch's mkey configure, as
+// Record.Configure does.
+func (w *BatchWR) Configure() (c Configure, ok bool, err error) {
+	return configureOf(&w.Mkey, w.WRFlags, w.NumSetters, &w.ConfAttr, w.Setters)
+}
+
+func configureOf(m *mkey, flags uint32, numSetters *int, attr *confAttr, setters []setter) (c Configure, ok bool, err error) {
+	if attr.ConfFlags&^1 != 0 || attr.CompMask != 0 || numSetters != nil && *numSetters != len(setters) {
 		return c, false, nil
 	}
-	key, err := sigattr.Num(in.Mkey.Lkey)
+	key, err := sigattr.Num(m.Lkey)
 	if err != nil {
 		return c, false, err
 	}
-	c = Configure{Mkey: uint32(key), Flags: in.WRFlags, ResetSig: in.ConfAttr.ConfFlags&1 != 0}
+	c = Configure{Mkey: uint32(key), Flags: flags, ResetSig: attr.ConfFlags&1 != 0}
+	seen := map[string]bool{}
 	num := func(s string) uint64 {
 		v, e := sigattr.Num(s)
 		if e != nil && err == nil {
@@ -142,7 +229,11 @@ func (r *Record) Configure() (c Configure, ok bool, err error) {
 		}
 		return v
 	}
-	for _, s := range in.Setters {
+	for _, s := range setters {
+		if seen[s.Op] {
+			return c, false, nil
+		}
+		seen[s.Op] = true
 		switch s.Op {
 		case "wr_set_mkey_access_flags":
 			c.SetAccess, c.Access = true, s.Access
@@ -161,12 +252,41 @@ func (r *Record) Configure() (c Configure, ok bool, err error) {
 			if c.Sig, err = s.Attr.BlockAttr(); err != nil {
 				return c, false, err
 			}
+		case "wr_set_mkey_crypto":
+			a := s.Crypto
+			if a == nil || a.Standard != 0 || a.CompMask != 0 {
+				return c, false, nil
+			}
+			cr := &Crypto{EncryptOnTx: a.EncryptOnTx, Order: a.Order, DataUnitSize: a.DataUnitSize}
+			if err := unhex(cr.InitialTweak[:], a.InitialTweak); err != nil {
+				return c, false, err
+			}
+			if err := unhex(cr.Keytag[:], a.Keytag); err != nil {
+				return c, false, err
+			}
+			if d := a.DEK; d != nil {
+				cr.DEK, cr.DEKID, cr.DEKPD, cr.DEKKeytag = d.Name, uint32(num(d.ObjID)), d.PD, d.HasKeytag
+			}
+			c.Crypto = cr
 		default:
 			return c, false, nil
 		}
 	}
 	return c, err == nil, err
 }
+
+// unhex decodes s, of exactly len(dst) bytes, into dst.
+func unhex(dst []byte, s string) error {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(dst) {
+		return fmt.Errorf("bad %d-byte hex %q", len(dst), s)
+	}
+	copy(dst, b)
+	return nil
+}
+
+// Num parses a record's number: decimal or 0x-prefixed hex.
+func Num(s string) (uint64, error) { return sigattr.Num(s) }
 
 // PSVIndexes returns the PSV indexes of the record's CREATE_PSV commands,
 // in creation order (psv0_index, bits 136..159 of create_psv_out).
@@ -210,4 +330,11 @@ func (r *Record) WQEBBs() ([][]byte, error) {
 func Read(t testing.TB, path string, each func(r *Record)) {
 	t.Helper()
 	oracle.Records(t, path, func(r *Record) bool { return r.Wrap == nil || r.Wrap.Schema == "umr_sig" }, each)
+}
+
+// ReadCrypto calls each for every record of a crypto_umr file: its setup
+// records and its configures (the umr_sig schema with crypto).
+func ReadCrypto(t testing.TB, path string, each func(r *Record)) {
+	t.Helper()
+	oracle.Records(t, path, func(*Record) bool { return true }, each)
 }
