@@ -480,7 +480,8 @@ type CryptoAttr struct {
 	InitialTweak [16]byte
 	// DEK is the key; it must be ready, of the mkey's PD and context.
 	DEK *DEK
-	// Keytag, 8 bytes, must be given exactly when the DEK has a keytag;
-	// the device fails traffic on a mismatch.
+	// Keytag is nil or 8 bytes, and must be given when the DEK has a
+	// keytag: the device fails traffic when it differs from the DEK's.
+	// For a DEK without one it is written as given and not compared.
 	Keytag []byte
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/uverbs"
-	"github.com/mlx5go/mlx5go/wqe"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,13 +23,9 @@ import (
 var cryptoUMRDivergences = map[string]string{
 	"plaintext_multi/weak/dek_of_another_pd_accepted":                "the DEK is of another PD than the mkey's; libmlx5 never compares them",
 	"plaintext_multi/weak/dek_in_error_state_accepted":               "the DEK's last known state is ERROR; libmlx5 does not look",
-	"plaintext_multi/weak/keytag_on_dek_without_keytag":              "a keytag for a DEK without one; libmlx5 copies it into the BSF",
 	"plaintext_multi/weak/destroyed_dek/1_configure":                 "(accepted; the DEK's destroy that follows is refused with EBUSY)",
 	"plaintext_multi/weak/destroyed_dek/2_reconfigure_after_destroy": "(accepted: the DEK was never destroyed)",
 }
-
-// cryptoKeytagOff is the crypto BSF's keytag (struct mlx5_crypto_bsf).
-const cryptoKeytagOff = 40
 
 // TestOracleCryptoConfigure posts every configure of the oracle's
 // crypto_umr family (crypto mkeys alone and with block signatures, on a
@@ -42,10 +37,9 @@ const cryptoKeytagOff = 40
 // WQEBB, the doorbell record and the UAR write (the 8-byte doorbell or the
 // BlueFlame copy). A configure libmlx5 refused is refused with ErrInvalid
 // (EINVAL and ENOMEM both) and nothing written. Where mlx5go checks more
-// (cryptoUMRDivergences) it refuses. One difference is in the bytes: a C
-// caller passes 8 keytag bytes whatever its DEK, and libmlx5 copies them;
-// mlx5go takes a Keytag only for a DEK that has one, so for a DEK without
-// one the replay passes none and expects the BSF's keytag zero.
+// (cryptoUMRDivergences) it refuses. The harness passes 8 keytag bytes
+// whatever its DEK, and so does the replay: a Keytag for a DEK without
+// one is written as libmlx5 writes it.
 func TestOracleCryptoConfigure(t *testing.T) {
 	const file = "testdata/crypto_umr.jsonl"
 	c := &Context{devx: true}
@@ -112,9 +106,7 @@ func TestOracleCryptoConfigure(t *testing.T) {
 				d := deks[cr.DEK]
 				wr.Crypto = &CryptoAttr{EncryptOnTx: cr.EncryptOnTx, Order: SigCryptoOrder(cr.Order),
 					DataUnitSize: sig.BlockSize(uint32(int32(cr.DataUnitSize))), InitialTweak: cr.InitialTweak, DEK: d}
-				if cr.DEKKeytag || strings.HasSuffix(r.Case, "/keytag_on_dek_without_keytag") {
-					wr.Crypto.Keytag = cr.Keytag[:]
-				}
+				wr.Crypto.Keytag = cr.Keytag[:]
 			}
 			posts = append(posts, cryptoPost{wr: wr})
 		}
@@ -194,14 +186,8 @@ func TestOracleCryptoConfigure(t *testing.T) {
 			return
 		}
 		want, ok := recordedWQEBBs(t, qp, r)
-		masked := 0
 		for i, w := range want {
 			g := qp.sq.ring.Slot(uint16(r.PIBefore + i))
-			if isCryptoBSF(g) && !bytes.Equal(g[cryptoKeytagOff:cryptoKeytagOff+8], w[cryptoKeytagOff:cryptoKeytagOff+8]) && noKeytag(posts, g) {
-				w = bytes.Clone(w)
-				clear(w[cryptoKeytagOff : cryptoKeytagOff+8])
-				masked++
-			}
 			if !bytes.Equal(g, w) {
 				t.Errorf("%s: WQEBB %d\n got %x\nwant %x", r.Case, i, g, w)
 				ok = false
@@ -209,15 +195,6 @@ func TestOracleCryptoConfigure(t *testing.T) {
 		}
 		w := uarWrite(t, r)
 		reg := uar[half : half+r.BF.Size]
-		if len(w) > 8 && masked > 0 {
-			// A BlueFlame copy of a WQE whose keytag the replay left out.
-			w = bytes.Clone(w)
-			for at := 0; at+wqe.WQEBB <= len(w); at += wqe.WQEBB {
-				if isCryptoBSF(w[at:]) {
-					clear(w[at+cryptoKeytagOff : at+cryptoKeytagOff+8])
-				}
-			}
-		}
 		if !uarHolds(reg, w) {
 			t.Errorf("%s: UAR write\n got %x\nwant %x (%d bytes)", r.Case, reg, w, len(w))
 			ok = false
@@ -236,14 +213,11 @@ func TestOracleCryptoConfigure(t *testing.T) {
 		}
 		if ok {
 			n["byte-exact"]++
-			if masked > 0 {
-				n["byte-exact but the keytag of a DEK without one"]++
-			}
 		}
 	})
 	t.Logf("%v", n)
-	want := map[string]int{"setup": 2, "byte-exact": 79, "byte-exact but the keytag of a DEK without one": 5, "refused": 21,
-		"refused where libmlx5 is weaker": 3, "not expressible": 7, "DEK destroy refused while used": 1}
+	want := map[string]int{"setup": 2, "byte-exact": 80, "refused": 21,
+		"refused where libmlx5 is weaker": 2, "not expressible": 7, "DEK destroy refused while used": 1}
 	if !mapsEqual(n, want) {
 		t.Errorf("%v, want %v", n, want)
 	}
@@ -254,28 +228,6 @@ func TestOracleCryptoConfigure(t *testing.T) {
 type cryptoPost struct {
 	wr   *MkeyConfigureWR
 	send *SendWR
-}
-
-// isCryptoBSF reports whether a WQEBB holds a crypto BSF as mlx5go
-// writes it: byte 0 of size 2 or 3 and type crypto, AES-XTS, raw data
-// size all ones.
-func isCryptoBSF(b []byte) bool {
-	return (b[0] == 0x81 || b[0] == 0xc1) && b[2] == 0 && b[3] == 0 && bytes.Equal(b[4:8], []byte{0xff, 0xff, 0xff, 0xff})
-}
-
-// noKeytag reports whether the crypto BSF g names a DEK without a keytag
-// among the posts' (and holds no keytag, as mlx5go writes it).
-func noKeytag(posts []cryptoPost, g []byte) bool {
-	id := uint32(g[33])<<16 | uint32(g[34])<<8 | uint32(g[35])
-	for _, p := range posts {
-		if p.wr == nil {
-			continue
-		}
-		if mc := p.wr.Mkey.crypto; mc != nil && mc.dek != nil && mc.dek.id == id && !mc.dek.keytag {
-			return bytes.Equal(g[cryptoKeytagOff:cryptoKeytagOff+8], make([]byte, 8))
-		}
-	}
-	return false
 }
 
 // TestOracleCreateCryptoMkey: the CREATE_MKEY (and CREATE_PSVs) of a

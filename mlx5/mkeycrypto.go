@@ -93,8 +93,10 @@ func (d *DEK) inUse() error {
 // crypto mkey m, against mlx5dv_wr_set_mkey_crypto(3) and the DEK's
 // options, takes a reference on its DEK, and puts it into m's wr. Every
 // refusal is ErrInvalid (EINVAL) but a closed DEK's (ErrClosed). libmlx5
-// 44.0 checks less: a NULL DEK dereferences, and neither the DEK's PD nor
-// its keytag is compared with the mkey's.
+// 44.0 checks less: a NULL DEK dereferences, the DEK's PD is not compared
+// with the mkey's, and a keytag of any DEK is taken. A Keytag for a DEK
+// without one is written as given, as libmlx5 writes it; the device
+// compares keytags only for a DEK that has one.
 //
 //go:noinline
 func (qp *QP) checkCrypto(n int, wr *MkeyConfigureWR, m *Mkey) error {
@@ -121,8 +123,8 @@ func (qp *QP) checkCrypto(n int, wr *MkeyConfigureWR, m *Mkey) error {
 		return bad("data unit size %v", a.DataUnitSize)
 	case d.keytag && len(a.Keytag) != 8:
 		return bad("the DEK has a keytag: Keytag must be its 8 bytes, not %d", len(a.Keytag))
-	case !d.keytag && len(a.Keytag) != 0:
-		return bad("a Keytag for a DEK without one")
+	case len(a.Keytag) != 0 && len(a.Keytag) != 8:
+		return bad("a Keytag of %d bytes, not 8", len(a.Keytag))
 	}
 	if err := d.acquire(); err == errDEKError {
 		return bad("%v", err)

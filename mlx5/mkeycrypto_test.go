@@ -102,7 +102,7 @@ func TestCryptoConfigureRefusals(t *testing.T) {
 		{"a keytag of 4 bytes", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) {
 			wr.Crypto.DEK.keytag, wr.Crypto.Keytag = true, make([]byte, 4)
 		}, ErrInvalid},
-		{"a keytag for a DEK without one", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.Keytag = make([]byte, 8) }, ErrInvalid},
+		{"a keytag of 5 bytes for a DEK without one", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) { wr.Crypto.Keytag = make([]byte, 5) }, ErrInvalid},
 		{"longer than the data unit on a single-block engine", 0, func(_ *cryptoRig, wr *MkeyConfigureWR) {
 			wr.Mkey.crypto.multiBlock, wr.List[0].ByteCount = false, 513
 		}, ErrInvalid},
