@@ -172,6 +172,25 @@ func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
 
+// rdma-core's crypto scenarios (tests/test_mlx5_crypto.py) on every
+// profile, in the model's default import mode (plaintext); the profiles
+// without crypto skip with the reason, and so does the login flow, which
+// needs wrapped mode.
+func TestCryptoTrafficOnModel(t *testing.T)   { onEachKind(t, cryptoOnModel(flows.CryptoTraffic)) }
+func TestCryptoSignatureOnModel(t *testing.T) { onEachKind(t, cryptoOnModel(flows.CryptoSignature)) }
+func TestCryptoWrappedLoginOnModel(t *testing.T) {
+	onEachKind(t, cryptoOnModel(flows.CryptoWrappedLogin))
+}
+func TestCryptoDEKLifecycleOnModel(t *testing.T) {
+	onEachKind(t, cryptoOnModel(flows.CryptoDEKLifecycle))
+}
+func TestCryptoBadKeytagOnModel(t *testing.T) { onEachKind(t, cryptoOnModel(flows.CryptoBadKeytag)) }
+
+// cryptoOnModel runs a crypto flow with the model's hooks.
+func cryptoOnModel(flow func(*testing.T, *mlx5.Context, flows.Objects, flows.CryptoSetup)) func(*testing.T, *mlx5.Context, flows.Objects) {
+	return func(t *testing.T, c *mlx5.Context, objs flows.Objects) { flow(t, c, objs, flows.CryptoSetup{}) }
+}
+
 // rdma-core's DC scenarios (tests/test_mlx5_dc.py) on every profile; the
 // stream flows skip on cx5, which has no DCI streams.
 func TestDCTrafficOnModel(t *testing.T)        { onEveryProfile(t, flows.DCTraffic) }
