@@ -228,23 +228,30 @@ func (d *cryptoDev) options(t testing.TB, k dekKey, opaque string, login *mlx5.C
 }
 
 // dek loads k into the device for pd's mkeys, in the device's import
-// mode (a wrapped key through the flow's login object, created on first
-// use); t's cleanup closes it.
+// mode (a wrapped key through the flow's login object); t's cleanup
+// closes it.
 func (d *cryptoDev) dek(t testing.TB, pd *mlx5.PD, k dekKey, opaque string) *mlx5.DEK {
 	t.Helper()
-	var login *mlx5.CryptoLoginObj
-	if d.wrapped {
-		if d.login == nil {
-			l, err := d.c.CreateCryptoLogin(d.loginOptions(t))
-			if err != nil {
-				t.Fatalf("create crypto login: %v", err)
-			}
-			t.Cleanup(func() { closeAll(t, l) })
-			d.login = l
-		}
-		login = d.login
+	return createDEK(t, pd, d.options(t, k, opaque, d.loginObj(t)))
+}
+
+// loginObj is the flow's login object on a device in wrapped mode, made
+// on first use and closed at t's cleanup; nil in plaintext mode.
+func (d *cryptoDev) loginObj(t testing.TB) *mlx5.CryptoLoginObj {
+	t.Helper()
+	if !d.wrapped || d.login != nil {
+		return d.login
 	}
-	return createDEK(t, pd, d.options(t, k, opaque, login))
+	l, err := d.c.CreateCryptoLogin(d.loginOptions(t))
+	if err != nil {
+		t.Fatalf("create crypto login: %v", err)
+	}
+	d.login = l
+	t.Cleanup(func() {
+		closeAll(t, l)
+		d.login = nil
+	})
+	return l
 }
 
 // createDEK creates a DEK of o and closes it at t's cleanup.
@@ -800,7 +807,7 @@ func CryptoWrappedLogin(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 
 // encryptCheck writes 512 bytes through a new crypto mkey of B made with
 // dek, which must hold k, and checks that B's memory holds them
-// encrypted.
+// encrypted; it closes the mkey before it returns.
 func encryptCheck(t testing.TB, l *Loopback, k dekKey, dek *mlx5.DEK) {
 	t.Helper()
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite
@@ -808,6 +815,7 @@ func encryptCheck(t testing.TB, l *Loopback, k dekKey, dek *mlx5.DEK) {
 	tgt, tgtMR := buffer(t, l.PD, 512, all)
 	pattern(src, 9)
 	m := cryptoMkey(t, l.PD, false)
+	defer closeAll(t, m)
 	cryptoConfigure(t, l, l.B, cryptoList(900, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 3, k.keytag), nil))
 	write(t, l, mlx5.SendWR{WrID: 901, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
 		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}})
@@ -910,13 +918,14 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 			}
 			refused(t, what, err)
 		}
-		o := d.options(t, k, "bad", d.login)
+		login := d.loginObj(t)
+		o := d.options(t, k, "bad", login)
 		o.KeyBits = 192
 		create(t, "a 192-bit key", o)
-		o = d.options(t, k, "bad", d.login)
+		o = d.options(t, k, "bad", login)
 		o.Key = o.Key[:len(o.Key)-1]
 		create(t, "key material a byte short", o)
-		o = d.options(t, k, "bad", d.login)
+		o = d.options(t, k, "bad", login)
 		o.HasKeytag = true
 		create(t, "a keytag the key material lacks", o)
 
