@@ -344,15 +344,16 @@ func same(t testing.TB, what string, got, want []byte) {
 //     receives of B: B gets the ciphertext of the first and the plaintext
 //     of the second. Data units of 512 bytes from tweak 0, one unit, and
 //     two on a multi-block device, as rdma-core's.
-//  2. Encrypt on write, decrypt on read: B's mkey keeps ciphertext (row F,
-//     from an LBA other than 0); A RDMA-WRITEs plaintext into it and B's
-//     memory holds its AES-XTS encryption, one tweak a 512-byte unit;
-//     A RDMA-READs it and gets the plaintext back; a SEND into a receive
-//     through B's mkey lands encrypted too (the man page's example 1.1).
-//  3. The requester's side: A RDMA-WRITEs from its row-A mkey (its memory
-//     in plaintext) into a plain buffer of B, which gets the ciphertext,
-//     and RDMA-READs that ciphertext back through the mkey, which
-//     decrypts it into A's memory.
+//  2. Encrypt on write, decrypt on read, at the responder: B's mkey keeps
+//     ciphertext (row F, from an LBA other than 0); A RDMA-WRITEs
+//     plaintext into it and B's memory holds its AES-XTS encryption, one
+//     tweak a 512-byte unit; A RDMA-READs it and gets the plaintext back;
+//     a SEND into a receive through B's mkey lands encrypted too (the man
+//     page's example 1.1).
+//  3. The same at the requester: A RDMA-WRITEs from its row-A mkey (its
+//     memory in plaintext) into a plain buffer of B, which gets the
+//     ciphertext, and RDMA-READs that ciphertext back through the mkey,
+//     which decrypts it into A's memory.
 //  4. On a multi-block device: an interleaved layout, configured in a
 //     batch; and a last data unit shorter than the others (640 bytes,
 //     which the man page's job size rule 2 allows).
@@ -364,8 +365,7 @@ func CryptoTraffic(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 			k := newKey(t, bits, byte(bits), nil)
 			dek := d.dek(t, l.PD, k, "dek")
 			t.Run("rdma-core", func(t *testing.T) { rdmaCoreTraffic(t, d, l, k, dek) })
-			t.Run("write-read", func(t *testing.T) { encryptOnWrite(t, d, l, k, dek) })
-			t.Run("requester", func(t *testing.T) { requesterCrypto(t, d, l, k, dek) })
+			t.Run("write-read", func(t *testing.T) { writeRead(t, d, l, k, dek) })
 			t.Run("interleaved", func(t *testing.T) { interleavedCrypto(t, d, l, k, dek) })
 		})
 	}
@@ -399,60 +399,50 @@ func rdmaCoreTraffic(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx
 	}
 }
 
-func encryptOnWrite(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx5.DEK) {
+func writeRead(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx5.DEK) {
 	n := 512 * d.units()
-	const lba = 0x12345
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
-	src, srcMR := buffer(t, l.PD, n, all)
-	tgt, tgtMR := buffer(t, l.PD, n, all)
-	pattern(src, 1)
-	want := make([]byte, n)
-	k.x.encrypt(want, src, 512, tweak(lba))
-	m := cryptoMkey(t, l.PD, false)
-	cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, n, all, attr(dek, false, sig.BlockSize512, lba, nil), nil))
+	for _, side := range []struct {
+		name      string
+		requester bool // A's mkey, EncryptOnTx; else B's, memory at rest
+		lba       uint64
+	}{{"responder", false, 0x12345}, {"requester", true, 7}} {
+		t.Run(side.name, func(t *testing.T) {
+			mkeyMem, mkeyMR := buffer(t, l.PD, n, all)
+			other, otherMR := buffer(t, l.PD, n, all)
+			m := cryptoMkey(t, l.PD, false)
+			owner, clearBuf, cipherBuf := l.B, other, mkeyMem
+			local, raddr, rkey := mlx5.SGE{Addr: otherMR.Addr(), Length: uint32(n), LKey: otherMR.LKey()}, uint64(0), m.RKey()
+			if side.requester {
+				owner, clearBuf, cipherBuf = l.A, mkeyMem, other
+				local, raddr, rkey = mlx5.SGE{Addr: 0, Length: uint32(n), LKey: m.LKey()}, otherMR.Addr(), otherMR.RKey()
+			}
+			cryptoConfigure(t, l, owner, cryptoList(1, m, mkeyMR, 0, n, all, attr(dek, side.requester, sig.BlockSize512, side.lba, nil), nil))
+			pattern(clearBuf, 1)
+			plain := slices.Clone(clearBuf)
+			want := make([]byte, n)
+			k.x.encrypt(want, plain, 512, tweak(side.lba))
 
-	write(t, l, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: uint32(n), LKey: srcMR.LKey()}}})
-	same(t, "B's memory after the RDMA WRITE", tgt, want)
+			write(t, l, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: raddr, RKey: rkey, SGL: []mlx5.SGE{local}})
+			same(t, "the ciphertext after the RDMA WRITE", cipherBuf, want)
+			clear(clearBuf)
+			post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: raddr, RKey: rkey, SGL: []mlx5.SGE{local}})
+			l.expect(t, okLen(l.A, 3, mlx5.WCRDMARead, uint32(n)))
+			same(t, "the plaintext after the RDMA READ", clearBuf, plain)
+			if side.requester {
+				return
+			}
 
-	clear(src)
-	post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: uint32(n), LKey: srcMR.LKey()}}})
-	l.expect(t, okLen(l.A, 3, mlx5.WCRDMARead, uint32(n)))
-	k.x.decrypt(want, tgt, 512, tweak(lba))
-	same(t, "the RDMA READ of B's mkey", src, want)
-
-	pattern(src, 2)
-	clear(tgt)
-	recv(t, l.B, 4, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: m.LKey()})
-	post(t, l.A, mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: uint32(n), LKey: srcMR.LKey()}}})
-	l.expect(t, okLen(l.B, 4, mlx5.WCRecv, uint32(n)), ok(l.A, 5, mlx5.WCSend))
-	k.x.encrypt(want, src, 512, tweak(lba))
-	same(t, "B's memory after a SEND into a receive through the mkey", tgt, want)
-}
-
-func requesterCrypto(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx5.DEK) {
-	n := 512 * d.units()
-	const lba = 7
-	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
-	mem, memMR := buffer(t, l.PD, n, all)
-	remote, remoteMR := buffer(t, l.PD, n, all)
-	pattern(mem, 3)
-	plain := slices.Clone(mem)
-	want := make([]byte, n)
-	k.x.encrypt(want, plain, 512, tweak(lba))
-	m := cryptoMkey(t, l.PD, false)
-	cryptoConfigure(t, l, l.A, cryptoList(1, m, memMR, 0, n, mlx5.AccessLocalWrite, attr(dek, true, sig.BlockSize512, lba, nil), nil))
-
-	write(t, l, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: remoteMR.Addr(), RKey: remoteMR.RKey(),
-		SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: m.LKey()}}})
-	same(t, "B's buffer after an RDMA WRITE from A's encrypting mkey", remote, want)
-
-	clear(mem)
-	post(t, l.A, mlx5.SendWR{WrID: 3, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: remoteMR.Addr(), RKey: remoteMR.RKey(),
-		SGL: []mlx5.SGE{{Addr: 0, Length: uint32(n), LKey: m.LKey()}}})
-	l.expect(t, okLen(l.A, 3, mlx5.WCRDMARead, uint32(n)))
-	same(t, "A's memory after an RDMA READ of ciphertext into its mkey", mem, plain)
+			// The man page's example 1.1: a receive through the mkey.
+			pattern(other, 2)
+			clear(mkeyMem)
+			recv(t, l.B, 4, mlx5.SGE{Addr: 0, Length: uint32(n), LKey: m.LKey()})
+			post(t, l.A, mlx5.SendWR{WrID: 5, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{local}})
+			l.expect(t, okLen(l.B, 4, mlx5.WCRecv, uint32(n)), ok(l.A, 5, mlx5.WCSend))
+			k.x.encrypt(want, other, 512, tweak(side.lba))
+			same(t, "B's memory after a SEND into a receive through the mkey", mkeyMem, want)
+		})
+	}
 }
 
 func interleavedCrypto(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx5.DEK) {
@@ -504,23 +494,24 @@ const t10Check = sig.MaskT10DIFGuard | sig.MaskT10DIFAppTag | sig.MaskT10DIFRefT
 
 // CryptoSignature runs crypto and T10-DIF in one mkey, in both orders
 // (rdma-core's test_mlx5_crypto_signature_mkey, with the man page's rows
-// of T10-DIF and data checked): B's mkey over 512-byte blocks (four, one
-// on a single-block device) as a target keeps them, A's RDMA WRITE into
-// it and RDMA READ of it.
+// of T10-DIF and data checked): for each row, B's crypto and signature
+// mkey over 512-byte blocks (four, one on a single-block device), A's RDMA
+// WRITE of the wire's form into it, which must leave memory's form in
+// B's memory, and A's RDMA READ of it, which must return the wire's form;
+// Mkey.Check finds no error.
 //
 //   - Row H, a storage target's write path with encryption at rest (the
-//     NVMe-oF Example's): memory holds enc(data+DIF) in 520-byte data
+//     NVMe-oF example's): memory holds enc(data+DIF) in 520-byte data
 //     units, the wire plain data; the DIF is generated on the plaintext as
-//     the data comes in, encrypted with it, and checked on the plaintext
-//     on the way out. A corrupted ciphertext block decrypts to data its
-//     guard does not match: the READ reports it (Mkey.Check).
-//   - Row C (the man page's example 2 and 2.1): memory holds plain data,
-//     the wire enc(data+DIF): a READ gets the encrypted data and DIF, a
-//     WRITE of them is decrypted, checked and stripped.
-//   - Row B: the wire holds enc(data)+DIF, the DIF computed on the
-//     ciphertext.
+//     the data comes in and encrypted with it. Then a corrupted ciphertext
+//     block, which decrypts to data its guard does not match: the READ
+//     reports it (Mkey.Check).
 //   - Row J: memory holds enc(data)+DIF, the DIF computed on the
 //     ciphertext, the wire plain data.
+//   - Row C (the man page's example 2 and 2.1): memory holds plain data,
+//     the wire enc(data+DIF).
+//   - Row B: the wire holds enc(data)+DIF, the DIF computed on the
+//     ciphertext.
 //   - The orders the device does not do: a signature in both domains with
 //     signature after crypto on TX for an EncryptOnTx mkey, or before it
 //     for the other: refused with ErrInvalid before anything is posted,
@@ -531,130 +522,105 @@ func CryptoSignature(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup)
 	k := newKey(t, 256, 0x5c, nil)
 	dek := d.dek(t, l.PD, k, "sig")
 	blocks := d.units()
-	data, prot := 512*blocks, 520*blocks
 	const lba = 0x2000
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
-	plain := make([]byte, data)
+	plain := make([]byte, 512*blocks)
 	pattern(plain, 5)
-	mem, memMR := buffer(t, l.PD, prot, all)
-	wire, wireMR := buffer(t, l.PD, prot, all)
+	mem, memMR := buffer(t, l.PD, 520*blocks, all)
+	wire, wireMR := buffer(t, l.PD, 520*blocks, all)
 	wrID := uint64(0)
 	next := func() uint64 { wrID++; return wrID }
 
-	// configure gives B a new crypto and signature mkey over mem.
-	configure := func(t *testing.T, n int, ca *mlx5.CryptoAttr, sa *sig.BlockAttr) (*mlx5.Mkey, *sig.Engine) {
-		eng, err := sig.NewEngine(sa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := cryptoMkey(t, l.PD, true)
-		cryptoConfigure(t, l, l.B, cryptoList(next(), m, memMR, 0, n, all, ca, sa))
-		return m, eng
-	}
-	// writeIn RDMA-WRITEs n bytes of wire into m, readOut RDMA-READs n
-	// bytes of m into wire.
-	writeIn := func(t *testing.T, m *mlx5.Mkey, n int) {
-		write(t, l, mlx5.SendWR{WrID: next(), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-			SGL: []mlx5.SGE{{Addr: wireMR.Addr(), Length: uint32(n), LKey: wireMR.LKey()}}})
-	}
-	readOut := func(t *testing.T, m *mlx5.Mkey, n int) {
-		id := next()
-		post(t, l.A, mlx5.SendWR{WrID: id, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-			SGL: []mlx5.SGE{{Addr: wireMR.Addr(), Length: uint32(n), LKey: wireMR.LKey()}}})
-		l.expect(t, okLen(l.A, id, mlx5.WCRDMARead, uint32(n)))
-	}
-	transfer := func(t *testing.T, eng *sig.Engine, dir sig.Direction, dst, src []byte) {
-		if me, err := eng.Transfer(dir, dst, src); err != nil || !me.OK() {
-			t.Fatalf("sig's engine: %v %v", me, err)
+	// enc is AES-XTS in units of du from the LBA; protect is sig's engine
+	// moving b in direction dir.
+	enc := func(du int) func(*testing.T, *sig.Engine, []byte) []byte {
+		return func(_ *testing.T, _ *sig.Engine, b []byte) []byte {
+			out := make([]byte, len(b))
+			k.x.encrypt(out, b, du, tweak(lba))
+			return out
 		}
 	}
-
-	t.Run("H", func(t *testing.T) {
-		sa := &sig.BlockAttr{Mem: t10(lba), CheckMask: t10Check}
-		m, eng := configure(t, prot, &mlx5.CryptoAttr{DataUnitSize: sig.BlockSize520, InitialTweak: tweak(lba), DEK: dek, Order: mlx5.SigAfterCryptoOnTx}, sa)
-		clear(mem)
-		copy(wire, plain)
-		writeIn(t, m, data)
-		protected := make([]byte, prot)
-		transfer(t, eng, sig.RX, protected, plain)
-		want := make([]byte, prot)
-		k.x.encrypt(want, protected, 520, tweak(lba))
-		same(t, "memory after the write", mem, want)
-		checkMkey(t, l, m, sig.MkeyErr{})
-
-		clear(wire)
-		readOut(t, m, data)
-		same(t, "the read", wire[:data], plain)
-		checkMkey(t, l, m, sig.MkeyErr{})
-
-		// Block 0's ciphertext corrupted: it decrypts to garbage.
-		mem[100] ^= 0x40
-		bad := make([]byte, prot)
-		k.x.decrypt(bad, mem, 520, tweak(lba))
-		wantErr, err := eng.Check(sig.DomainMemory, bad)
-		if err != nil || wantErr.Type != sig.MkeyErrBadGuard {
-			t.Fatalf("engine check of the corrupted block: %v %v", wantErr, err)
+	protect := func(dir sig.Direction) func(*testing.T, *sig.Engine, []byte) []byte {
+		return func(t *testing.T, eng *sig.Engine, b []byte) []byte {
+			n, err := eng.OutputLen(dir, len(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]byte, n)
+			if me, err := eng.Transfer(dir, out, b); err != nil || !me.OK() {
+				t.Fatalf("sig's engine: %v %v", me, err)
+			}
+			return out
 		}
-		readOut(t, m, data)
-		checkMkey(t, l, m, wantErr)
-	})
+	}
+	then := func(fs ...func(*testing.T, *sig.Engine, []byte) []byte) func(*testing.T, *sig.Engine, []byte) []byte {
+		return func(t *testing.T, eng *sig.Engine, b []byte) []byte {
+			for _, f := range fs {
+				b = f(t, eng, b)
+			}
+			return b
+		}
+	}
+	none := func(_ *testing.T, _ *sig.Engine, b []byte) []byte { return slices.Clone(b) }
+	memDIF := &sig.BlockAttr{Mem: t10(lba), CheckMask: t10Check}
+	wireDIF := &sig.BlockAttr{Wire: t10(lba), CheckMask: t10Check}
+	rows := []struct {
+		row       string
+		crypto    mlx5.CryptoAttr
+		sig       *sig.BlockAttr
+		mem, wire func(*testing.T, *sig.Engine, []byte) []byte
+	}{
+		{"H", mlx5.CryptoAttr{Order: mlx5.SigAfterCryptoOnTx, DataUnitSize: sig.BlockSize520}, memDIF, then(protect(sig.RX), enc(520)), none},
+		{"J", mlx5.CryptoAttr{Order: mlx5.SigBeforeCryptoOnTx, DataUnitSize: sig.BlockSize512}, memDIF, then(enc(512), protect(sig.RX)), none},
+		{"C", mlx5.CryptoAttr{EncryptOnTx: true, Order: mlx5.SigBeforeCryptoOnTx, DataUnitSize: sig.BlockSize520}, wireDIF, none, then(protect(sig.TX), enc(520))},
+		{"B", mlx5.CryptoAttr{EncryptOnTx: true, Order: mlx5.SigAfterCryptoOnTx, DataUnitSize: sig.BlockSize512}, wireDIF, none, then(enc(512), protect(sig.TX))},
+	}
+	for _, r := range rows {
+		t.Run(r.row, func(t *testing.T) {
+			eng, err := sig.NewEngine(r.sig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inMem, onWire := r.mem(t, eng, plain), r.wire(t, eng, plain)
+			ca := r.crypto
+			ca.DEK, ca.InitialTweak = dek, tweak(lba)
+			m := cryptoMkey(t, l.PD, true)
+			cryptoConfigure(t, l, l.B, cryptoList(next(), m, memMR, 0, len(inMem), all, &ca, r.sig))
 
-	t.Run("C", func(t *testing.T) {
-		sa := &sig.BlockAttr{Wire: t10(lba), CheckMask: t10Check}
-		m, eng := configure(t, data, &mlx5.CryptoAttr{EncryptOnTx: true, DataUnitSize: sig.BlockSize520, InitialTweak: tweak(lba), DEK: dek, Order: mlx5.SigBeforeCryptoOnTx}, sa)
-		copy(mem, plain)
-		clear(wire)
-		readOut(t, m, prot)
-		protected := make([]byte, prot)
-		transfer(t, eng, sig.TX, protected, plain)
-		want := make([]byte, prot)
-		k.x.encrypt(want, protected, 520, tweak(lba))
-		same(t, "the read (example 2)", wire, want)
-		checkMkey(t, l, m, sig.MkeyErr{})
+			clear(mem)
+			copy(wire, onWire)
+			write(t, l, mlx5.SendWR{WrID: next(), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
+				SGL: []mlx5.SGE{{Addr: wireMR.Addr(), Length: uint32(len(onWire)), LKey: wireMR.LKey()}}})
+			same(t, "memory after the RDMA WRITE into the mkey", mem[:len(inMem)], inMem)
+			checkMkey(t, l, m, sig.MkeyErr{})
 
-		clear(mem)
-		writeIn(t, m, prot)
-		same(t, "memory after the write (example 2.1)", mem[:data], plain)
-		checkMkey(t, l, m, sig.MkeyErr{})
-	})
+			read := func() {
+				clear(wire)
+				id := next()
+				post(t, l.A, mlx5.SendWR{WrID: id, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
+					SGL: []mlx5.SGE{{Addr: wireMR.Addr(), Length: uint32(len(onWire)), LKey: wireMR.LKey()}}})
+				l.expect(t, okLen(l.A, id, mlx5.WCRDMARead, uint32(len(onWire))))
+			}
+			read()
+			same(t, "the RDMA READ of the mkey", wire[:len(onWire)], onWire)
+			checkMkey(t, l, m, sig.MkeyErr{})
+			if r.row != "H" {
+				return
+			}
 
-	t.Run("B", func(t *testing.T) {
-		sa := &sig.BlockAttr{Wire: t10(lba), CheckMask: t10Check}
-		m, eng := configure(t, data, &mlx5.CryptoAttr{EncryptOnTx: true, DataUnitSize: sig.BlockSize512, InitialTweak: tweak(lba), DEK: dek, Order: mlx5.SigAfterCryptoOnTx}, sa)
-		copy(mem, plain)
-		clear(wire)
-		readOut(t, m, prot)
-		enc := make([]byte, data)
-		k.x.encrypt(enc, plain, 512, tweak(lba))
-		want := make([]byte, prot)
-		transfer(t, eng, sig.TX, want, enc)
-		same(t, "the read", wire, want)
-		checkMkey(t, l, m, sig.MkeyErr{})
-
-		clear(mem)
-		writeIn(t, m, prot)
-		same(t, "memory after the write", mem[:data], plain)
-		checkMkey(t, l, m, sig.MkeyErr{})
-	})
-
-	t.Run("J", func(t *testing.T) {
-		sa := &sig.BlockAttr{Mem: t10(lba), CheckMask: t10Check}
-		m, eng := configure(t, prot, &mlx5.CryptoAttr{DataUnitSize: sig.BlockSize512, InitialTweak: tweak(lba), DEK: dek, Order: mlx5.SigBeforeCryptoOnTx}, sa)
-		clear(mem)
-		copy(wire, plain)
-		writeIn(t, m, data)
-		enc := make([]byte, data)
-		k.x.encrypt(enc, plain, 512, tweak(lba))
-		want := make([]byte, prot)
-		transfer(t, eng, sig.RX, want, enc)
-		same(t, "memory after the write", mem, want)
-		checkMkey(t, l, m, sig.MkeyErr{})
-
-		clear(wire)
-		readOut(t, m, data)
-		same(t, "the read", wire[:data], plain)
-		checkMkey(t, l, m, sig.MkeyErr{})
-	})
+			// Block 0's ciphertext corrupted: it decrypts to data its
+			// guard does not match.
+			mem[100] ^= 0x40
+			bad := make([]byte, len(inMem))
+			k.x.decrypt(bad, mem[:len(inMem)], 520, tweak(lba))
+			wantErr, err := eng.Check(sig.DomainMemory, bad)
+			if err != nil || wantErr.Type != sig.MkeyErrBadGuard {
+				t.Fatalf("engine check of the corrupted block: %v %v", wantErr, err)
+			}
+			read()
+			checkMkey(t, l, m, wantErr)
+		})
+	}
 
 	t.Run("refused", func(t *testing.T) {
 		both := &sig.BlockAttr{Mem: t10(lba), Wire: t10(lba), CheckMask: t10Check}
@@ -663,7 +629,7 @@ func CryptoSignature(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup)
 			{EncryptOnTx: true, Order: mlx5.SigAfterCryptoOnTx, DataUnitSize: sig.BlockSize512, DEK: dek},
 			{EncryptOnTx: false, Order: mlx5.SigBeforeCryptoOnTx, DataUnitSize: sig.BlockSize512, DEK: dek},
 		} {
-			err := l.B.PostMkeyConfigure(cryptoList(next(), m, memMR, 0, prot, all, ca, both))
+			err := l.B.PostMkeyConfigure(cryptoList(next(), m, memMR, 0, len(mem), all, ca, both))
 			var e *mlx5.Error
 			if !errors.As(err, &e) || !errors.Is(err, mlx5.ErrInvalid) {
 				t.Errorf("EncryptOnTx %v, order %v, signatures in both domains: %v, want an *mlx5.Error with ErrInvalid", ca.EncryptOnTx, ca.Order, err)
@@ -772,15 +738,7 @@ func CryptoWrappedLogin(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 		if info, err := dek.Query(); err != nil || info.State != mlx5.DEKReady {
 			t.Errorf("query: %+v %v", info, err)
 		}
-		if err := lo.Close(); err != nil {
-			t.Fatalf("close the login object: %v", err)
-		}
-		if err := lo.Close(); err != nil {
-			t.Errorf("close the login object again: %v", err)
-		}
-		if _, err := lo.State(); !errors.Is(err, mlx5.ErrClosed) {
-			t.Errorf("state of a closed login object: %v, want ErrClosed", err)
-		}
+		closeTwice(t, "the login object", lo, func() error { _, err := lo.State(); return err })
 		// The DEK works without its login.
 		encryptCheck(t, l, k, dek)
 	})
@@ -859,15 +817,7 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 			if want := fmt.Sprintf("op%d", i); err != nil || info.State != mlx5.DEKReady || string(info.Opaque[:3]) != want {
 				t.Errorf("%d-bit DEK, keytag %v: query %+v %v, want ready with opaque %q", kc.bits, kc.keytag != nil, info, err, want)
 			}
-			if err := dek.Close(); err != nil {
-				t.Fatalf("destroy: %v", err)
-			}
-			if err := dek.Close(); err != nil {
-				t.Errorf("destroy again: %v", err)
-			}
-			if _, err := dek.Query(); !errors.Is(err, mlx5.ErrClosed) {
-				t.Errorf("query after destroy: %v, want ErrClosed", err)
-			}
+			closeTwice(t, "the DEK", dek, func() error { _, err := dek.Query(); return err })
 		}
 	})
 
@@ -961,27 +911,57 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 		if s.CorruptDEK == nil {
 			t.Skip("no way to put a DEK in ERROR on this device")
 		}
-		k := newKey(t, 128, 0x41, nil)
-		dek := d.dek(t, l.PD, k, "err")
-		src, srcMR := buffer(t, l.PD, 512, all)
-		tgt, tgtMR := buffer(t, l.PD, 512, all)
-		pattern(src, 6)
-		fill(tgt, 's')
-		m := cryptoMkey(t, l.PD, false)
-		cryptoConfigure(t, l, l.B, cryptoList(20, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, nil), nil))
-		s.CorruptDEK(t, dek)
-		if info, err := dek.Query(); err != nil || info.State != mlx5.DEKError {
-			t.Errorf("query of a corrupted DEK: %+v %v, want DEKError", info, err)
-		}
-		post(t, l.A, mlx5.SendWR{WrID: 21, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-			SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}})
-		failed(t, l, 21, tgt, 's')
+		l := NewLoopback(t, c, objs) // the failed write takes the QPs to ERR
+		dek := d.dek(t, l.PD, newKey(t, 128, 0x41, nil), "err")
+		failWrite(t, l, dek, nil, func() {
+			s.CorruptDEK(t, dek)
+			if info, err := dek.Query(); err != nil || info.State != mlx5.DEKError {
+				t.Errorf("query of a corrupted DEK: %+v %v, want DEKError", info, err)
+			}
+		})
+		_, tgtMR := buffer(t, l.PD, 512, all)
 		m2 := cryptoMkey(t, l.PD, false)
 		err := l.B.PostMkeyConfigure(cryptoList(22, m2, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, nil), nil))
 		if !errors.Is(err, mlx5.ErrInvalid) {
 			t.Errorf("configure naming a DEK in ERROR: %v, want ErrInvalid", err)
 		}
 	})
+}
+
+// closeTwice closes o twice, which must succeed both times, after which
+// use must fail with ErrClosed.
+func closeTwice(t testing.TB, what string, o interface{ Close() error }, use func() error) {
+	t.Helper()
+	if err := o.Close(); err != nil {
+		t.Fatalf("close %s: %v", what, err)
+	}
+	if err := o.Close(); err != nil {
+		t.Errorf("close %s again: %v", what, err)
+	}
+	if err := use(); !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("%s after Close: %v, want ErrClosed", what, err)
+	}
+}
+
+// failWrite configures a crypto mkey of B over a buffer of 512 bytes of
+// 's' with dek and keytag, calls spoil (if not nil), and RDMA-WRITEs 512
+// bytes into the mkey from A: the write must fail and leave the buffer as
+// it was.
+func failWrite(t testing.TB, l *Loopback, dek *mlx5.DEK, keytag []byte, spoil func()) {
+	t.Helper()
+	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite
+	src, srcMR := buffer(t, l.PD, 512, all)
+	tgt, tgtMR := buffer(t, l.PD, 512, all)
+	pattern(src, 7)
+	fill(tgt, 's')
+	m := cryptoMkey(t, l.PD, false)
+	cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, keytag), nil))
+	if spoil != nil {
+		spoil()
+	}
+	post(t, l.A, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
+		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}})
+	failed(t, l, 2, tgt, 's')
 }
 
 // failed waits for the completion of A's work request wrID, which must be
@@ -1030,16 +1010,7 @@ func CryptoBadKeytag(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup)
 
 	t.Run("responder", func(t *testing.T) {
 		l := NewLoopback(t, c, objs)
-		dek := d.dek(t, l.PD, k, "tag")
-		src, srcMR := buffer(t, l.PD, 512, all)
-		tgt, tgtMR := buffer(t, l.PD, 512, all)
-		pattern(src, 7)
-		fill(tgt, 's')
-		m := cryptoMkey(t, l.PD, false)
-		cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, wrong), nil))
-		post(t, l.A, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-			SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}})
-		failed(t, l, 2, tgt, 's')
+		failWrite(t, l, d.dek(t, l.PD, k, "tag"), wrong, nil)
 	})
 	t.Run("requester", func(t *testing.T) {
 		l := NewLoopback(t, c, objs)
@@ -1051,8 +1022,8 @@ func CryptoBadKeytag(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup)
 		m := cryptoMkey(t, l.PD, false)
 		cryptoConfigure(t, l, l.A, cryptoList(1, m, srcMR, 0, 512, all, attr(dek, true, sig.BlockSize512, 0, wrong), nil))
 		recv(t, l.B, 3, mlx5.SGE{Addr: tgtMR.Addr(), Length: 512, LKey: tgtMR.LKey()})
-		post(t, l.A, mlx5.SendWR{WrID: 4, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: 512, LKey: m.LKey()}}})
-		failed(t, l, 4, tgt, 's')
+		post(t, l.A, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: 512, LKey: m.LKey()}}})
+		failed(t, l, 2, tgt, 's')
 	})
 	t.Run("right tag", func(t *testing.T) {
 		l := NewLoopback(t, c, objs)
