@@ -913,7 +913,7 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 		}
 		l := NewLoopback(t, c, objs) // the failed write takes the QPs to ERR
 		dek := d.dek(t, l.PD, newKey(t, 128, 0x41, nil), "err")
-		failWrite(t, l, dek, nil, func() {
+		failWrite(t, l, dek, nil, false, func() {
 			s.CorruptDEK(t, dek)
 			if info, err := dek.Query(); err != nil || info.State != mlx5.DEKError {
 				t.Errorf("query of a corrupted DEK: %+v %v, want DEKError", info, err)
@@ -943,11 +943,12 @@ func closeTwice(t testing.TB, what string, o interface{ Close() error }, use fun
 	}
 }
 
-// failWrite configures a crypto mkey of B over a buffer of 512 bytes of
-// 's' with dek and keytag, calls spoil (if not nil), and RDMA-WRITEs 512
-// bytes into the mkey from A: the write must fail and leave the buffer as
-// it was.
-func failWrite(t testing.TB, l *Loopback, dek *mlx5.DEK, keytag []byte, spoil func()) {
+// failWrite moves 512 bytes from A to a buffer of 512 bytes of 's' of B
+// through a crypto mkey configured with dek and keytag, after spoil (if
+// not nil): an RDMA WRITE into B's mkey or, for the requester, a SEND
+// from A's mkey into a receive of B's. The work request must fail and
+// leave B's buffer as it was.
+func failWrite(t testing.TB, l *Loopback, dek *mlx5.DEK, keytag []byte, requester bool, spoil func()) {
 	t.Helper()
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite
 	src, srcMR := buffer(t, l.PD, 512, all)
@@ -955,12 +956,19 @@ func failWrite(t testing.TB, l *Loopback, dek *mlx5.DEK, keytag []byte, spoil fu
 	pattern(src, 7)
 	fill(tgt, 's')
 	m := cryptoMkey(t, l.PD, false)
-	cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, keytag), nil))
+	wr := mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
+		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}}
+	if requester {
+		cryptoConfigure(t, l, l.A, cryptoList(1, m, srcMR, 0, 512, all, attr(dek, true, sig.BlockSize512, 0, keytag), nil))
+		recv(t, l.B, 3, mlx5.SGE{Addr: tgtMR.Addr(), Length: 512, LKey: tgtMR.LKey()})
+		wr = mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: 512, LKey: m.LKey()}}}
+	} else {
+		cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, 512, all, attr(dek, false, sig.BlockSize512, 0, keytag), nil))
+	}
 	if spoil != nil {
 		spoil()
 	}
-	post(t, l.A, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: 0, RKey: m.RKey(),
-		SGL: []mlx5.SGE{{Addr: srcMR.Addr(), Length: 512, LKey: srcMR.LKey()}}})
+	post(t, l.A, wr)
 	failed(t, l, 2, tgt, 's')
 }
 
@@ -1004,27 +1012,15 @@ func containsHex(msg string, b []byte) bool {
 // own mkey with the wrong tag fails A's SEND from it.
 func CryptoBadKeytag(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 	d := needCrypto(t, c, s)
-	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
 	k := newKey(t, 256, 0x51, []byte("keytag01"))
 	wrong := []byte("keytag02")
 
-	t.Run("responder", func(t *testing.T) {
-		l := NewLoopback(t, c, objs)
-		failWrite(t, l, d.dek(t, l.PD, k, "tag"), wrong, nil)
-	})
-	t.Run("requester", func(t *testing.T) {
-		l := NewLoopback(t, c, objs)
-		dek := d.dek(t, l.PD, k, "tag")
-		src, srcMR := buffer(t, l.PD, 512, all)
-		tgt, tgtMR := buffer(t, l.PD, 512, all)
-		pattern(src, 8)
-		fill(tgt, 's')
-		m := cryptoMkey(t, l.PD, false)
-		cryptoConfigure(t, l, l.A, cryptoList(1, m, srcMR, 0, 512, all, attr(dek, true, sig.BlockSize512, 0, wrong), nil))
-		recv(t, l.B, 3, mlx5.SGE{Addr: tgtMR.Addr(), Length: 512, LKey: tgtMR.LKey()})
-		post(t, l.A, mlx5.SendWR{WrID: 2, Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: 0, Length: 512, LKey: m.LKey()}}})
-		failed(t, l, 2, tgt, 's')
-	})
+	for _, side := range []string{"responder", "requester"} {
+		t.Run(side, func(t *testing.T) {
+			l := NewLoopback(t, c, objs)
+			failWrite(t, l, d.dek(t, l.PD, k, "tag"), wrong, side == "requester", nil)
+		})
+	}
 	t.Run("right tag", func(t *testing.T) {
 		l := NewLoopback(t, c, objs)
 		encryptCheck(t, l, k, d.dek(t, l.PD, k, "tag"))
