@@ -41,8 +41,15 @@ func TestHWCryptoWrappedLogin(t *testing.T) { cryptoKinds(t, flows.CryptoWrapped
 func TestHWCryptoDEKLifecycle(t *testing.T) { cryptoKinds(t, flows.CryptoDEKLifecycle) }
 
 // TestHWCryptoBadKeytag: traffic through an mkey whose keytag is not its
-// DEK's fails; the completion's status is logged (flows.CryptoBadKeytag).
+// DEK's fails, at either side (flows.CryptoBadKeytag). The statuses
+// expected are the software model's reading; no public source gives a
+// ConnectX's.
 func TestHWCryptoBadKeytag(t *testing.T) { cryptoKinds(t, flows.CryptoBadKeytag) }
+
+// TestHWCryptoJobSize: the job sizes of mlx5dv_wr_set_mkey_crypto(3)'s
+// examples, those it allows landing encrypted and those it does not
+// failing (flows.CryptoJobSize; how they fail is the model's reading).
+func TestHWCryptoJobSize(t *testing.T) { cryptoKinds(t, flows.CryptoJobSize) }
 
 // cryptoKinds runs a crypto flow as devxKinds runs flows, with the
 // officer from the environment.
