@@ -116,7 +116,8 @@ type cryptoDev struct {
 
 // needCrypto reads the context's crypto caps, or skips the test with the
 // reason as rdma-core's check_crypto_caps does: no crypto, failed self
-// tests, no AES-XTS engine, wrapped import mode without an officer.
+// tests, no AES-XTS engine, wrapped import mode not operational or
+// without an officer.
 func needCrypto(t testing.TB, c *mlx5.Context, s CryptoSetup) *cryptoDev {
 	t.Helper()
 	caps, err := c.CryptoCaps()
@@ -137,6 +138,9 @@ func needCrypto(t testing.TB, c *mlx5.Context, s CryptoSetup) *cryptoDev {
 	d := &cryptoDev{c: c, caps: caps, setup: s,
 		wrapped: caps.WrappedImport&mlx5.CryptoWrappedImportAESXTS != 0,
 		multi:   caps.Engines&mlx5.CryptoEngineAESXTSMultiBlock != 0}
+	if d.wrapped && caps.Flags&mlx5.CryptoFlagWrappedOperational == 0 {
+		t.Skipf("the device imports keys wrapped only, and its wrapped crypto is not operational (commissioning mode: no logins, no DEKs) (%+v)", caps)
+	}
 	if d.wrapped && s.Officer == nil {
 		t.Skipf("the device imports keys wrapped only, and the test knows no credential and import KEK "+
 			"(on a ConnectX, set %s, %s, %s and %s)", EnvCredentialID, EnvCredential, EnvImportKEKID, EnvImportKEK)
