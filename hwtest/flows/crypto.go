@@ -358,7 +358,8 @@ func same(t testing.TB, what string, got, want []byte) {
 //     (row F); ten times, A SENDs each mkey's whole length into plain
 //     receives of B: B gets the ciphertext of the first and the plaintext
 //     of the second. Data units of 512 bytes from tweak 0, one unit, and
-//     two on a multi-block device, as rdma-core's.
+//     two on a multi-block device, signature before crypto on TX, as
+//     rdma-core's.
 //  2. Encrypt on write, decrypt on read, at the responder: B's mkey keeps
 //     ciphertext (row F, from an LBA other than 0); A RDMA-WRITEs
 //     plaintext into it and B's memory holds its AES-XTS encryption, one
@@ -398,8 +399,13 @@ func rdmaCoreTraffic(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx
 	copy(bufA, plain)
 	copy(bufA[n:], enc)
 	wireEnc, memEnc := cryptoMkey(t, l.PD, false), cryptoMkey(t, l.PD, false)
-	cryptoConfigure(t, l, l.A, cryptoList(1, wireEnc, mrA, 0, n, mlx5.AccessLocalWrite, attr(dek, true, sig.BlockSize512, 0, nil), nil))
-	cryptoConfigure(t, l, l.A, cryptoList(2, memEnc, mrA, n, n, mlx5.AccessLocalWrite, attr(dek, false, sig.BlockSize512, 0, nil), nil))
+	// rdma-core's order, which without a signature changes nothing but
+	// the BSF's enc_order.
+	for i, m := range []*mlx5.Mkey{wireEnc, memEnc} {
+		a := attr(dek, m == wireEnc, sig.BlockSize512, 0, nil)
+		a.Order = mlx5.SigBeforeCryptoOnTx
+		cryptoConfigure(t, l, l.A, cryptoList(uint64(1+i), m, mrA, i*n, n, mlx5.AccessLocalWrite, a, nil))
+	}
 	for i := range 10 {
 		fill(bufB, 's')
 		r := uint64(100 + 10*i)
