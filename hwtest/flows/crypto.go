@@ -371,8 +371,9 @@ func same(t testing.TB, what string, got, want []byte) {
 //     ciphertext, and RDMA-READs that ciphertext back through the mkey,
 //     which decrypts it into A's memory.
 //  4. On a multi-block device: an interleaved layout, configured in a
-//     batch; and a last data unit shorter than the others (640 bytes,
-//     which the man page's job size rule 2 allows).
+//     batch; a last data unit shorter than the others (640 bytes, which
+//     the man page's job size rule 2 allows); and transfers of one unit
+//     at each unit's offset, which take that unit's tweak.
 func CryptoTraffic(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 	d := needCrypto(t, c, s)
 	for _, bits := range []int{128, 256} {
@@ -383,6 +384,7 @@ func CryptoTraffic(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 			t.Run("rdma-core", func(t *testing.T) { rdmaCoreTraffic(t, d, l, k, dek) })
 			t.Run("write-read", func(t *testing.T) { writeRead(t, d, l, k, dek) })
 			t.Run("interleaved", func(t *testing.T) { interleavedCrypto(t, d, l, k, dek) })
+			t.Run("offset", func(t *testing.T) { offsetCrypto(t, d, l, k, dek) })
 		})
 	}
 }
@@ -501,6 +503,37 @@ func interleavedCrypto(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *m
 	if got := lay.gather(tgt)[:640]; !slices.Equal(got, enc) {
 		same(t, "a 640-byte RDMA WRITE", got, enc)
 	}
+}
+
+// offsetCrypto RDMA-WRITEs one data unit at each data unit of B's mkey,
+// last first, and RDMA-READs them back one by one: the unit at offset
+// k*512 is encrypted with the initial tweak plus k, whichever transfer
+// carried it (the software model's reading, docs/CRYPTO.md, "The tweak").
+func offsetCrypto(t *testing.T, d *cryptoDev, l *Loopback, k dekKey, dek *mlx5.DEK) {
+	d.needMulti(t)
+	const lba = 0x40
+	n := 512 * d.units()
+	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
+	src, srcMR := buffer(t, l.PD, n, all)
+	tgt, tgtMR := buffer(t, l.PD, n, all)
+	pattern(src, 11)
+	m := cryptoMkey(t, l.PD, false)
+	cryptoConfigure(t, l, l.B, cryptoList(1, m, tgtMR, 0, n, all, attr(dek, false, sig.BlockSize512, lba, nil), nil))
+	for u := d.units() - 1; u >= 0; u-- {
+		write(t, l, mlx5.SendWR{WrID: uint64(10 + u), Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, RemoteAddr: uint64(512 * u), RKey: m.RKey(),
+			SGL: []mlx5.SGE{{Addr: srcMR.Addr() + uint64(512*u), Length: 512, LKey: srcMR.LKey()}}})
+	}
+	want := make([]byte, n)
+	k.x.encrypt(want, src, 512, tweak(lba))
+	same(t, "B's memory after a write at each unit", tgt, want)
+	back, backMR := buffer(t, l.PD, n, all)
+	for u := range d.units() {
+		id := uint64(20 + u)
+		post(t, l.A, mlx5.SendWR{WrID: id, Opcode: mlx5.OpRDMARead, Flags: mlx5.SendSignaled, RemoteAddr: uint64(512 * u), RKey: m.RKey(),
+			SGL: []mlx5.SGE{{Addr: backMR.Addr() + uint64(512*u), Length: 512, LKey: backMR.LKey()}}})
+		l.expect(t, okLen(l.A, id, mlx5.WCRDMARead, 512))
+	}
+	same(t, "the reads of each unit", back, src)
 }
 
 // t10 is a T10-DIF domain of 512-byte blocks: CRC guard, an application
