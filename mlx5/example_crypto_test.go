@@ -47,11 +47,7 @@ func Example_nvmeofEncryptedWrite() {
 		log.Fatal(err)
 	}
 	cq, _ := c.CreateCQ(mlx5.CQOptions{Entries: 64})
-	// A configure with a signature and a crypto BSF is a WQE of inline
-	// data: 128 bytes of BSFs and the layout, sized by MaxInlineData as
-	// libmlx5 sizes it (rdma-core's crypto tests ask 512).
-	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 8, MaxSendSGE: 1, MaxInlineData: 512,
-		MkeyConfigure: true, MaxMkeyEntries: 1}
+	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 8, MaxSendSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1}
 	host, _ := c.CreateQP(opt)
 	target, _ := c.CreateQP(opt)
 	path, _ := c.LoopbackPath(1)

@@ -272,17 +272,6 @@ func createDEK(t testing.TB, pd *mlx5.PD, o mlx5.DEKOptions) *mlx5.DEK {
 	return dek
 }
 
-// cryptoLoopback is NewLoopback with QPs whose inline data holds a
-// configure of a crypto and a signature BSF, as rdma-core's
-// Mlx5CryptoResources makes them (max_inline_data 512).
-func cryptoLoopback(t testing.TB, c *mlx5.Context, objs Objects) *Loopback {
-	t.Helper()
-	devx := objs == DEVXObjects
-	opt := mlx5.QPOptions{MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 16, MaxRecvSGE: 2, MaxInlineData: 512,
-		MkeyConfigure: true, MaxMkeyEntries: 4, DEVX: devx}
-	return newLoopback(t, c, mlx5.CQOptions{Entries: 64, DEVX: devx}, opt, opt)
-}
-
 // cryptoMkey creates an mkey with crypto (and block signatures when sig),
 // or skips the test on a device or context that makes none; t's cleanup
 // closes it.
@@ -378,7 +367,7 @@ func CryptoTraffic(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 	d := needCrypto(t, c, s)
 	for _, bits := range []int{128, 256} {
 		t.Run(strconv.Itoa(bits), func(t *testing.T) {
-			l := cryptoLoopback(t, c, objs)
+			l := NewLoopback(t, c, objs)
 			k := newKey(t, bits, byte(bits), nil)
 			dek := d.dek(t, l.PD, k, "dek")
 			t.Run("rdma-core", func(t *testing.T) { rdmaCoreTraffic(t, d, l, k, dek) })
@@ -572,7 +561,7 @@ const t10Check = sig.MaskT10DIFGuard | sig.MaskT10DIFAppTag | sig.MaskT10DIFRefT
 //     as libmlx5's get_crypto_order refuses them.
 func CryptoSignature(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 	d := needCrypto(t, c, s)
-	l := cryptoLoopback(t, c, objs)
+	l := NewLoopback(t, c, objs)
 	k := newKey(t, 256, 0x5c, nil)
 	dek := d.dek(t, l.PD, k, "sig")
 	blocks := d.units()
@@ -719,7 +708,7 @@ func CryptoWrappedLogin(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 	if !d.wrapped {
 		t.Skip("the device imports keys in plaintext: no login is needed or allowed")
 	}
-	l := cryptoLoopback(t, c, objs)
+	l := NewLoopback(t, c, objs)
 	k := newKey(t, 128, 0x11, nil)
 	state := func(t *testing.T, want mlx5.LoginState) {
 		t.Helper()
@@ -860,7 +849,7 @@ func encryptCheck(t testing.TB, l *Loopback, k dekKey, dek *mlx5.DEK) {
 //     configured with it before fails.
 func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 	d := needCrypto(t, c, s)
-	l := cryptoLoopback(t, c, objs)
+	l := NewLoopback(t, c, objs)
 	all := mlx5.AccessLocalWrite | mlx5.AccessRemoteWrite | mlx5.AccessRemoteRead
 	_, mr := buffer(t, l.PD, 4096, all)
 
@@ -970,7 +959,7 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 		if s.CorruptDEK == nil {
 			t.Skip("no way to put a DEK in ERROR on this device")
 		}
-		l := cryptoLoopback(t, c, objs) // the failed write takes the QPs to ERR
+		l := NewLoopback(t, c, objs) // the failed write takes the QPs to ERR
 		dek := d.dek(t, l.PD, newKey(t, 128, 0x41, nil), "err")
 		failWrite(t, l, dek, nil, false, func() {
 			s.CorruptDEK(t, dek)
@@ -1085,12 +1074,12 @@ func CryptoBadKeytag(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup)
 
 	for _, side := range []string{"responder", "requester"} {
 		t.Run(side, func(t *testing.T) {
-			l := cryptoLoopback(t, c, objs)
+			l := NewLoopback(t, c, objs)
 			failWrite(t, l, d.dek(t, l.PD, k, "tag"), wrong, side == "requester", nil)
 		})
 	}
 	t.Run("right tag", func(t *testing.T) {
-		l := cryptoLoopback(t, c, objs)
+		l := NewLoopback(t, c, objs)
 		encryptCheck(t, l, k, d.dek(t, l.PD, k, "tag"))
 	})
 }
@@ -1117,7 +1106,7 @@ func CryptoJobSize(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSetup) {
 		{sig.BlockSize520, 520, true}, {sig.BlockSize520, 496, true}, {sig.BlockSize520, 512, false},
 	} {
 		t.Run(fmt.Sprintf("%d in %d", j.n, j.du.Bytes()), func(t *testing.T) {
-			l := cryptoLoopback(t, c, objs)
+			l := NewLoopback(t, c, objs)
 			dek := d.dek(t, l.PD, k, "job")
 			du := j.du.Bytes()
 			src, srcMR := buffer(t, l.PD, du, all)
