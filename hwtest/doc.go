@@ -81,6 +81,33 @@
 //
 // The stream flows skip on a device without DCI streams, as rdma-core's.
 //
+// rdma-core's crypto scenarios (tests/test_mlx5_crypto.py, v44.0) on a
+// ConnectX with AES-XTS crypto, every byte compared with the flows' own
+// AES-XTS (IEEE 1619, proven by its vectors) and sig's engine; each skips
+// with the reason on a device without crypto, and a device in wrapped
+// import mode needs its crypto officer's credential and import KEK in
+// MLX5GO_CRYPTO_CREDENTIAL_ID, MLX5GO_CRYPTO_CREDENTIAL,
+// MLX5GO_CRYPTO_IMPORT_KEK_ID and MLX5GO_CRYPTO_IMPORT_KEK
+// (flows.OfficerFromEnv); docs/CRYPTO.md is the guide:
+//
+//   - TestHWCryptoTraffic: test_mlx5_crypto_mkey_old_api, _wrapped_dek,
+//     _plaintext_dek and the multi-block ones: SENDs through an
+//     encrypting and a decrypting mkey, encrypt on RDMA WRITE and decrypt
+//     on READ at either side, a receive through the mkey, an interleaved
+//     layout (flows.CryptoTraffic).
+//   - TestHWCryptoSignature: test_mlx5_crypto_signature_mkey with
+//     T10-DIF, in both orders (the man page's rows B, C, H, J), a
+//     corrupted ciphertext found by the guard, the refused orders
+//     (flows.CryptoSignature).
+//   - TestHWCryptoWrappedLogin: test_mlx5_dek_management: the session,
+//     a wrong credential, the login object, wrapped DEKs
+//     (flows.CryptoWrappedLogin).
+//   - TestHWCryptoDEKLifecycle: DEK query and destroy, destroy refused
+//     while an mkey uses it, the refusals (flows.CryptoDEKLifecycle).
+//   - TestHWCryptoBadKeytag, TestHWCryptoJobSize: a keytag mismatch and
+//     the man page's job sizes (flows.CryptoBadKeytag,
+//     flows.CryptoJobSize).
+//
 // Through a signature mkey an SGE's length counts the wire's bytes
 // (mlx5.SendWR), as those scenarios show.
 //

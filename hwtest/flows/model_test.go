@@ -3,6 +3,8 @@ package flows_test
 import (
 	"flag"
 	"os"
+	"reflect"
+	"sync"
 	"time"
 
 	"testing"
@@ -24,16 +26,31 @@ func onEveryProfile(t *testing.T, flow func(*testing.T, *mlx5.Context)) {
 	onEveryProfileOpt(t, model.Options{}, flow)
 }
 
+// models maps the contexts onEveryProfileOpt opened to their software
+// ConnectX, for the flows' model hooks.
+var models sync.Map // *mlx5.Context -> *model.Device
+
+// modelOf is the software ConnectX of a context onEveryProfileOpt opened.
+func modelOf(c *mlx5.Context) *model.Device {
+	dev, _ := models.Load(c)
+	return dev.(*model.Device)
+}
+
 // onEveryProfileOpt is onEveryProfile on contexts opened with opt.
 func onEveryProfileOpt(t *testing.T, opt model.Options, flow func(*testing.T, *mlx5.Context)) {
 	for _, p := range model.Profiles() {
 		t.Run(p, func(t *testing.T) {
 			dev, err := model.NewWithOptions(p, opt)
+			if err != nil && opt.Crypto.Wrapped {
+				t.Skipf("no wrapped crypto: %v", err) // a profile without a crypto engine
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := mlx5hook.NewContext(dev).(*mlx5.Context)
 			defer c.Close()
+			models.Store(c, dev)
+			defer models.Delete(c)
 			t.Run("flow", func(t *testing.T) { flow(t, c) })
 			shared := dev.Objects()
 			t.Run("again", func(t *testing.T) { flow(t, c) })
@@ -171,6 +188,74 @@ func onEachStop(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects
 }
 
 func TestRemoteInvalidateOnModel(t *testing.T) { onEachKind(t, flows.RemoteInvalidate) }
+
+// rdma-core's crypto scenarios (tests/test_mlx5_crypto.py) on every
+// profile, each in the two import modes a ConnectX leaves the factory
+// with (model.Options.Crypto): plaintext keys, and wrapped keys with a
+// credential and import KEK of ID 0 stored. cx5, which has no crypto,
+// skips with the reason, and so does the login flow in plaintext mode.
+func TestCryptoTrafficOnModel(t *testing.T)      { onCryptoModes(t, flows.CryptoTraffic) }
+func TestCryptoSignatureOnModel(t *testing.T)    { onCryptoModes(t, flows.CryptoSignature) }
+func TestCryptoWrappedLoginOnModel(t *testing.T) { onCryptoModes(t, flows.CryptoWrappedLogin) }
+func TestCryptoDEKLifecycleOnModel(t *testing.T) { onCryptoModes(t, flows.CryptoDEKLifecycle) }
+func TestCryptoBadKeytagOnModel(t *testing.T)    { onCryptoModes(t, flows.CryptoBadKeytag) }
+func TestCryptoJobSizeOnModel(t *testing.T)      { onCryptoModes(t, flows.CryptoJobSize) }
+
+// The model's crypto officer: the credential and import KEK of ID 0.
+var (
+	modelCredential = []byte("mlx5go's model credential, 40 bytes long")[:40]
+	modelImportKEK  = []byte("an AES-256 import KEK, 32 bytes!")
+)
+
+// onCryptoModes runs a crypto flow with each kind of objects on every
+// profile, in plaintext mode and in wrapped mode, with the model's hooks.
+func onCryptoModes(t *testing.T, flow func(*testing.T, *mlx5.Context, flows.Objects, flows.CryptoSetup)) {
+	for _, mode := range []struct {
+		name string
+		opt  model.CryptoOptions
+	}{
+		{"plaintext", model.CryptoOptions{}},
+		{"wrapped", model.CryptoOptions{Wrapped: true, Credential: modelCredential, ImportKEK: modelImportKEK}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			onEachKindOpt(t, model.Options{Crypto: mode.opt}, func(t *testing.T, c *mlx5.Context, objs flows.Objects) {
+				flow(t, c, objs, modelCryptoSetup(c, mode.opt.Wrapped))
+			})
+		})
+	}
+}
+
+// modelCryptoSetup is the officer of a wrapped model, and the model's
+// hooks: InjectDEKError, and deleting the credential of ID 0 (stored
+// again at the test's cleanup).
+func modelCryptoSetup(c *mlx5.Context, wrapped bool) flows.CryptoSetup {
+	dev := modelOf(c)
+	s := flows.CryptoSetup{CorruptDEK: func(t testing.TB, d *mlx5.DEK) {
+		if err := dev.InjectDEKError(dekID(d)); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	if wrapped {
+		s.Officer = &flows.Officer{Credential: modelCredential, ImportKEK: modelImportKEK}
+		s.RevokeCredential = func(t testing.TB) {
+			if err := dev.DeleteCryptoCredential(0); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := dev.SetCryptoCredential(0, modelCredential); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	return s
+}
+
+// dekID is d's object number, which the model's InjectDEKError takes and
+// mlx5 does not export (a DEK is an opaque handle): read from its field.
+func dekID(d *mlx5.DEK) uint32 {
+	return uint32(reflect.ValueOf(d).Elem().FieldByName("id").Uint())
+}
 
 // rdma-core's DC scenarios (tests/test_mlx5_dc.py) on every profile; the
 // stream flows skip on cx5, which has no DCI streams.
