@@ -932,7 +932,7 @@ func CryptoDEKLifecycle(t *testing.T, c *mlx5.Context, objs Objects, s CryptoSet
 			refused(t, what, l.B.PostMkeyConfigure(cryptoList(10, m, mr, 0, 512, all, ca, nil)))
 		}
 		conf(t, "a nil DEK", m, &mlx5.CryptoAttr{DataUnitSize: sig.BlockSize512})
-		conf(t, "a keytag for a DEK without one", m, attr(dek, false, sig.BlockSize512, 0, []byte("12345678")))
+		conf(t, "a 5-byte keytag for a DEK without one", m, attr(dek, false, sig.BlockSize512, 0, []byte("12345")))
 		tagged := d.dek(t, l.PD, newKey(t, 128, 0x32, []byte("tag-tag!")), "tag")
 		conf(t, "no keytag for a DEK with one", m, attr(tagged, false, sig.BlockSize512, 0, nil))
 		conf(t, "a 4-byte keytag", m, attr(tagged, false, sig.BlockSize512, 0, []byte("tag-")))
