@@ -1,0 +1,238 @@
+package mlx5_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mlx5go/mlx5go/mlx5"
+	"github.com/mlx5go/mlx5go/mlx5test"
+	"github.com/mlx5go/mlx5go/wqe"
+)
+
+type rawPair struct {
+	c    *mlx5.Context
+	mr   *mlx5.MR
+	mem  []byte
+	cq   *mlx5.CQ
+	a, b *mlx5.QP
+}
+
+func newRawPair(t *testing.T, sendWR, sendSGE int) *rawPair {
+	t.Helper()
+	c, err := mlx5test.Open("cx7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := mlx5.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Close() })
+	mr, err := pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(mlx5.CQOptions{Entries: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: sendWR, MaxSendSGE: sendSGE, MaxRecvWR: 1, MaxRecvSGE: 1}
+	p := &rawPair{c: c, mr: mr, mem: buf.Bytes(), cq: cq}
+	if p.a, err = c.CreateQP(opt); err != nil {
+		t.Fatal(err)
+	}
+	if p.b, err = c.CreateQP(opt); err != nil {
+		t.Fatal(err)
+	}
+	path, err := c.LoopbackPath(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.Connect(p.b.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.b.Connect(p.a.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// write is an RDMA WRITE of the SGEs' bytes to dst, encoded with package
+// wqe into a ring of its own (counter 0, QPN 0), signaled or not.
+func (p *rawPair) write(t *testing.T, dst uint64, signaled bool, sgl ...wqe.SGE) []byte {
+	t.Helper()
+	s := &wqe.Send{Opcode: wqe.OpcodeRDMAWrite, RemoteAddr: p.mr.Addr() + dst, RKey: p.mr.RKey(), MaxSGE: len(sgl), SGL: sgl}
+	if signaled {
+		s.Flags = wqe.SendSignaled
+	}
+	w := make(wqe.Ring, 4*wqe.WQEBB)
+	r, err := wqe.BuildSend(w, 0, 4, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w[:r.WQEBBs*wqe.WQEBB]
+}
+
+func (p *rawPair) sge(off uint64, n uint32) wqe.SGE {
+	return wqe.SGE{Addr: p.mr.Addr() + off, Length: n, LKey: p.mr.LKey()}
+}
+
+// poll collects n completions, failing after 10 s.
+func (p *rawPair) poll(t *testing.T, n int) []mlx5.Completion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []mlx5.Completion
+	wc := make([]mlx5.Completion, 16)
+	for len(got) < n {
+		k, err := p.cq.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, wc[:k]...)
+		if k == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("%d of %d completions", len(got), n)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return got
+}
+
+// TestAddRawCompletesOnce: raw WQEs, one and two WQEBBs, mixed with
+// ordinary work requests in batches that go round a send queue of 8
+// WQEBBs many times (so raw WQEs cross its end): each work request
+// completes exactly once, in order, raw ones with WCRaw, and every
+// WRITE's bytes arrive.
+func TestAddRawCompletesOnce(t *testing.T) {
+	p := newRawPair(t, 8, 4)
+	for i := range 4096 {
+		p.mem[i] = byte(i*7 + 1)
+	}
+	next := uint64(1)
+	for round := range 40 {
+		b := p.a.Begin()
+		var want []mlx5.WCOpcode
+		dst := uint64(8192 + round*256)
+		// One WQEBB raw, a two-WQEBB raw (4 SGEs), an ordinary WRITE.
+		b.AddRaw(next, p.write(t, dst, true, p.sge(uint64(round), 16)))
+		want = append(want, mlx5.WCRaw)
+		b.AddRaw(next+1, p.write(t, dst+16, true, p.sge(100, 4), p.sge(200, 4), p.sge(300, 4), p.sge(400, 4)))
+		want = append(want, mlx5.WCRaw)
+		b.Add(&mlx5.SendWR{WrID: next + 2, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled,
+			SGL: []mlx5.SGE{{Addr: p.mr.Addr() + 500, Length: 8, LKey: p.mr.LKey()}}, RemoteAddr: p.mr.Addr() + dst + 32, RKey: p.mr.RKey()})
+		want = append(want, mlx5.WCRDMAWrite)
+		if err := b.Commit(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		got := p.poll(t, len(want))
+		for i, w := range got {
+			if w.WrID != next+uint64(i) || w.Opcode != want[i] || w.Status != mlx5.WCSuccess || w.QPN != p.a.QPN() {
+				t.Fatalf("round %d completion %d: %+v, want wr %d %v", round, i, w, next+uint64(i), want[i])
+			}
+		}
+		m := p.mem
+		exp := append(append(bytes.Clone(m[round:round+16]), m[100:104]...), m[200:204]...)
+		exp = append(append(append(exp, m[300:304]...), m[400:404]...), m[500:508]...)
+		if got := m[dst : dst+40]; !bytes.Equal(got, exp) {
+			t.Fatalf("round %d: written %x, want %x", round, got, exp)
+		}
+		next += uint64(len(want))
+	}
+	if n, err := p.cq.Poll(make([]mlx5.Completion, 4)); n != 0 || err != nil {
+		t.Fatalf("extra completions: %d, %v", n, err)
+	}
+}
+
+// TestAddRawRefused: a malformed raw WQE poisons its batch with
+// ErrInvalid and writes nothing into the send queue; one that fits the
+// QP but not the room left is ErrQueueFull; the QP posts on afterwards,
+// and no refused work request ever completes.
+func TestAddRawRefused(t *testing.T) {
+	p := newRawPair(t, 8, 1) // the largest WQE: one WQEBB
+	good := p.write(t, 8192, true, p.sge(0, 8))
+	ds := func(w []byte, d uint8) []byte { w = bytes.Clone(w); w[7] = d; return w }
+	ring, _ := mlx5.SendRing(p.a)
+	slots, maxWQE := len(ring)/wqe.WQEBB, mlx5.SendMaxWQE(p.a)
+	// A NOP of one WQEBB more than the QP's largest work request, ds
+	// consistent with it.
+	long := make([]byte, (maxWQE+1)*wqe.WQEBB)
+	long[3], long[7] = wqe.OpcodeNOP, uint8(maxWQE*4+1)
+	if maxWQE >= 16 {
+		t.Fatalf("the QP takes WQEs of %d WQEBBs", maxWQE)
+	}
+	for _, c := range []struct {
+		name string
+		w    []byte
+	}{
+		{"nil", nil},
+		{"empty", []byte{}},
+		{"shorter than a ctrl segment", good[:15]},
+		{"ds 0", ds(good, 0)},
+		{"ds past its bytes", ds(good[:32], 3)},
+		{"ds short of its last WQEBB", ds(long, 4)},
+		{"over the QP's largest WQE", long},
+		{"over 63 units", make([]byte, wqe.MaxRawWQE+64)},
+	} {
+		ring, pi := mlx5.SendRing(p.a)
+		before := bytes.Clone(ring)
+		err := p.a.Begin().AddRaw(1, c.w).Commit()
+		if !errors.Is(err, mlx5.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+		ring2, pi2 := mlx5.SendRing(p.a)
+		if pi2 != pi || !bytes.Equal(ring2, before) {
+			t.Errorf("%s: the send queue changed (counter %d to %d)", c.name, pi, pi2)
+		}
+	}
+	// A bad one after a good one in a batch: the batch is undone.
+	if err := p.a.Begin().AddRaw(2, good).AddRaw(3, ds(good, 0)).Commit(); !errors.Is(err, mlx5.ErrInvalid) {
+		t.Errorf("good then bad: %v", err)
+	}
+	// Full: the ring holds slots one-WQEBB WQEs; the next does not fit.
+	b := p.a.Begin()
+	for i := range slots + 1 {
+		b.AddRaw(uint64(10+i), good)
+	}
+	if err := b.Commit(); !errors.Is(err, mlx5.ErrQueueFull) {
+		t.Errorf("WQE %d: %v, want ErrQueueFull", slots, err)
+	}
+	if err := p.a.Begin().AddRaw(100, good).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.poll(t, 1); got[0].WrID != 100 || got[0].Status != mlx5.WCSuccess {
+		t.Fatalf("after the refusals: %+v", got[0])
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n, _ := p.cq.Poll(make([]mlx5.Completion, 4)); n != 0 {
+		t.Fatalf("%d completions of refused work requests", n)
+	}
+
+	// A nil batch, a QP with no send queue, a closed QP.
+	var nb *mlx5.Batch
+	if nb.AddRaw(1, good) != nil {
+		t.Error("nil batch")
+	}
+	pd, _ := p.c.AllocPD()
+	noSQ, err := p.c.CreateQP(mlx5.QPOptions{PD: pd, SendCQ: p.cq, RecvCQ: p.cq, MaxRecvWR: 1, MaxRecvSGE: 1})
+	if err == nil {
+		if err := noSQ.Begin().AddRaw(1, good).Commit(); !errors.Is(err, mlx5.ErrInvalid) {
+			t.Errorf("no send queue: %v", err)
+		}
+	}
+	if err := p.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.Begin().AddRaw(1, good).Commit(); !errors.Is(err, mlx5.ErrClosed) {
+		t.Errorf("closed QP: %v, want ErrClosed", err)
+	}
+}
