@@ -236,3 +236,32 @@ func TestAddRawRefused(t *testing.T) {
 		t.Errorf("closed QP: %v, want ErrClosed", err)
 	}
 }
+
+// TestAddRawInError: a well-formed raw WQE the device cannot run (its
+// SGE's key is not a key) completes in error, and the raw WQEs after it
+// are flushed, each once, with their own wrIDs.
+func TestAddRawInError(t *testing.T) {
+	p := newRawPair(t, 8, 1)
+	bad := p.sge(0, 8)
+	bad.LKey ^= 0xffff00
+	b := p.a.Begin().AddRaw(1, p.write(t, 8192, true, bad))
+	for i := range 3 {
+		b.AddRaw(uint64(2+i), p.write(t, 8192, true, p.sge(0, 8)))
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := p.poll(t, 4)
+	if got[0].WrID != 1 || got[0].Status == mlx5.WCSuccess || got[0].Status == mlx5.WCWRFlushErr {
+		t.Errorf("the bad WQE: %+v", got[0])
+	}
+	for i, w := range got[1:] {
+		if w.WrID != uint64(2+i) || w.Status != mlx5.WCWRFlushErr {
+			t.Errorf("completion %d: %+v, want wr %d flushed", i+1, w, 2+i)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n, _ := p.cq.Poll(make([]mlx5.Completion, 4)); n != 0 {
+		t.Fatalf("%d more completions", n)
+	}
+}
