@@ -197,3 +197,29 @@ func TestAddRawInError(t *testing.T) {
 		}
 	}
 }
+
+// TestAddRawNoAlloc: posting a raw WQE allocates nothing, as any other
+// post. The QP is in INIT, where the device runs nothing (the model
+// allocates as it runs WQEs, and AllocsPerRun counts every goroutine's
+// allocations).
+func TestAddRawNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	p := newRawRig(t, 8, 1)
+	qp := p.qp(t, mlx5.QPOptions{MaxSendWR: 8, MaxSendSGE: 1, MaxRecvWR: 1, MaxRecvSGE: 1}, false)
+	init := mlx5.QPAttrState | mlx5.QPAttrPKeyIndex | mlx5.QPAttrPort | mlx5.QPAttrAccessFlags
+	if err := qp.Modify(&mlx5.QPAttr{State: mlx5.QPStateInit, Port: 1}, init); err != nil {
+		t.Fatal(err)
+	}
+	w := p.write(t, 8192, true, p.sge(0, 8))
+	ring, _ := mlx5.SendRing(qp)
+	allocs := testing.AllocsPerRun(len(ring)/wqe.WQEBB-2, func() {
+		if err := qp.Begin().AddRaw(1, w).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations a post", allocs)
+	}
+}
