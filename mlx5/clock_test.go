@@ -89,3 +89,108 @@ func TestClockInfoHostile(t *testing.T) {
 		t.Errorf("closed context: %v, want ErrClosed", err)
 	}
 }
+
+// stampedPair is two connected RC QPs on one CQ, the CQ made with
+// CQOptions.Timestamps as stamps says, and a registered buffer.
+func stampedPair(t *testing.T, stamps bool) (c *mlx5.Context, cq *mlx5.CQ, a, b *mlx5.QP, mr *mlx5.MR) {
+	c = mlx5test.New(t, "cx7")
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := mlx5.AllocBuffer(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Close() })
+	if mr, err = pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	if cq, err = c.CreateCQ(mlx5.CQOptions{Entries: 64, Timestamps: stamps}); err != nil {
+		t.Fatal(err)
+	}
+	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxSendSGE: 1, MaxRecvWR: 16, MaxRecvSGE: 1}
+	if a, err = c.CreateQP(opt); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = c.CreateQP(opt); err != nil {
+		t.Fatal(err)
+	}
+	path, err := c.LoopbackPath(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(b.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(a.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	return c, cq, a, b, mr
+}
+
+// sendAndPoll posts n SENDs from a to b's n receives and returns the 2n
+// completions.
+func sendAndPoll(t *testing.T, cq *mlx5.CQ, a, b *mlx5.QP, mr *mlx5.MR, n int) []mlx5.Completion {
+	for i := range n {
+		if err := b.PostRecv(uint64(100+i), []mlx5.SGE{{Addr: mr.Addr() + 4096, Length: 64, LKey: mr.LKey()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if err := a.PostSend(&mlx5.SendWR{WrID: uint64(i + 1), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
+			SGL: []mlx5.SGE{{Addr: mr.Addr(), Length: 16, LKey: mr.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []mlx5.Completion
+	var wc [8]mlx5.Completion
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 2*n; {
+		k, err := cq.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, wc[:k]...)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d completions", len(got), 2*n)
+		}
+	}
+	return got
+}
+
+// TestCompletionTimestamps: on a CQ made with Timestamps every completion
+// carries the model's free-running clock, in the order the device wrote
+// the CQEs, and ClockInfo puts each between the post and the poll's end;
+// a CQ made without reports 0.
+func TestCompletionTimestamps(t *testing.T) {
+	c, cq, a, b, mr := stampedPair(t, true)
+	before := time.Now()
+	got := sendAndPoll(t, cq, a, b, mr, 4)
+	after := time.Now()
+	ci, err := c.ClockInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for _, wc := range got {
+		if wc.Status != mlx5.WCSuccess || wc.Timestamp == 0 || wc.Timestamp < last {
+			t.Errorf("completion %+v: want success with a timestamp after %d", wc, last)
+		}
+		last = wc.Timestamp
+		// A millisecond either way: the model's clock runs on the
+		// monotonic clock, ClockInfo's Nsec is wall time.
+		if at := ci.Time(wc.Timestamp); at.Before(before.Add(-time.Millisecond)) || at.After(after.Add(time.Millisecond)) {
+			t.Errorf("wr %d completed at %v, not within [%v, %v]", wc.WrID, at, before, after)
+		}
+	}
+
+	_, cq, a, b, mr = stampedPair(t, false)
+	for _, wc := range sendAndPoll(t, cq, a, b, mr, 2) {
+		if wc.Timestamp != 0 {
+			t.Errorf("completion on a CQ without Timestamps: %+v", wc)
+		}
+	}
+	if _, err := c.CreateCQ(mlx5.CQOptions{Entries: 8, DEVX: true, Timestamps: true}); !errors.Is(err, mlx5.ErrInvalid) {
+		t.Errorf("DEVX CQ with Timestamps: %v, want ErrInvalid", err)
+	}
+}

@@ -145,3 +145,43 @@ func (d *Device) UnmapClockInfo(page []byte) error {
 	p.timer.Stop()
 	return unix.Munmap(p.mem)
 }
+
+// Timestamp formats (MLX5_TIMESTAMP_FORMAT_CAP_*) a device's qp_ts_format
+// reports.
+const (
+	tsCapFreeRunning = 0
+	tsCapRealTime    = 1
+	tsCapBoth        = 2
+)
+
+// qpTSFormat is get_qp_ts_format's refusal for a verbs QP on scq and rcq:
+// a CQ made for free-running timestamps needs a device whose RoCE caps'
+// qp_ts_format has them, one made for real-time timestamps one that has
+// those, and a QP whose CQs ask for different formats is refused.
+func (h *hca) qpTSFormat(scq, rcq *vcq) (unix.Errno, string) {
+	ts := h.prof.roceCap(prm.RoceCap.QpTsFormat)
+	fr, rt := ts == tsCapFreeRunning || ts == tsCapBoth, ts == tsCapRealTime || ts == tsCapBoth
+	const fmtDefault, fmtFree, fmtReal = 1, 0, 2 // MLX5_TIMESTAMP_FORMAT_DEFAULT, _FREE_RUNNING, _REAL_TIME
+	format := func(cq *vcq) (int, bool) {
+		switch {
+		case cq == nil:
+		case cq.realTime:
+			return fmtReal, rt
+		case cq.timestamp:
+			return fmtFree, fr
+		}
+		if fr {
+			return fmtFree, true
+		}
+		return fmtDefault, true
+	}
+	s, sok := format(scq)
+	r, rok := format(rcq)
+	if !sok || !rok {
+		return unix.EOPNOTSUPP, "get_qp_ts_format: a CQ asks for completion timestamps in a format the device does not have (qp_ts_format)"
+	}
+	if s != fmtDefault && r != fmtDefault && s != r {
+		return unix.EOPNOTSUPP, "get_qp_ts_format: the send CQ's timestamp format is not the receive CQ's"
+	}
+	return 0, ""
+}
