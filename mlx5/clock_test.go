@@ -8,6 +8,7 @@ import (
 
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/mlx5test"
+	"github.com/mlx5go/mlx5go/model"
 )
 
 // TestClockInfoModel reads the model's clock-info page: a snapshot taken
@@ -90,70 +91,37 @@ func TestClockInfoHostile(t *testing.T) {
 	}
 }
 
-// stampedPair is two connected RC QPs on one CQ, the CQ made with
-// CQOptions.Timestamps as stamps says, and a registered buffer.
-func stampedPair(t *testing.T, stamps bool) (c *mlx5.Context, cq *mlx5.CQ, a, b *mlx5.QP, mr *mlx5.MR) {
-	c = mlx5test.New(t, "cx7")
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
+// stampedRig is a rig whose CQ is made with CQOptions.Timestamps as
+// stamps says, and two QPs connected on it.
+func stampedRig(t *testing.T, stamps bool) (r *rig, a, b *mlx5.QP) {
+	r = newRig(t, "cx7", model.Options{}, 64)
+	if stamps {
+		var err error
+		if r.cq, err = r.c.CreateCQ(mlx5.CQOptions{Entries: 64, Timestamps: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	buf, err := mlx5.AllocBuffer(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Close() })
-	if mr, err = pd.RegMR(buf.Bytes(), mlx5.AccessLocalWrite); err != nil {
-		t.Fatal(err)
-	}
-	if cq, err = c.CreateCQ(mlx5.CQOptions{Entries: 64, Timestamps: stamps}); err != nil {
-		t.Fatal(err)
-	}
-	opt := mlx5.QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxSendSGE: 1, MaxRecvWR: 16, MaxRecvSGE: 1}
-	if a, err = c.CreateQP(opt); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = c.CreateQP(opt); err != nil {
-		t.Fatal(err)
-	}
-	path, err := c.LoopbackPath(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Connect(b.QPN(), path); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Connect(a.QPN(), path); err != nil {
-		t.Fatal(err)
-	}
-	return c, cq, a, b, mr
+	a, b = r.pair(t, r.pd)
+	return r, a, b
 }
 
 // sendAndPoll posts n SENDs from a to b's n receives and returns the 2n
 // completions.
-func sendAndPoll(t *testing.T, cq *mlx5.CQ, a, b *mlx5.QP, mr *mlx5.MR, n int) []mlx5.Completion {
+func sendAndPoll(t *testing.T, r *rig, a, b *mlx5.QP, n int) []mlx5.Completion {
 	for i := range n {
-		if err := b.PostRecv(uint64(100+i), []mlx5.SGE{{Addr: mr.Addr() + 4096, Length: 64, LKey: mr.LKey()}}); err != nil {
+		if err := b.PostRecv(uint64(100+i), []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 64, LKey: r.mr.LKey()}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
 		if err := a.PostSend(&mlx5.SendWR{WrID: uint64(i + 1), Opcode: mlx5.OpSend, Flags: mlx5.SendSignaled,
-			SGL: []mlx5.SGE{{Addr: mr.Addr(), Length: 16, LKey: mr.LKey()}}}); err != nil {
+			SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 16, LKey: r.mr.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var got []mlx5.Completion
-	var wc [8]mlx5.Completion
-	for deadline := time.Now().Add(10 * time.Second); len(got) < 2*n; {
-		k, err := cq.Poll(wc[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, wc[:k]...)
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d completions", len(got), 2*n)
-		}
+	got, err := r.poll(t, 2*n, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return got
 }
@@ -163,11 +131,11 @@ func sendAndPoll(t *testing.T, cq *mlx5.CQ, a, b *mlx5.QP, mr *mlx5.MR, n int) [
 // the CQEs, and ClockInfo puts each between the post and the poll's end;
 // a CQ made without reports 0.
 func TestCompletionTimestamps(t *testing.T) {
-	c, cq, a, b, mr := stampedPair(t, true)
+	r, a, b := stampedRig(t, true)
 	before := time.Now()
-	got := sendAndPoll(t, cq, a, b, mr, 4)
+	got := sendAndPoll(t, r, a, b, 4)
 	after := time.Now()
-	ci, err := c.ClockInfo()
+	ci, err := r.c.ClockInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,13 +152,13 @@ func TestCompletionTimestamps(t *testing.T) {
 		}
 	}
 
-	_, cq, a, b, mr = stampedPair(t, false)
-	for _, wc := range sendAndPoll(t, cq, a, b, mr, 2) {
+	r2, a, b := stampedRig(t, false)
+	for _, wc := range sendAndPoll(t, r2, a, b, 2) {
 		if wc.Timestamp != 0 {
 			t.Errorf("completion on a CQ without Timestamps: %+v", wc)
 		}
 	}
-	if _, err := c.CreateCQ(mlx5.CQOptions{Entries: 8, DEVX: true, Timestamps: true}); !errors.Is(err, mlx5.ErrInvalid) {
+	if _, err := r.c.CreateCQ(mlx5.CQOptions{Entries: 8, DEVX: true, Timestamps: true}); !errors.Is(err, mlx5.ErrInvalid) {
 		t.Errorf("DEVX CQ with Timestamps: %v, want ErrInvalid", err)
 	}
 }
