@@ -182,6 +182,8 @@ func (k *kernelDevice) MapClockInfo() ([]byte, error) {
 
 func (k *kernelDevice) UnmapClockInfo(page []byte) error { return unix.Munmap(page) }
 
+var _ seam.ClockMapper = (*kernelDevice)(nil)
+
 func (k *kernelDevice) AllocPD() (seam.Handle, uint32, error) {
 	var resp mlx5abi.Mlx5IbAllocPdResp
 	pd, err := k.ctx.AllocPD(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)))
