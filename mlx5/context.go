@@ -139,6 +139,8 @@ type Context struct {
 	ev events     // the DEVX event channel and its reader
 	vr verbsState // what verbs objects share
 
+	clock clock // the clock-info page (ClockInfo)
+
 	capsOnce sync.Once
 	general  []byte // QUERY_HCA_CAP general (current) output, once read
 	capsErr  error
@@ -306,6 +308,7 @@ func newContext(dev seam.Device) *Context {
 // fails, the first CQ tries again).
 func (c *Context) openVerbs(r *mlx5abi.Mlx5IbAllocUcontextResp) {
 	c.caps, c.verbs, c.uhw = capsOf(r), true, r.CmdsSuppUhw
+	c.clock.offered = r.ClockInfoVersions&clockInfoV1 != 0
 	c.queryDevice()
 	for p := 1; p <= min(c.caps.NumPorts, len(c.ports)); p++ {
 		if pa, err := c.dev.QueryPort(uint8(p)); err == nil {
@@ -417,6 +420,7 @@ func (c *Context) Close() error {
 	c.ev.stop()
 	c.stopEvents()
 	c.closeVerbs()
+	c.clock.unmap()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

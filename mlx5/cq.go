@@ -34,6 +34,15 @@ type CQOptions struct {
 	// device that speaks verbs). It needs DEVX, and has no completion
 	// channel.
 	DEVX bool
+	// Timestamps has the device stamp each CQE with the time it was
+	// written, in cycles of its free-running clock (Caps.CoreClockKHz
+	// counts them; Context.ClockInfo converts them), and Poll report it
+	// in Completion.Timestamp: ibv_create_cq_ex with
+	// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, which asks the kernel for
+	// IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION. The kernel then refuses
+	// (EOPNOTSUPP) a QP on the CQ if the device has no free-running
+	// timestamps. Verbs CQs only.
+	Timestamps bool
 }
 
 // CQ is a completion queue, its CQE ring and doorbell record in memory
@@ -53,6 +62,7 @@ type CQ struct {
 	cqn     uint32
 	name    string
 	logSize uint8
+	stamps  bool   // CQOptions.Timestamps: Poll copies the CQEs' timestamps
 	ring    []byte // 64-byte CQEs
 	ci      uint32
 	db      *doorbell.CQ
@@ -127,9 +137,12 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	if opt.Events && !verbs {
 		return nil, invalid(op, c.name, "a DEVX CQ has no completion channel (CQOptions.Events)")
 	}
+	if opt.Timestamps && !verbs {
+		return nil, invalid(op, c.name, "a DEVX CQ takes no CQOptions.Timestamps")
+	}
 	// libmlx5's align_queue_size(cqe + 1).
 	logSize := uint8(bits.Len(uint(opt.Entries)))
-	cq := &CQ{c: c, logSize: logSize, verbs: verbs}
+	cq := &CQ{c: c, logSize: logSize, verbs: verbs, stamps: opt.Timestamps}
 	m := map[uint32]*QP{}
 	cq.qps.Store(&m)
 	if verbs {
@@ -197,8 +210,11 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 	drv := mlx5abi.Mlx5IbCreateCq{BufAddr: addrOf(cq.ring), DbAddr: addrOf(dbr.mem), CqeSize: cqeSize,
 		Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(nc.pageID)}
 	var resp mlx5abi.Mlx5IbCreateCqResp
-	h, _, err := c.dev.CreateCQ(seam.CQCreate{CQE: uint32(1)<<cq.logSize - 1, CompVector: opt.Vector, Channel: cq.ch, UserHandle: cq.user},
-		bytesOf(&drv), bytesOf(&resp))
+	create := seam.CQCreate{CQE: uint32(1)<<cq.logSize - 1, CompVector: opt.Vector, Channel: cq.ch, UserHandle: cq.user}
+	if opt.Timestamps {
+		create.Flags |= uverbsCQFlagsTimestamp
+	}
+	h, _, err := c.dev.CreateCQ(create, bytesOf(&drv), bytesOf(&resp))
 	if err != nil {
 		return err
 	}
@@ -210,6 +226,13 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 	cq.db, err = doorbell.NewCQ(dbr.mem[:doorbell.RecordSize], nc.page, cq.cqn)
 	return err
 }
+
+// uverbsCQFlagsTimestamp is IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
+const uverbsCQFlagsTimestamp = 1 << 0
+
+// cqeTimestamp is a successful completion CQE's timestamp (big-endian at
+// byte 48; an error CQE has its syndromes there).
+func cqeTimestamp(b []byte) uint64 { return binary.BigEndian.Uint64(b[48:56]) }
 
 // release frees what a CQ made besides its device object.
 func (cq *CQ) release() {
@@ -554,6 +577,9 @@ func (cq *CQ) keepSRQRecv(b []byte, qpn uint32, srq *SRQ) {
 		srq.free(binary.BigEndian.Uint16(b[60:]))
 		return
 	}
+	if cq.stamps && b[cqeSize-1]>>4 <= wqe.CQERespSendInv {
+		wc.Timestamp = cqeTimestamp(b)
+	}
 	cq.cleaned = append(cq.cleaned, wc)
 }
 
@@ -675,11 +701,17 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 				if s.bits != 0 {
 					wc[n].reqBits(s.bits, b[:])
 				}
+				if cq.stamps {
+					wc[n].Timestamp = cqeTimestamp(b[:])
+				}
 				n++
 			}
 			continue
 		}
 		if qp.complete(b[:], opcode, &wc[n]) {
+			if cq.stamps && opcode <= wqe.CQERespSendInv {
+				wc[n].Timestamp = cqeTimestamp(b[:])
+			}
 			n++
 		}
 	}

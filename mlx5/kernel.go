@@ -167,6 +167,23 @@ func (k *kernelDevice) MapUAR(u seam.UAR) ([]byte, error) {
 
 func (k *kernelDevice) UnmapUAR(page []byte) error { return unix.Munmap(page) }
 
+// MapClockInfo maps the clock-info page as libmlx5 does: the mmap command
+// MLX5_IB_MMAP_CLOCK_INFO at bit 8 of the page offset, the version
+// (MLX5_IB_CLOCK_INFO_V1, 0) in the low byte, read-only.
+func (k *kernelDevice) MapClockInfo() ([]byte, error) {
+	const mmapClockInfo, clockInfoV1 = 7, 0
+	ps := unix.Getpagesize()
+	b, err := unix.Mmap(k.ctx.FD(), int64(mmapClockInfo<<8|clockInfoV1)*int64(ps), ps, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap clock info page: %w", err)
+	}
+	return b, nil
+}
+
+func (k *kernelDevice) UnmapClockInfo(page []byte) error { return unix.Munmap(page) }
+
+var _ seam.ClockMapper = (*kernelDevice)(nil)
+
 func (k *kernelDevice) AllocPD() (seam.Handle, uint32, error) {
 	var resp mlx5abi.Mlx5IbAllocPdResp
 	pd, err := k.ctx.AllocPD(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)))

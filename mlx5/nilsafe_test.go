@@ -66,6 +66,7 @@ var apiValues = []reflect.Type{
 	reflect.TypeFor[mlx5.LoginOptions](),
 	reflect.TypeFor[mlx5.DEKState](),
 	reflect.TypeFor[mlx5.DEKOptions](),
+	reflect.TypeFor[mlx5.ClockInfo](),
 }
 
 // TestNilSafeCoversEveryType: every exported type of package mlx5 with an

@@ -114,4 +114,9 @@ type Completion struct {
 	// VendorErr is the device's own error syndrome of a failed work
 	// request.
 	VendorErr uint8
+
+	// Timestamp is when the device wrote the completion, in cycles of its
+	// free-running clock (ibv_wc_read_completion_ts), on a CQ made with
+	// CQOptions.Timestamps; 0 on others. ClockInfo.Time converts it.
+	Timestamp uint64
 }

@@ -48,6 +48,7 @@ const (
 	cqeVendorSynd  = 54 // mlx5_err_cqe.vendor_err_synd
 	cqeSyndrome    = 55 // mlx5_err_cqe.syndrome
 	cqeSopDropQPN  = 56 // sop_drop_qpn: the send opcode (requester CQEs) << 24 | qpn
+	cqeTimestamp   = 48 // timestamp (success CQEs of a CQ made for timestamps)
 	cqeWQECounter  = 60 // wqe_counter
 	cqeOpOwn       = 63 // op_own: opcode << 4 | owner
 	sigCQEExpTrans = 16 // mlx5_sig_err_cqe.expected_trans_sig
@@ -109,6 +110,11 @@ func (h *hca) postCQESol(cqn uint32, c *cqe, solicited bool) {
 	// A 128-byte CQE carries the 64-byte one in its second half.
 	off := uint64(cq.pi&(size-1))*stride + stride - 64
 	slot := cq.buf[off : off+64 : off+64]
+	if cq.ib != nil && cq.ib.timestamp && !cq.ib.realTime && c[cqeOpOwn]>>4 <= cqeRespSendIn {
+		// A completion's time, on the free-running clock (error CQEs
+		// have their syndromes there).
+		binary.BigEndian.PutUint64(c[cqeTimestamp:], h.clock.now())
+	}
 	c[cqeOpOwn] = c[cqeOpOwn]&^1 | uint8(cq.pi>>logSize)&1
 	copy(slot[:60], c[:60])
 	store32(slot[60:64], c[60:64])

@@ -118,6 +118,9 @@ type Device struct {
 	// poller watches them while the context is open.
 	uars map[*byte]uint32
 	pl   *poller // nil when no page is watched
+
+	// clocks are the clock-info pages mapped, by mapping.
+	clocks map[*byte]*clockPage
 	// drains are the context's QPs in SQ_DRAINING whose drain the doorbell
 	// goroutine ends at its next pass; pendingDrains counts them for the
 	// goroutine, which reads it without the lock.

@@ -15,6 +15,8 @@ import (
 type hca struct {
 	mu   sync.Mutex
 	prof *profile
+	// clock is the device's free-running core clock.
+	clock deviceClock
 
 	// uids are the DEVX uids in use (CREATE_UCTX): the contexts' and the
 	// whitelist uid.
@@ -216,6 +218,7 @@ func newHCA(p *profile) *hca {
 		guid:  nextNodeGUID(),
 	}
 	h.crypto = newCryptoStore()
+	h.clock = newDeviceClock(p)
 	// mlx5_ib_devx_init: a device with log_max_uctx gets a uid of its own
 	// at load, before any context opens.
 	if p.cap(prm.CmdHcaCap.LogMaxUctx) != 0 {

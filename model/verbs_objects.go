@@ -41,10 +41,10 @@ type vcq struct {
 	user   uint64       // the user handle: events name the CQ by it
 	ch     *compChannel // where completion events go; nil for none
 	usecnt int          // QPs using it (ib_cq usecnt)
-	// timestamp: created with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION or
-	// MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS, which a QP on it needs the
-	// device's timestamp formats for (get_ts_format).
-	timestamp bool
+	// timestamp: created with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION;
+	// realTime: with MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS. A QP on it
+	// needs the device's timestamp formats for them (get_ts_format).
+	timestamp, realTime bool
 }
 
 // roundPow2 is roundup_pow_of_two (0 stays 0... as 1 << 0 does not: it is
@@ -161,7 +161,7 @@ func (d *Device) CreateCQ(c seam.CQCreate, drvIn, drvOut []byte) (seam.Handle, u
 	}
 	putDrv(drvOut, &mlx5abi.Mlx5IbCreateCqResp{Cqn: cqn}, sizeofCreateCQRespCqn)
 	v := &vcq{d: d, cqn: cqn, user: c.UserHandle, ch: ch,
-		timestamp: c.Flags&uverbsCQFlagsTimestamp != 0 || u.Flags&mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS != 0}
+		timestamp: c.Flags&uverbsCQFlagsTimestamp != 0, realTime: u.Flags&mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS != 0}
 	d.h.cqs[cqn].ib = v
 	v.h = d.newHandle(&uobj{kind: kindCQ, cq: v, objID: encObjID(prm.MLX5_CMD_OP_CREATE_CQ, cqn)})
 	return v.h, uint32(entries - 1), nil

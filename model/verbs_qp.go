@@ -291,11 +291,8 @@ func (d *Device) createUserQP(call string, v *vqp, u *mlx5abi.Mlx5IbCreateQp, q 
 	if uint64(u.SqWqeCount) > maxWQ {
 		return kerr(call, unix.EINVAL, "create_user_qp: sq_wqe_count over 1 << log_max_qp_sz")
 	}
-	// get_qp_ts_format: the profiles report no timestamp formats.
-	for _, cq := range []*vcq{v.scq, v.rcq} {
-		if cq.timestamp {
-			return kerr(call, unix.EOPNOTSUPP, "get_qp_ts_format: the CQ asks for completion timestamps the device does not have")
-		}
+	if errno, rule := d.h.qpTSFormat(v.scq, v.rcq); errno != 0 {
+		return kerr(call, errno, rule)
 	}
 	// _create_user_qp.
 	var uarIndex uint32

@@ -422,15 +422,23 @@ func TestCreateQPRules(t *testing.T) {
 	r := newVRig(t, "cx6dx")
 	cq := r.cq(63, nil)
 	srq := r.srq(15, 2)
-	tsCQ := func() *vcqT {
+	// CQs made for free-running timestamps (which the profiles' RoCE caps
+	// have: qp_ts_format 0) and for real-time ones (which they do not).
+	tsCQ := func(realTime bool) *vcqT {
 		c, in, buf, dbr := r.cqCmd(7)
 		c.Flags = uverbsCQFlagsTimestamp
+		if realTime {
+			u := mlx5abi.Mlx5IbCreateCq{BufAddr: addr(buf), DbAddr: addr(dbr), CqeSize: 64, UarPageIndex: uint16(r.nc.PageID),
+				Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS}
+			in = drv(&u)
+		}
 		h, _, err := r.d.CreateCQ(c, in, make([]byte, 8))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return &vcqT{r: r, h: h, buf: buf, dbr: dbr}
-	}()
+	}
+	frCQ, rtCQ := tsCQ(false), tsCQ(true)
 	type fn = func(q *seam.QPCreate, u *mlx5abi.Mlx5IbCreateQp, in *[]byte)
 	for _, tc := range []struct {
 		name  string
@@ -496,7 +504,8 @@ func TestCreateQPRules(t *testing.T) {
 		{"unaligned buffer", vqpOpts{typ: seam.QPTypeRC}, func(_ *seam.QPCreate, u *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { u.BufAddr += 16 }, unix.EINVAL},
 		{"no buffer", vqpOpts{typ: seam.QPTypeRC}, func(_ *seam.QPCreate, u *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { u.BufAddr = 0 }, unix.EINVAL},
 		{"unmapped doorbell", vqpOpts{typ: seam.QPTypeRC}, func(_ *seam.QPCreate, u *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { u.DbAddr = 16 }, unix.EFAULT},
-		{"timestamp cq", vqpOpts{typ: seam.QPTypeRC}, func(q *seam.QPCreate, _ *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { q.SendCQ = tsCQ.h }, unix.EOPNOTSUPP},
+		{"free-running timestamp cq", vqpOpts{typ: seam.QPTypeRC}, func(q *seam.QPCreate, _ *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { q.SendCQ = frCQ.h }, 0},
+		{"real-time timestamp cq", vqpOpts{typ: seam.QPTypeRC}, func(q *seam.QPCreate, _ *mlx5abi.Mlx5IbCreateQp, _ *[]byte) { q.SendCQ = rtCQ.h }, unix.EOPNOTSUPP},
 	} {
 		q, u, _, _ := r.qpCmd(cq, cq, tc.o)
 		orig := drv(&u)

@@ -129,3 +129,19 @@ type Device interface {
 
 	Close() error
 }
+
+// ClockInfoSize is the size of struct mlx5_ib_clock_info, the start of
+// the clock-info page.
+const ClockInfoSize = 56
+
+// ClockMapper is a Device that maps the clock-info page its driver keeps
+// (mmap of MLX5_IB_MMAP_CLOCK_INFO, version MLX5_IB_CLOCK_INFO_V1): a
+// struct mlx5_ib_clock_info that the driver rewrites under its sign word
+// as the device clock runs. A Device without the page does not implement
+// it.
+type ClockMapper interface {
+	// MapClockInfo maps the page read-only; UnmapClockInfo releases the
+	// mapping, also after the Device is closed.
+	MapClockInfo() ([]byte, error)
+	UnmapClockInfo(page []byte) error
+}
