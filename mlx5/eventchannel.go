@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/seam"
 	"golang.org/x/sys/unix"
 )
@@ -85,23 +86,59 @@ func (e *EventChannel) isClosed() bool {
 	return e.closed
 }
 
-// Subscribe delivers the events of the given types (MLX5_EVENT_TYPE_*,
-// e.g. 0x00 for a CQ's completions, 0x04 for its errors) that the device
-// raises on obj to the channel, each tagged with cookie
-// (mlx5dv_devx_subscribe_devx_event). Which types an object may subscribe
-// to, and how many in one call (16 in mlx5_ib), is the kernel's to decide.
-// The subscription ends when obj or the channel is closed. Subscribing
-// twice to one event delivers it twice.
-func (e *EventChannel) Subscribe(obj *DevxObj, types []uint16, cookie uint64) error {
-	const op = "devx subscribe event"
-	if err := e.usable(op); err != nil {
-		return err
+// EventSource is a DEVX object whose events an EventChannel can subscribe
+// to: a *DevxObj, or a *CQ created with CQOptions.DEVX.
+type EventSource interface {
+	devxObj(op string) (*DevxObj, error)
+}
+
+func (o *DevxObj) devxObj(op string) (*DevxObj, error) {
+	if err := o.usable(op); err != nil {
+		return nil, err
 	}
-	if err := obj.usable(op); err != nil {
-		return err
+	return o, nil
+}
+
+func (cq *CQ) devxObj(op string) (*DevxObj, error) {
+	if err := cq.usable(op); err != nil {
+		return nil, err
+	}
+	if cq.verbs {
+		return nil, invalid(op, cq.name, "a verbs CQ is no DEVX object: its events come through CQOptions.Events and Context.NextEvent")
+	}
+	return cq.obj, nil
+}
+
+// source resolves src to its DEVX object, of the channel's context.
+func (e *EventChannel) source(op string, src EventSource) (*DevxObj, error) {
+	if err := e.usable(op); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		return nil, invalid(op, e.name, "nil EventSource")
+	}
+	obj, err := src.devxObj(op)
+	if err != nil {
+		return nil, err
 	}
 	if obj.c != e.c {
-		return invalid(op, e.name, "%s belongs to another context", obj.name)
+		return nil, invalid(op, e.name, "%s belongs to another context", obj.name)
+	}
+	return obj, nil
+}
+
+// Subscribe delivers the events of the given types (MLX5_EVENT_TYPE_*,
+// e.g. 0x00 for a CQ's completions, 0x04 for its errors) that the device
+// raises on src to the channel, each tagged with cookie
+// (mlx5dv_devx_subscribe_devx_event). Which types an object may subscribe
+// to, and how many in one call (16 in mlx5_ib), is the kernel's to decide.
+// The subscription ends when src or the channel is closed. Subscribing
+// twice to one event delivers it twice.
+func (e *EventChannel) Subscribe(src EventSource, types []uint16, cookie uint64) error {
+	const op = "devx subscribe event"
+	obj, err := e.source(op, src)
+	if err != nil {
+		return err
 	}
 	if len(types) == 0 {
 		return invalid(op, e.name, "no event type to subscribe %s to", obj.name)
@@ -109,22 +146,17 @@ func (e *EventChannel) Subscribe(obj *DevxObj, types []uint16, cookie uint64) er
 	return e.subscribe(op, obj, func() error { return e.c.dev.Subscribe(e.ch, obj.handle, types, cookie) })
 }
 
-// SubscribeFD has each event of type typ that the device raises on obj
+// SubscribeFD has each event of type typ that the device raises on src
 // signal the eventfd fd (adding 1 to its counter) instead of arriving on
 // the channel (mlx5dv_devx_subscribe_devx_event_fd). The kernel refuses a
 // descriptor that is not an eventfd (EINVAL) or not open (EBADF), and
 // keeps its own reference to the eventfd until the subscription ends,
-// when obj or the channel is closed.
-func (e *EventChannel) SubscribeFD(obj *DevxObj, typ uint16, fd int) error {
+// when src or the channel is closed.
+func (e *EventChannel) SubscribeFD(src EventSource, typ uint16, fd int) error {
 	const op = "devx subscribe event fd"
-	if err := e.usable(op); err != nil {
+	obj, err := e.source(op, src)
+	if err != nil {
 		return err
-	}
-	if err := obj.usable(op); err != nil {
-		return err
-	}
-	if obj.c != e.c {
-		return invalid(op, e.name, "%s belongs to another context", obj.name)
 	}
 	if fd < 0 {
 		return invalid(op, e.name, "eventfd %d", fd)
@@ -214,3 +246,35 @@ func (e *EventChannel) Close() error {
 	}
 	return nil
 }
+
+// devxCompChannel makes a DEVX CQ's completion channel, the counterpart
+// of the kernel's for a verbs CQ: a DEVX event channel without event data
+// subscribed to the completion event of the CQ, obj, with cqn as the
+// cookie. Without event data the kernel keeps one unread event for the
+// subscription at most, as one armed CQ raises.
+func (c *Context) devxCompChannel(obj *DevxObj, cqn uint32) (seam.CompChannel, error) {
+	ch, err := c.dev.NewEventChannel(true)
+	if err != nil {
+		return nil, fmt.Errorf("its completion channel: %w", err)
+	}
+	if err := c.dev.Subscribe(ch, obj.handle, []uint16{mlx5abi.MLX5_EVENT_TYPE_COMP}, uint64(cqn)); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("subscribe to its completions: %w", err)
+	}
+	return devxCompChannel{ch}, nil
+}
+
+// devxCompChannel is a DEVX event channel read as a completion channel:
+// Next returns the cookie, the CQ's number.
+type devxCompChannel struct{ ch seam.EventChannel }
+
+func (d devxCompChannel) Next(ctx context.Context) (uint64, error) {
+	var buf [seam.EventHeaderSize]byte
+	if _, err := d.ch.Next(ctx, buf[:]); err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(buf[:]), nil
+}
+
+func (d devxCompChannel) Fd() int      { return d.ch.Fd() }
+func (d devxCompChannel) Close() error { return d.ch.Close() }

@@ -131,8 +131,8 @@ type eventChannel struct {
 	queue     [][]byte
 	pending   map[*subscription]bool // with omitData: the subscriptions queued
 	qsubs     []*subscription        // with omitData: whose each queued event is
-	closed    bool // Close was called
-	destroyed bool // the context was closed
+	closed    bool                   // Close was called
+	destroyed bool                   // the context was closed
 	wake      chan struct{}
 }
 
