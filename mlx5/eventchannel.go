@@ -49,7 +49,7 @@ type DevxEvent struct {
 // Type is the event type the EQE names (MLX5_EVENT_TYPE_*). On a channel
 // made with OmitData it is 0, which is also the type of a completion
 // event: such a channel's user tells events apart by their cookies.
-func (e *DevxEvent) Type() uint8 { return e.EQE[1] }
+func (e DevxEvent) Type() uint8 { return e.EQE[1] }
 
 // NewEventChannel creates a DEVX event channel
 // (mlx5dv_devx_create_event_channel). It needs DEVX. The context's Close
@@ -63,7 +63,10 @@ func (c *Context) NewEventChannel(opt EventChannelOptions) (*EventChannel, error
 	if err != nil {
 		return nil, opErr(op, c.name, err)
 	}
-	e := &EventChannel{c: c, ch: ch, omit: opt.OmitData, name: fmt.Sprintf("devx event channel %d", ch.Fd())}
+	e := &EventChannel{c: c, ch: ch, omit: opt.OmitData, name: "devx event channel"}
+	if fd := ch.Fd(); fd >= 0 {
+		e.name = fmt.Sprintf("devx event channel %d", fd)
+	}
 	if err := c.adopt(e); err != nil {
 		ch.Close()
 		return nil, opErr(op, c.name, err)
@@ -113,6 +116,9 @@ func (cq *CQ) devxObj(op string) (*DevxObj, error) {
 func (e *EventChannel) source(op string, src EventSource) (*DevxObj, error) {
 	if err := e.usable(op); err != nil {
 		return nil, err
+	}
+	if e.isClosed() {
+		return nil, opErr(op, e.name, ErrClosed)
 	}
 	if src == nil {
 		return nil, invalid(op, e.name, "nil EventSource")
@@ -197,11 +203,11 @@ func (e *EventChannel) Next(ctx context.Context) (DevxEvent, error) {
 	if err := e.usable(op); err != nil {
 		return DevxEvent{}, err
 	}
-	if ctx == nil {
-		return DevxEvent{}, invalid(op, e.name, "nil context.Context")
-	}
 	if e.isClosed() {
 		return DevxEvent{}, opErr(op, e.name, ErrClosed)
+	}
+	if ctx == nil {
+		return DevxEvent{}, invalid(op, e.name, "nil context.Context")
 	}
 	var buf [seam.EventHeaderSize + seam.EQESize]byte
 	n, err := e.ch.Next(ctx, buf[:])
