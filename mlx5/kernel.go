@@ -287,19 +287,20 @@ func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
 // cookie, the object, the event types (u16, native byte order). There is
 // no FD_NUM: events go to the channel, not to an eventfd.
 func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
-	if ch == nil || len(types) == 0 {
-		return fmt.Errorf("devx subscribe event: no channel or no event type: %w", unix.EINVAL)
+	const call = "devx subscribe event"
+	if len(types) == 0 {
+		return fmt.Errorf("%s: no event type: %w", call, unix.EINVAL)
 	}
-	fd := ch.Fd()
-	if fd < 0 {
-		return fmt.Errorf("devx subscribe event: channel closed: %w", unix.EBADF)
+	fd, err := channelFd(call, ch)
+	if err != nil {
+		return err
 	}
 	var a uverbs.Attrs
 	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)
 	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_COOKIE, cookie)
 	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
 	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
-	return k.ctx.Invoke("devx subscribe event", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+	return k.ctx.Invoke(call, mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
 }
 
 // SubscribeFD is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT with the attributes
@@ -307,19 +308,30 @@ func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []ui
 // object, the one event type, and the eventfd (FD_NUM, an s32). It has no
 // cookie: the kernel signals the eventfd instead of queueing an event.
 func (k *kernelDevice) SubscribeFD(ch seam.EventChannel, h seam.Handle, typ uint16, fd int) error {
-	if ch == nil {
-		return fmt.Errorf("devx subscribe event fd: no channel: %w", unix.EINVAL)
-	}
-	chfd := ch.Fd()
-	if chfd < 0 {
-		return fmt.Errorf("devx subscribe event fd: channel closed: %w", unix.EBADF)
+	const call = "devx subscribe event fd"
+	chfd, err := channelFd(call, ch)
+	if err != nil {
+		return err
 	}
 	var a uverbs.Attrs
 	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, chfd)
 	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
 	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, binary.NativeEndian.AppendUint16(nil, typ))
 	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_NUM, uint32(int32(fd)))
-	return k.ctx.Invoke("devx subscribe event fd", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+	return k.ctx.Invoke(call, mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+}
+
+// channelFd is the descriptor a subscribe call names ch by: EINVAL for
+// no channel, EBADF for a closed one.
+func channelFd(call string, ch seam.EventChannel) (int, error) {
+	if ch == nil {
+		return -1, fmt.Errorf("%s: no channel: %w", call, unix.EINVAL)
+	}
+	fd := ch.Fd()
+	if fd < 0 {
+		return -1, fmt.Errorf("%s: channel closed: %w", call, unix.EBADF)
+	}
+	return fd, nil
 }
 
 // DEVX reports whether the context was opened with a DEVX uid.

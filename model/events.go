@@ -165,20 +165,45 @@ func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, 
 	const call = "devx subscribe event"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return err
-	}
-	c, ok := ch.(*eventChannel)
-	if !ok || c == nil || c.d != d || !d.chans[c] {
-		return kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
-	}
-	o, err := d.lookupKind(call, h, kindDevxObj)
+	c, o, err := d.subscribeTarget(call, ch, h)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(types) == 0:
+	if len(types) == 0 {
 		return kerr(call, unix.EINVAL, "UVERBS_ATTR_MIN_SIZE: the event list holds at least one u16")
+	}
+	if err := d.checkEvents(call, types); err != nil {
+		return err
+	}
+	for _, t := range types {
+		d.h.file(&subscription{key: objSubKey(t, o), cookie: cookie, ch: c, obj: o, efd: -1})
+	}
+	return nil
+}
+
+// subscribeTarget is the uverbs layer's part of a subscribe call, under
+// the HCA's lock: the context open, the channel one of its open channels
+// (EBADF), the handle a DEVX object (ENOENT, EINVAL).
+func (d *Device) subscribeTarget(call string, ch seam.EventChannel, h seam.Handle) (*eventChannel, *uobj, error) {
+	if err := d.enter(call); err != nil {
+		return nil, nil, err
+	}
+	c, ok := ch.(*eventChannel)
+	if !ok || c == nil || c.d != d || !d.chans[c] {
+		return nil, nil, kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
+	}
+	o, err := d.lookupKind(call, h, kindDevxObj)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, o, nil
+}
+
+// checkEvents is the handler's check of the event list: the context's
+// DEVX uid, then, without event_cap, at most 16 types, each a legacy
+// object event.
+func (d *Device) checkEvents(call string, types []uint16) error {
+	switch {
 	case d.uid == 0:
 		// The handler's first check, after the attributes. Unreachable
 		// through the seam, which subscribes on DEVX objects only: a
@@ -192,13 +217,19 @@ func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, 
 			return kerr(call, unix.EINVAL, fmt.Sprintf("is_valid_events_legacy: event %#x is not an object event", t))
 		}
 	}
-	for _, t := range types {
-		s := &subscription{key: subKey{uint32(t) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}, cookie: cookie, ch: c, obj: o, efd: -1}
-		d.h.subs[s.key] = append(d.h.subs[s.key], s)
-		c.subs = append(c.subs, s)
-		o.subs = append(o.subs, s)
-	}
 	return nil
+}
+
+// objSubKey is where a subscription to event typ of object o is filed.
+func objSubKey(typ uint16, o *uobj) subKey {
+	return subKey{uint32(typ) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}
+}
+
+// file records subscription s with the HCA, its channel and its object.
+func (h *hca) file(s *subscription) {
+	h.subs[s.key] = append(h.subs[s.key], s)
+	s.ch.subs = append(s.ch.subs, s)
+	s.obj.subs = append(s.obj.subs, s)
 }
 
 // SubscribeFD is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT with FD_NUM: the
@@ -211,22 +242,12 @@ func (d *Device) SubscribeFD(ch seam.EventChannel, h seam.Handle, typ uint16, fd
 	const call = "devx subscribe event fd"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return err
-	}
-	c, ok := ch.(*eventChannel)
-	if !ok || c == nil || c.d != d || !d.chans[c] {
-		return kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
-	}
-	o, err := d.lookupKind(call, h, kindDevxObj)
+	c, o, err := d.subscribeTarget(call, ch, h)
 	if err != nil {
 		return err
 	}
-	switch {
-	case d.uid == 0:
-		return kerr(call, unix.EINVAL, "MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT: the context has no DEVX uid (c->devx_uid is 0)")
-	case !legacyObjEvents[typ]:
-		return kerr(call, unix.EINVAL, fmt.Sprintf("is_valid_events_legacy: event %#x is not an object event", typ))
+	if err := d.checkEvents(call, []uint16{typ}); err != nil {
+		return err
 	}
 	if fd < 0 {
 		return kerr(call, unix.EBADF, fmt.Sprintf("eventfd_ctx_fdget: fd %d", fd))
@@ -242,10 +263,7 @@ func (d *Device) SubscribeFD(ch seam.EventChannel, h seam.Handle, typ uint16, fd
 	if err != nil {
 		return kerr(call, err.(unix.Errno), "eventfd_ctx_fdget")
 	}
-	s := &subscription{key: subKey{uint32(typ) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}, ch: c, obj: o, efd: efd}
-	d.h.subs[s.key] = append(d.h.subs[s.key], s)
-	c.subs = append(c.subs, s)
-	o.subs = append(o.subs, s)
+	d.h.file(&subscription{key: objSubKey(typ, o), ch: c, obj: o, efd: efd})
 	return nil
 }
 
