@@ -401,3 +401,63 @@ func TestEventChannelClose(t *testing.T) {
 		t.Errorf("write to the closed channel's peer: %v", err)
 	}
 }
+
+// EventChannel.Next on the kernel's file: an event of 8+64 bytes, or of 8
+// with OmitData, read whole through the netpoller and decoded; Close of
+// the channel or of the context while a reader waits ends it with
+// ErrClosed.
+func TestEventChannelNextKernel(t *testing.T) {
+	r := newRecorded(t)
+	for _, omit := range []bool{false, true} {
+		fd, peer := seqpacket(t)
+		ch := newPublicChannel(t, r, fd, EventChannelOptions{OmitData: omit})
+		ev := make([]byte, eventSize)
+		binary.NativeEndian.PutUint64(ev, 0xabcdef)
+		ev[seam.EventHeaderSize+1] = mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR
+		if omit {
+			ev = ev[:seam.EventHeaderSize]
+		}
+		if _, err := unix.Write(peer, ev); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := ch.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("omit %v: %v", omit, err)
+		}
+		wantType := uint8(mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR)
+		if omit {
+			wantType = 0
+		}
+		if got.Cookie != 0xabcdef || got.Type() != wantType {
+			t.Errorf("omit %v: cookie %#x type %#x, want 0xabcdef and %#x", omit, got.Cookie, got.Type(), wantType)
+		}
+		errc := make(chan error, 1)
+		go func() { _, err := ch.Next(context.Background()); errc <- err }()
+		time.Sleep(5 * time.Millisecond)
+		ch.Close()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("omit %v: Next at Close: %v, want ErrClosed", omit, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("omit %v: Next still blocked after Close", omit)
+		}
+	}
+	fd, _ := seqpacket(t)
+	ch := newPublicChannel(t, r, fd, EventChannelOptions{})
+	errc := make(chan error, 1)
+	go func() { _, err := ch.Next(context.Background()); errc <- err }()
+	time.Sleep(5 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Next at Context.Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next still blocked after Context.Close")
+	}
+}
