@@ -88,7 +88,7 @@ func TestDocIdentifiersCatchInternals(t *testing.T) {
 		{mapping("`mlx5test.Open`"), true, true},
 		{mapping("`model.Options.NoDEVX`"), true, true},
 		{mapping("`seam.EventChannel`"), true, false},      // an internal package
-		{mapping("`EventChannel.Next`"), true, false},      // a type of one
+		{mapping("`AsyncCmdFD.Next`"), true, false},        // a type of one
 		{mapping("`Device.NewEventChannel`"), true, false}, // the seam, as the model implements it
 		{mapping("`QP.complete`"), true, false},            // unexported
 		{mapping("`mlx5abi.Mlx5IbCreateQp`"), true, false}, // internal

@@ -27,12 +27,14 @@ type CQOptions struct {
 	Entries int
 	// Vector is the completion vector whose EQ receives the CQ's events.
 	Vector uint32
-	// Events gives the CQ a completion channel, for Arm and Wait.
+	// Events gives the CQ a completion channel, for Arm and Wait: a verbs
+	// CQ's is the kernel's (ibv_comp_channel), a DEVX CQ's a DEVX event
+	// channel of its own subscribed to the CQ's completion event
+	// (MLX5_EVENT_TYPE_COMP).
 	Events bool
 	// DEVX creates the CQ as a DEVX object, its ring and doorbell record
 	// in UMEMs, instead of through the kernel's verbs (the default on a
-	// device that speaks verbs). It needs DEVX, and has no completion
-	// channel.
+	// device that speaks verbs). It needs DEVX.
 	DEVX bool
 	// Timestamps has the device stamp each CQE with the time it was
 	// written, in cycles of its free-running clock (Caps.CoreClockKHz
@@ -133,9 +135,6 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	}
 	if opt.Entries <= 0 || opt.Entries >= 1<<22 {
 		return nil, invalid(op, c.name, "%d entries (1 to 4194303)", opt.Entries)
-	}
-	if opt.Events && !verbs {
-		return nil, invalid(op, c.name, "a DEVX CQ has no completion channel (CQOptions.Events)")
 	}
 	if opt.Timestamps && !verbs {
 		return nil, invalid(op, c.name, "a DEVX CQ takes no CQOptions.Timestamps")
@@ -279,6 +278,11 @@ func (cq *CQ) create(opt CQOptions) error {
 	cq.res.add(obj)
 	cq.obj = obj
 	cq.cqn = uint32(prm.CreateCqOut.Cqn.Get(out))
+	if opt.Events {
+		if cq.ch, err = c.devxCompChannel(obj, cq.cqn); err != nil {
+			return err
+		}
+	}
 	cq.db, err = doorbell.NewCQ(q.dbr, q.uar.page, cq.cqn)
 	return err
 }

@@ -39,7 +39,7 @@ func (c *Context) subscribeCQ(cq *CQ) error {
 	}
 	if !e.tried {
 		e.tried = true
-		ch, err := c.dev.NewEventChannel()
+		ch, err := c.dev.NewEventChannel(false)
 		switch {
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EPROTONOSUPPORT):
 			return nil // no DEVX events on this kernel: CQ errors go unreported

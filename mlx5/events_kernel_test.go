@@ -92,7 +92,7 @@ func newTestChannel(t *testing.T, r *recorded, fd int) seam.EventChannel {
 		}
 	}
 	defer func() { r.fill = nil }()
-	ch, err := r.dev.NewEventChannel()
+	ch, err := r.dev.NewEventChannel(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +100,30 @@ func newTestChannel(t *testing.T, r *recorded, fd int) seam.EventChannel {
 	return ch
 }
 
-// NewEventChannel and Subscribe send what libmlx5's
-// mlx5dv_devx_create_event_channel(ctx, 0) and
-// mlx5dv_devx_subscribe_devx_event sent. The fds and handles differ by run;
-// they are mapped: libmlx5 subscribed with the fd FD_ALLOC returned and
-// the handle OBJ_CREATE returned, and so must we.
+// newPublicChannel runs Context.NewEventChannel on a recorder that hands
+// back fd as the kernel's new descriptor.
+func newPublicChannel(t *testing.T, r *recorded, fd int, opt EventChannelOptions) *EventChannel {
+	t.Helper()
+	r.fill = func(c *uverbs.Call) {
+		if c.Hdr.ObjectID == mlx5abi.MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD {
+			c.Attrs[0].Data = uint64(fd)
+		}
+	}
+	defer func() { r.fill = nil }()
+	ch, err := r.NewEventChannel(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// Context.NewEventChannel, EventChannel.Subscribe and SubscribeFD send
+// what libmlx5's mlx5dv_devx_create_event_channel (flags 0 and
+// OMIT_EV_DATA), mlx5dv_devx_subscribe_devx_event and
+// mlx5dv_devx_subscribe_devx_event_fd sent. The fds and handles differ by
+// run; they are mapped: libmlx5 subscribed with the fd FD_ALLOC returned,
+// the handle OBJ_CREATE returned and the eventfd it made, and so must we.
 func TestOracleDevxEventChannel(t *testing.T) {
 	r := newRecorded(t)
 
@@ -117,16 +136,30 @@ func TestOracleDevxEventChannel(t *testing.T) {
 	oracle.Compare(t, create.Find(t, "MLX5_DEVX_OBJ", "DEVX_OBJ_CREATE"), got(r.last))
 	objMap := map[int64]seam.Handle{recordedHandles(t, "events/obj_create")["HANDLE"]: obj.handle}
 
-	fd, _ := seqpacket(t)
-	alloc := oracle.Load(t, eventsVectors, "events/create_event_channel")
-	ch := newTestChannel(t, r, fd)
-	oracle.Compare(t, alloc.Find(t, "MLX5_DEVX_ASYNC_EVENT_FD", "DEVX_ASYNC_EVENT_FD_ALLOC"), got(r.last))
-	if ch.Fd() != fd {
-		t.Errorf("channel fd %d, the kernel returned %d", ch.Fd(), fd)
+	// checkHandles checks the channel's fd and the object's handle in the
+	// subscribe call g against the ones libmlx5's case subscribed with.
+	checkHandles := func(kase string, want oracle.Call, g oracle.Got, ch *EventChannel) {
+		t.Helper()
+		h := recordedHandles(t, kase)
+		wantObj, ok := objMap[h["OBJ_HANDLE"]]
+		if !ok {
+			t.Fatalf("%s: libmlx5 subscribed object handle %d, not the one it created", kase, h["OBJ_HANDLE"])
+		}
+		for i, a := range want.Attrs {
+			switch a.Name {
+			case "FD_HANDLE":
+				if int(g.Attrs[i].Data) != ch.ch.Fd() {
+					t.Errorf("%s: FD_HANDLE %d, want the channel's fd %d", kase, g.Attrs[i].Data, ch.ch.Fd())
+				}
+			case "OBJ_HANDLE":
+				if seam.Handle(g.Attrs[i].Data) != wantObj {
+					t.Errorf("%s: OBJ_HANDLE %d, want the object's handle %d", kase, g.Attrs[i].Data, wantObj)
+				}
+			}
+		}
 	}
-	fdMap := map[int64]int{recordedHandles(t, "events/create_event_channel")["HANDLE"]: ch.Fd()}
-
-	for _, kase := range []string{"events/subscribe_cq_error", "events/subscribe_five_types"} {
+	subscribe := func(ch *EventChannel, kase string) {
+		t.Helper()
 		c := oracle.Load(t, eventsVectors, kase)
 		var input struct {
 			Types  []uint16 `json:"types"`
@@ -139,34 +172,29 @@ func TestOracleDevxEventChannel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := recordedHandles(t, kase)
-		wantObj, ok := objMap[h["OBJ_HANDLE"]]
-		if !ok {
-			t.Fatalf("%s: libmlx5 subscribed object handle %d, not the one it created", kase, h["OBJ_HANDLE"])
-		}
-		wantFd, ok := fdMap[h["FD_HANDLE"]]
-		if !ok {
-			t.Fatalf("%s: libmlx5 subscribed fd %d, not the channel's", kase, h["FD_HANDLE"])
-		}
-		if err := r.dev.Subscribe(ch, obj.handle, input.Types, cookie); err != nil {
+		if err := ch.Subscribe(obj, input.Types, cookie); err != nil {
 			t.Fatal(err)
 		}
 		want := c.Find(t, "MLX5_DEVX", "DEVX_SUBSCRIBE_EVENT")
 		g := got(r.last)
 		oracle.Compare(t, want, g)
-		for i, a := range want.Attrs {
-			switch a.Name {
-			case "FD_HANDLE":
-				if int(g.Attrs[i].Data) != wantFd {
-					t.Errorf("%s: FD_HANDLE %d, want the channel's fd %d", kase, g.Attrs[i].Data, wantFd)
-				}
-			case "OBJ_HANDLE":
-				if seam.Handle(g.Attrs[i].Data) != wantObj {
-					t.Errorf("%s: OBJ_HANDLE %d, want the object's handle %d", kase, g.Attrs[i].Data, wantObj)
-				}
-			}
-		}
+		checkHandles(kase, want, g, ch)
 	}
+	alloc := func(fd int, kase string, opt EventChannelOptions) *EventChannel {
+		t.Helper()
+		c := oracle.Load(t, eventsVectors, kase)
+		ch := newPublicChannel(t, r, fd, opt)
+		oracle.Compare(t, c.Find(t, "MLX5_DEVX_ASYNC_EVENT_FD", "DEVX_ASYNC_EVENT_FD_ALLOC"), got(r.last))
+		if ch.ch.Fd() != fd {
+			t.Errorf("%s: channel fd %d, the kernel returned %d", kase, ch.ch.Fd(), fd)
+		}
+		return ch
+	}
+
+	fd, _ := seqpacket(t)
+	ch := alloc(fd, "events/create_event_channel", EventChannelOptions{})
+	subscribe(ch, "events/subscribe_cq_error")
+	subscribe(ch, "events/subscribe_five_types")
 
 	// mlx5dv_devx_destroy_event_channel only closes the descriptor.
 	if len(oracle.Load(t, eventsVectors, "events/destroy_event_channel").KernelCmds) != 0 {
@@ -179,6 +207,28 @@ func TestOracleDevxEventChannel(t *testing.T) {
 	if r.last != nil {
 		t.Errorf("Close sent %v", got(r.last))
 	}
+
+	fd2, _ := seqpacket(t)
+	omit := alloc(fd2, "events/create_event_channel_omit", EventChannelOptions{OmitData: true})
+	subscribe(omit, "events/subscribe_comp_omit")
+
+	const kase = "events/subscribe_fd"
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if err := omit.SubscribeFD(obj, mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR, efd); err != nil {
+		t.Fatal(err)
+	}
+	want := oracle.Load(t, eventsVectors, kase).Find(t, "MLX5_DEVX", "DEVX_SUBSCRIBE_EVENT")
+	g := got(r.last)
+	oracle.Compare(t, want, g, "FD_NUM")
+	checkHandles(kase, want, g, omit)
+	if g.Attrs[3].ID != mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_NUM || int32(g.Attrs[3].Data) != int32(efd) {
+		t.Errorf("%s: attr %#x = %d, want FD_NUM = the eventfd %d", kase, g.Attrs[3].ID, int32(g.Attrs[3].Data), efd)
+	}
+	omit.Close()
 
 	destroy := oracle.Load(t, eventsVectors, "events/obj_destroy")
 	if err := obj.Close(); err != nil {
@@ -213,7 +263,7 @@ func TestSubscribeRejectsBadInput(t *testing.T) {
 		t.Errorf("kernel EINVAL: %v", err)
 	}
 	r.errno = unix.EOPNOTSUPP
-	if _, err := r.dev.NewEventChannel(); !errors.Is(err, unix.EOPNOTSUPP) {
+	if _, err := r.dev.NewEventChannel(false); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("kernel EOPNOTSUPP: %v", err)
 	}
 }
@@ -349,5 +399,65 @@ func TestEventChannelClose(t *testing.T) {
 	// the other end of the socket pair sees it.
 	if _, err := unix.SendmsgN(peer, []byte{1}, nil, nil, unix.MSG_NOSIGNAL); !errors.Is(err, unix.EPIPE) {
 		t.Errorf("write to the closed channel's peer: %v", err)
+	}
+}
+
+// EventChannel.Next on the kernel's file: an event of 8+64 bytes, or of 8
+// with OmitData, read whole through the netpoller and decoded; Close of
+// the channel or of the context while a reader waits ends it with
+// ErrClosed.
+func TestEventChannelNextKernel(t *testing.T) {
+	r := newRecorded(t)
+	for _, omit := range []bool{false, true} {
+		fd, peer := seqpacket(t)
+		ch := newPublicChannel(t, r, fd, EventChannelOptions{OmitData: omit})
+		ev := make([]byte, eventSize)
+		binary.NativeEndian.PutUint64(ev, 0xabcdef)
+		ev[seam.EventHeaderSize+1] = mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR
+		if omit {
+			ev = ev[:seam.EventHeaderSize]
+		}
+		if _, err := unix.Write(peer, ev); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := ch.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("omit %v: %v", omit, err)
+		}
+		wantType := uint8(mlx5abi.MLX5_EVENT_TYPE_CQ_ERROR)
+		if omit {
+			wantType = 0
+		}
+		if got.Cookie != 0xabcdef || got.Type() != wantType {
+			t.Errorf("omit %v: cookie %#x type %#x, want 0xabcdef and %#x", omit, got.Cookie, got.Type(), wantType)
+		}
+		errc := make(chan error, 1)
+		go func() { _, err := ch.Next(context.Background()); errc <- err }()
+		time.Sleep(5 * time.Millisecond)
+		ch.Close()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("omit %v: Next at Close: %v, want ErrClosed", omit, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("omit %v: Next still blocked after Close", omit)
+		}
+	}
+	fd, _ := seqpacket(t)
+	ch := newPublicChannel(t, r, fd, EventChannelOptions{})
+	errc := make(chan error, 1)
+	go func() { _, err := ch.Next(context.Background()); errc <- err }()
+	time.Sleep(5 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Next at Context.Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next still blocked after Context.Close")
 	}
 }

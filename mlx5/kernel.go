@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -247,12 +248,18 @@ func (k *kernelDevice) DeregMR(h seam.Handle) error {
 }
 
 // NewEventChannel allocates a DEVX event channel
-// (MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC) whose events carry their EQE:
-// no flags, as mlx5dv_devx_create_event_channel(ctx, 0) sends.
-func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
+// (MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC) with the flags
+// mlx5dv_devx_create_event_channel sends: 0, so events carry their EQE,
+// or OMIT_DATA, so they carry only the cookie.
+func (k *kernelDevice) NewEventChannel(omitData bool) (seam.EventChannel, error) {
+	var flags uint32
+	size := eventSize
+	if omitData {
+		flags, size = mlx5abi.MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA, seam.EventHeaderSize
+	}
 	var a uverbs.Attrs
 	i := a.NewFD(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_HANDLE)
-	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_FLAGS, 0)
+	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_ASYNC_EVENT_FD_ALLOC_FLAGS, flags)
 	if err := k.ctx.Invoke("devx async event fd alloc", mlx5abi.MLX5_IB_OBJECT_DEVX_ASYNC_EVENT_FD, mlx5abi.MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC, &a); err != nil {
 		return nil, err
 	}
@@ -262,7 +269,7 @@ func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return kernelEventChannel{p}, nil
+	return kernelEventChannel{p, size}, nil
 }
 
 // eventSize is one event read from a channel without OMIT_DATA: struct
@@ -270,21 +277,24 @@ func (k *kernelDevice) NewEventChannel() (seam.EventChannel, error) {
 const eventSize = seam.EventHeaderSize + seam.EQESize
 
 // kernelEventChannel reads events through the Go runtime's netpoller. The
-// kernel hands out one whole event per read; it fails a read with
-// EOVERFLOW once after it had to drop events, and with EIO once the
-// channel is being destroyed.
-type kernelEventChannel struct{ *pollfd.File }
+// kernel hands out one whole event per read, of size bytes; it fails a
+// read with EOVERFLOW once after it had to drop events, and with EIO once
+// the channel is being destroyed.
+type kernelEventChannel struct {
+	*pollfd.File
+	size int
+}
 
 func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
-	if len(buf) < eventSize {
-		return 0, fmt.Errorf("devx event: buffer of %d bytes, an event takes %d: %w", len(buf), eventSize, unix.EINVAL)
+	if len(buf) < c.size {
+		return 0, fmt.Errorf("devx event: buffer of %d bytes, an event takes %d: %w", len(buf), c.size, unix.EINVAL)
 	}
-	n, err := c.Read(ctx, buf[:eventSize])
+	n, err := c.Read(ctx, buf[:c.size])
 	if err != nil {
 		return n, err
 	}
-	if n != eventSize {
-		return n, fmt.Errorf("devx event: read %d bytes, an event takes %d: %w", n, eventSize, io.ErrUnexpectedEOF)
+	if n != c.size {
+		return n, fmt.Errorf("devx event: read %d bytes, an event takes %d: %w", n, c.size, io.ErrUnexpectedEOF)
 	}
 	return n, nil
 }
@@ -294,19 +304,51 @@ func (c kernelEventChannel) Next(ctx context.Context, buf []byte) (int, error) {
 // cookie, the object, the event types (u16, native byte order). There is
 // no FD_NUM: events go to the channel, not to an eventfd.
 func (k *kernelDevice) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, cookie uint64) error {
-	if ch == nil || len(types) == 0 {
-		return fmt.Errorf("devx subscribe event: no channel or no event type: %w", unix.EINVAL)
+	const call = "devx subscribe event"
+	if len(types) == 0 {
+		return fmt.Errorf("%s: no event type: %w", call, unix.EINVAL)
 	}
-	fd := ch.Fd()
-	if fd < 0 {
-		return fmt.Errorf("devx subscribe event: channel closed: %w", unix.EBADF)
+	fd, err := channelFd(call, ch)
+	if err != nil {
+		return err
 	}
 	var a uverbs.Attrs
 	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, fd)
 	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_COOKIE, cookie)
 	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
 	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(types))), 2*len(types)))
-	return k.ctx.Invoke("devx subscribe event", mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+	return k.ctx.Invoke(call, mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+}
+
+// SubscribeFD is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT with the attributes
+// of mlx5dv_devx_subscribe_devx_event_fd, in its order: the channel, the
+// object, the one event type, and the eventfd (FD_NUM, an s32). It has no
+// cookie: the kernel signals the eventfd instead of queueing an event.
+func (k *kernelDevice) SubscribeFD(ch seam.EventChannel, h seam.Handle, typ uint16, fd int) error {
+	const call = "devx subscribe event fd"
+	chfd, err := channelFd(call, ch)
+	if err != nil {
+		return err
+	}
+	var a uverbs.Attrs
+	a.FD(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_HANDLE, chfd)
+	a.IDR(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_OBJ_HANDLE, uint32(h))
+	a.In(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_TYPE_NUM_LIST, binary.NativeEndian.AppendUint16(nil, typ))
+	a.InUint32(mlx5abi.MLX5_IB_ATTR_DEVX_SUBSCRIBE_EVENT_FD_NUM, uint32(int32(fd)))
+	return k.ctx.Invoke(call, mlx5abi.MLX5_IB_OBJECT_DEVX, mlx5abi.MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT, &a)
+}
+
+// channelFd is the descriptor a subscribe call names ch by: EINVAL for
+// no channel, EBADF for a closed one.
+func channelFd(call string, ch seam.EventChannel) (int, error) {
+	if ch == nil {
+		return -1, fmt.Errorf("%s: no channel: %w", call, unix.EINVAL)
+	}
+	fd := ch.Fd()
+	if fd < 0 {
+		return -1, fmt.Errorf("%s: channel closed: %w", call, unix.EBADF)
+	}
+	return fd, nil
 }
 
 // DEVX reports whether the context was opened with a DEVX uid.

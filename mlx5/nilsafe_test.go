@@ -41,6 +41,7 @@ var apiObjects = []reflect.Type{
 	reflect.TypeFor[*mlx5.CryptoLoginObj](),
 	reflect.TypeFor[*mlx5.DEK](),
 	reflect.TypeFor[*mlx5.DevxObj](),
+	reflect.TypeFor[*mlx5.EventChannel](),
 	reflect.TypeFor[*mlx5.MR](),
 	reflect.TypeFor[*mlx5.Mkey](),
 	reflect.TypeFor[*mlx5.PD](),
@@ -67,6 +68,7 @@ var apiValues = []reflect.Type{
 	reflect.TypeFor[mlx5.DEKState](),
 	reflect.TypeFor[mlx5.DEKOptions](),
 	reflect.TypeFor[mlx5.ClockInfo](),
+	reflect.TypeFor[mlx5.DevxEvent](),
 }
 
 // TestNilSafeCoversEveryType: every exported type of package mlx5 with an
@@ -308,7 +310,9 @@ func liveObjects(t *testing.T, c *mlx5.Context) []any {
 	must(err)
 	acq, err := c.NewAsyncCmdQueue()
 	must(err)
-	objs := []any{qp, onSRQ, srq, cq, mkey, ah, mr, umem, obj, uar, acq}
+	evch, err := c.NewEventChannel(mlx5.EventChannelOptions{})
+	must(err)
+	objs := []any{qp, onSRQ, srq, cq, mkey, ah, mr, umem, obj, uar, acq, evch}
 	// A DEK and a login object, as far as the profile's crypto allows: on
 	// an engine in the wrapped import method (closedCrypto), a login
 	// object with the credential of ID 0 and a DEK imported through it;

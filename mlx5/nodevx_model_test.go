@@ -71,9 +71,9 @@ func (d *devxCalls) NewAsyncCmdFD() (seam.AsyncCmdFD, error) {
 	return d.Device.NewAsyncCmdFD()
 }
 
-func (d *devxCalls) NewEventChannel() (seam.EventChannel, error) {
+func (d *devxCalls) NewEventChannel(omitData bool) (seam.EventChannel, error) {
 	d.note("NewEventChannel")
-	return d.Device.NewEventChannel()
+	return d.Device.NewEventChannel(omitData)
 }
 
 func (d *devxCalls) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {

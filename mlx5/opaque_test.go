@@ -17,6 +17,7 @@ import (
 var handleTypes = []reflect.Type{
 	reflect.TypeFor[mlx5.AH](),
 	reflect.TypeFor[mlx5.AsyncCmdQueue](),
+	reflect.TypeFor[mlx5.EventChannel](),
 	reflect.TypeFor[mlx5.Batch](),
 	reflect.TypeFor[mlx5.Buffer](),
 	reflect.TypeFor[mlx5.CQ](),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 
@@ -114,33 +115,42 @@ type subscription struct {
 	cookie uint64
 	ch     *eventChannel
 	obj    *uobj
+	efd    int // with SubscribeFD: the model's own duplicate of the eventfd; else -1
 }
 
 // eventChannel is the model's DEVX event channel (struct
-// devx_async_event_file without OMIT_EV_DATA): events queue in memory,
-// each the 8-byte cookie and the 64-byte EQE.
+// devx_async_event_file): events queue in memory, each the 8-byte cookie
+// and the 64-byte EQE, or with omitData the cookie alone, at most one
+// unread per subscription (deliver_event).
 type eventChannel struct {
-	d    *Device
-	subs []*subscription // guarded by the HCA's lock
+	d        *Device
+	subs     []*subscription // guarded by the HCA's lock
+	omitData bool
 
 	mu        sync.Mutex
 	queue     [][]byte
-	closed    bool // Close was called
-	destroyed bool // the context was closed
+	pending   map[*subscription]bool // with omitData: the subscriptions queued
+	qsubs     []*subscription        // with omitData: whose each queued event is
+	closed    bool                   // Close was called
+	destroyed bool                   // the context was closed
 	wake      chan struct{}
 }
 
-// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC with no
-// flags. Its handler reads no uid: a context without DEVX gets one too,
-// on which it cannot subscribe.
-func (d *Device) NewEventChannel() (seam.EventChannel, error) {
+// NewEventChannel is MLX5_IB_METHOD_DEVX_ASYNC_EVENT_FD_ALLOC, with
+// MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA if omitData. Its handler
+// reads no uid: a context without DEVX gets one too, on which it cannot
+// subscribe.
+func (d *Device) NewEventChannel(omitData bool) (seam.EventChannel, error) {
 	const call = "devx async event fd alloc"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
 	if err := d.enter(call); err != nil {
 		return nil, err
 	}
-	c := &eventChannel{d: d, wake: make(chan struct{}, 1)}
+	c := &eventChannel{d: d, omitData: omitData, wake: make(chan struct{}, 1)}
+	if omitData {
+		c.pending = map[*subscription]bool{}
+	}
 	d.chans[c] = true
 	return c, nil
 }
@@ -155,20 +165,45 @@ func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, 
 	const call = "devx subscribe event"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return err
-	}
-	c, ok := ch.(*eventChannel)
-	if !ok || c == nil || c.d != d || !d.chans[c] {
-		return kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
-	}
-	o, err := d.lookupKind(call, h, kindDevxObj)
+	c, o, err := d.subscribeTarget(call, ch, h)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(types) == 0:
+	if len(types) == 0 {
 		return kerr(call, unix.EINVAL, "UVERBS_ATTR_MIN_SIZE: the event list holds at least one u16")
+	}
+	if err := d.checkEvents(call, types); err != nil {
+		return err
+	}
+	for _, t := range types {
+		d.h.file(&subscription{key: objSubKey(t, o), cookie: cookie, ch: c, obj: o, efd: -1})
+	}
+	return nil
+}
+
+// subscribeTarget is the uverbs layer's part of a subscribe call, under
+// the HCA's lock: the context open, the channel one of its open channels
+// (EBADF), the handle a DEVX object (ENOENT, EINVAL).
+func (d *Device) subscribeTarget(call string, ch seam.EventChannel, h seam.Handle) (*eventChannel, *uobj, error) {
+	if err := d.enter(call); err != nil {
+		return nil, nil, err
+	}
+	c, ok := ch.(*eventChannel)
+	if !ok || c == nil || c.d != d || !d.chans[c] {
+		return nil, nil, kerr(call, unix.EBADF, "lookup_get_fd_uobject: not a DEVX event channel of this context")
+	}
+	o, err := d.lookupKind(call, h, kindDevxObj)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, o, nil
+}
+
+// checkEvents is the handler's check of the event list: the context's
+// DEVX uid, then, without event_cap, at most 16 types, each a legacy
+// object event.
+func (d *Device) checkEvents(call string, types []uint16) error {
+	switch {
 	case d.uid == 0:
 		// The handler's first check, after the attributes. Unreachable
 		// through the seam, which subscribes on DEVX objects only: a
@@ -182,12 +217,53 @@ func (d *Device) Subscribe(ch seam.EventChannel, h seam.Handle, types []uint16, 
 			return kerr(call, unix.EINVAL, fmt.Sprintf("is_valid_events_legacy: event %#x is not an object event", t))
 		}
 	}
-	for _, t := range types {
-		s := &subscription{key: subKey{uint32(t) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}, cookie: cookie, ch: c, obj: o}
-		d.h.subs[s.key] = append(d.h.subs[s.key], s)
-		c.subs = append(c.subs, s)
-		o.subs = append(o.subs, s)
+	return nil
+}
+
+// objSubKey is where a subscription to event typ of object o is filed.
+func objSubKey(typ uint16, o *uobj) subKey {
+	return subKey{uint32(typ) | uint32(legacyObjType(o.objID))<<16, uint32(o.objID)}
+}
+
+// file records subscription s with the HCA, its channel and its object.
+func (h *hca) file(s *subscription) {
+	h.subs[s.key] = append(h.subs[s.key], s)
+	s.ch.subs = append(s.ch.subs, s)
+	s.obj.subs = append(s.obj.subs, s)
+}
+
+// SubscribeFD is MLX5_IB_METHOD_DEVX_SUBSCRIBE_EVENT with FD_NUM: the
+// checks of Subscribe, with the one event type, then
+// eventfd_ctx_fdget's: EBADF for a descriptor that is not open, EINVAL
+// for one that is not an eventfd. The subscription keeps its own
+// reference (a duplicate descriptor, as the kernel keeps the eventfd_ctx)
+// and signals it with 1 for each event instead of queueing on ch.
+func (d *Device) SubscribeFD(ch seam.EventChannel, h seam.Handle, typ uint16, fd int) error {
+	const call = "devx subscribe event fd"
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	c, o, err := d.subscribeTarget(call, ch, h)
+	if err != nil {
+		return err
 	}
+	if err := d.checkEvents(call, []uint16{typ}); err != nil {
+		return err
+	}
+	if fd < 0 {
+		return kerr(call, unix.EBADF, fmt.Sprintf("eventfd_ctx_fdget: fd %d", fd))
+	}
+	link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	switch {
+	case err != nil:
+		return kerr(call, unix.EBADF, fmt.Sprintf("eventfd_ctx_fdget: fd %d is not open", fd))
+	case link != "anon_inode:[eventfd]":
+		return kerr(call, unix.EINVAL, fmt.Sprintf("eventfd_ctx_fdget: fd %d is %s, not an eventfd", fd, link))
+	}
+	efd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return kerr(call, err.(unix.Errno), "eventfd_ctx_fdget")
+	}
+	d.h.file(&subscription{key: objSubKey(typ, o), ch: c, obj: o, efd: efd})
 	return nil
 }
 
@@ -213,6 +289,10 @@ func (c *eventChannel) Next(ctx context.Context, buf []byte) (int, error) {
 				return 0, kerr(call, unix.EINVAL, fmt.Sprintf("devx_async_event_read: an event of %d bytes, a buffer of %d", len(ev), len(buf)))
 			}
 			c.queue = c.queue[1:]
+			if c.omitData {
+				delete(c.pending, c.qsubs[0])
+				c.qsubs = c.qsubs[1:]
+			}
 			c.mu.Unlock()
 			return copy(buf, ev), nil
 		case c.destroyed:
@@ -245,7 +325,7 @@ func (c *eventChannel) Close() error {
 	defer c.mu.Unlock()
 	if !c.closed {
 		c.closed = true
-		c.queue = nil
+		c.queue, c.qsubs = nil, nil
 		close(c.wake)
 	}
 	return nil
@@ -258,24 +338,40 @@ func (c *eventChannel) destroy() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.destroyed = true
-	c.queue = nil
+	c.queue, c.qsubs = nil, nil
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-// deliver queues one event (deliver_event).
-func (c *eventChannel) deliver(cookie uint64, eqe *[seam.EQESize]byte) {
-	ev := make([]byte, seam.EventHeaderSize+seam.EQESize)
-	binary.NativeEndian.PutUint64(ev, cookie)
-	copy(ev[seam.EventHeaderSize:], eqe[:])
+// deliver queues one event of subscription s (deliver_event): with
+// omitData only its cookie, and nothing while one is unread.
+func (c *eventChannel) deliver(s *subscription, eqe *[seam.EQESize]byte) {
+	if s.efd >= 0 {
+		// eventfd_signal; an eventfd at its limit refuses the add, and
+		// the event is lost as it is in the kernel.
+		unix.Write(s.efd, binary.NativeEndian.AppendUint64(nil, 1))
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.destroyed {
 		return
 	}
-	c.queue = append(c.queue, ev)
+	if c.omitData {
+		if c.pending[s] {
+			return
+		}
+		c.pending[s] = true
+		c.qsubs = append(c.qsubs, s)
+		c.queue = append(c.queue, binary.NativeEndian.AppendUint64(nil, s.cookie))
+	} else {
+		ev := make([]byte, seam.EventHeaderSize+seam.EQESize)
+		binary.NativeEndian.PutUint64(ev, s.cookie)
+		copy(ev[seam.EventHeaderSize:], eqe[:])
+		c.queue = append(c.queue, ev)
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -302,6 +398,10 @@ func (h *hca) unsubscribeObject(o *uobj) {
 }
 
 func (h *hca) dropSub(s *subscription) {
+	if s.efd >= 0 {
+		unix.Close(s.efd)
+		s.efd = -1
+	}
 	l := slices.DeleteFunc(h.subs[s.key], func(x *subscription) bool { return x == s })
 	if len(l) == 0 {
 		delete(h.subs, s.key)
@@ -333,7 +433,7 @@ func (h *hca) dispatch(eqe *[seam.EQESize]byte) {
 
 func (h *hca) deliverSubs(k subKey, eqe *[seam.EQESize]byte) {
 	for _, s := range h.subs[k] {
-		s.ch.deliver(s.cookie, eqe)
+		s.ch.deliver(s, eqe)
 	}
 }
 

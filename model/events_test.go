@@ -58,7 +58,7 @@ func (e tevent) qpSrq() (typ uint8, qpn uint32) {
 
 func newChannel(t *testing.T, d *Device) seam.EventChannel {
 	t.Helper()
-	ch, err := d.NewEventChannel()
+	ch, err := d.NewEventChannel(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSubscribeRules(t *testing.T) {
 	defer other.Close()
 	ch := newChannel(t, d)
 	foreign := newChannel(t, other)
-	closed, _ := d.NewEventChannel()
+	closed, _ := d.NewEventChannel(false)
 	closed.Close()
 	cqH, _ := newCQ(t, d)
 	umemH, _, err := d.UMemReg(make([]byte, 64), accessLocalWrite)
@@ -156,7 +156,7 @@ func TestEventChannelRead(t *testing.T) {
 	s := setupQP(t, d)
 	qpH, qpn := s.create(t, d, stRC)
 	base := d.Objects()
-	ch, err := d.NewEventChannel()
+	ch, err := d.NewEventChannel(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestSubscriptionEnds(t *testing.T) {
 	if len(d.h.subs) != 0 {
 		t.Errorf("%d subscription keys left after the object's destroy", len(d.h.subs))
 	}
-	ch2, _ := d.NewEventChannel()
+	ch2, _ := d.NewEventChannel(false)
 	if err := d.Subscribe(ch2, h2, []uint16{evSQDrained, evCQError}, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -613,7 +613,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if _, err := d.NewAsyncCmdFD(); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := d.NewEventChannel()
+	ch, err := d.NewEventChannel(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -784,7 +784,7 @@ func TestLeak(t *testing.T) {
 			}
 		},
 		"event channel": func() {
-			ch, err := d.NewEventChannel()
+			ch, err := d.NewEventChannel(false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -874,7 +874,7 @@ func FuzzCommands(f *testing.F) {
 		fd, _ := d.NewAsyncCmdFD()
 		d.ObjQueryAsync(2, in, len(out), 1, fd)
 		// Event subscriptions, with the input's words as event types.
-		ch, _ := d.NewEventChannel()
+		ch, _ := d.NewEventChannel(false)
 		var types []uint16
 		for i := 0; i+1 < len(in) && len(types) < 20; i += 2 {
 			types = append(types, binary.BigEndian.Uint16(in[i:]))

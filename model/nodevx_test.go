@@ -119,7 +119,7 @@ func TestNoDEVXMethods(t *testing.T) {
 	wantKernel(t, "destroy no handle", d.ObjDestroy(999), unix.ENOENT, "no handle")
 
 	// Event channels are allocated; there is nothing to subscribe to.
-	ch, err := d.NewEventChannel()
+	ch, err := d.NewEventChannel(false)
 	if err != nil {
 		t.Fatalf("event channel without DEVX: %v", err)
 	}

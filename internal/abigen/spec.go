@@ -293,7 +293,7 @@ var mlx5ABI = Package{
 			Header:   "<linux/mlx5/device.h>",
 			Internal: true,
 			Enums: []Enum{
-				{Name: "mlx5_event", Only: []string{"MLX5_EVENT_TYPE_SQ_DRAINED", "MLX5_EVENT_TYPE_CQ_ERROR"}, Doc: "The event types mlx5go subscribes to (mlx5_eqe.type)."},
+				{Name: "mlx5_event", Only: []string{"MLX5_EVENT_TYPE_COMP", "MLX5_EVENT_TYPE_SQ_DRAINED", "MLX5_EVENT_TYPE_CQ_ERROR"}, Doc: "The event types mlx5go subscribes to (mlx5_eqe.type)."},
 			},
 			Structs: []Struct{
 				{Name: "mlx5_eqe", Doc: "The event queue entry a DEVX event carries: the kernel copies the firmware's EQE as it is, so the layout is the PRM's (big-endian)."},

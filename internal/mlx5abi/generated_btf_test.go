@@ -136,6 +136,7 @@ var generatedConsts = []btfcheck.Const{
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF},
 	{Enum: "mlx5_ib_uapi_uar_alloc_type", Name: "MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC", Value: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC},
 	{Enum: "mlx5_ib_uapi_devx_create_event_channel_flags", Name: "MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA", Value: MLX5_IB_UAPI_DEVX_CR_EV_CH_FLAGS_OMIT_DATA},
+	{Enum: "mlx5_event", Name: "MLX5_EVENT_TYPE_COMP", Value: MLX5_EVENT_TYPE_COMP},
 	{Enum: "mlx5_event", Name: "MLX5_EVENT_TYPE_SQ_DRAINED", Value: MLX5_EVENT_TYPE_SQ_DRAINED},
 	{Enum: "mlx5_event", Name: "MLX5_EVENT_TYPE_CQ_ERROR", Value: MLX5_EVENT_TYPE_CQ_ERROR},
 }

@@ -12,6 +12,7 @@ import "structs"
 // enum mlx5_event. The values mlx5go uses. The event types mlx5go
 // subscribes to (mlx5_eqe.type).
 const (
+	MLX5_EVENT_TYPE_COMP       = 0
 	MLX5_EVENT_TYPE_SQ_DRAINED = 3
 	MLX5_EVENT_TYPE_CQ_ERROR   = 4
 )

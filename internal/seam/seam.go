@@ -42,13 +42,15 @@ type AsyncCmdFD interface {
 }
 
 // EventChannel receives the device events a context subscribed to (a
-// DEVX event channel, mlx5dv_devx_event_channel, created without
-// OMIT_EV_DATA). Each event is read whole: an 8-byte cookie (native
-// endian, as given to Subscribe) followed by the 64-byte EQE the device
-// raised (struct mlx5_ib_uapi_devx_async_event_hdr, then struct mlx5_eqe).
+// DEVX event channel, mlx5dv_devx_event_channel). Each event is read
+// whole: an 8-byte cookie (native endian, as given to Subscribe) followed,
+// unless the channel was made with OMIT_EV_DATA, by the 64-byte EQE the
+// device raised (struct mlx5_ib_uapi_devx_async_event_hdr, then struct
+// mlx5_eqe).
 type EventChannel interface {
 	// Next waits until an event arrives or ctx is done and copies it into
-	// buf, which must hold 8+64 bytes; it returns the bytes written.
+	// buf, which must hold one event (8 bytes with OMIT_EV_DATA, 8+64
+	// without); it returns the bytes written.
 	Next(ctx context.Context, buf []byte) (int, error)
 	// Fd is the descriptor the kernel knows (for the subscribe call).
 	Fd() int
@@ -87,13 +89,20 @@ type Device interface {
 	NewAsyncCmdFD() (AsyncCmdFD, error)
 
 	// NewEventChannel creates a DEVX event channel
-	// (mlx5dv_devx_create_event_channel with no flags).
-	NewEventChannel() (EventChannel, error)
+	// (mlx5dv_devx_create_event_channel): with omitData its events carry
+	// only the cookie (MLX5DV_DEVX_CREATE_EVENT_CHANNEL_FLAGS_OMIT_EV_DATA),
+	// and the kernel keeps at most one unread event per subscription.
+	NewEventChannel(omitData bool) (EventChannel, error)
 	// Subscribe subscribes ch to the events of the given types
 	// (MLX5_EVENT_TYPE_*) on the DEVX object h; each arrives tagged with
 	// cookie (mlx5dv_devx_subscribe_devx_event). The subscription ends
 	// when the object is destroyed or the channel closed.
 	Subscribe(ch EventChannel, h Handle, types []uint16, cookie uint64) error
+	// SubscribeFD has the event of type typ on h signal the eventfd fd
+	// instead of queueing on ch (mlx5dv_devx_subscribe_devx_event_fd).
+	// The kernel takes its own reference to the eventfd; the
+	// subscription ends as Subscribe's does.
+	SubscribeFD(ch EventChannel, h Handle, typ uint16, fd int) error
 
 	// UMemReg registers mem for DEVX objects (mlx5dv_devx_umem_reg) and
 	// returns its handle and the umem id commands refer to. The caller
