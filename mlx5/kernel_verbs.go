@@ -257,7 +257,7 @@ func (k *kernelDevice) ResizeCQ(h seam.Handle, cqe uint32, drvIn []byte) (uint32
 	if err != nil {
 		return 0, err
 	}
-	n, err := cq.Resize(cqe, drvIn)
+	n, err := cq.Resize(cqe, drvIn, nil)
 	if err != nil {
 		return 0, verbsErr(op, err)
 	}

@@ -129,16 +129,18 @@ func (cq *CQ) Close() error {
 
 // Resize asks the kernel for a CQ of cqe entries (IB_USER_VERBS_CMD_RESIZE_CQ,
 // as libibverbs' ibv_cmd_resize_cq sends it) and returns the entries it
-// granted, which also become cq.CQE. driverIn is the provider's data (mlx5:
-// struct mlx5_ib_resize_cq, the new ring); the provider copies the CQEs
-// still unread from the old ring to the new one itself.
-func (cq *CQ) Resize(cqe uint32, driverIn []byte) (uint32, error) {
+// granted, which also become cq.CQE. driverIn and driverOut are the
+// provider's data (mlx5: struct mlx5_ib_resize_cq, the new ring, and no
+// response; rxe: none in, and struct rxe_resize_cq_resp, where to map the
+// new queue); the provider copies the CQEs still unread from the old ring
+// to the new one itself.
+func (cq *CQ) Resize(cqe uint32, driverIn, driverOut []byte) (uint32, error) {
 	if cqe == 0 {
 		return 0, fmt.Errorf("uverbs: resize cq: CQE must be at least 1")
 	}
 	cmd := uverbsabi.IbUverbsResizeCq{CqHandle: cq.handle, Cqe: cqe}
 	var resp uverbsabi.IbUverbsResizeCqResp
-	if err := cq.ctx.InvokeWrite("resize cq", uverbsabi.IB_USER_VERBS_CMD_RESIZE_CQ, asBytes(&cmd), asBytes(&resp), driverIn, nil); err != nil {
+	if err := cq.ctx.InvokeWrite("resize cq", uverbsabi.IB_USER_VERBS_CMD_RESIZE_CQ, asBytes(&cmd), asBytes(&resp), driverIn, driverOut); err != nil {
 		return 0, err
 	}
 	cq.CQE = resp.Cqe

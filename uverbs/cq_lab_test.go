@@ -1,0 +1,58 @@
+package uverbs
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// The CQ resize and moderation commands on a real kernel's rxe0: resize
+// grows and shrinks the CQ (rxe answers the entries asked for, and
+// struct rxe_resize_cq_resp, a struct mminfo as at create, says where the
+// new queue maps); entries over the device's max_cqe are EINVAL; a closed
+// CQ is refused. rxe has no modify_cq, so the kernel refuses moderation
+// (EOPNOTSUPP from rdma_set_cq_moderation), and reports no moderation
+// caps.
+func TestLabCQResizeModerate(t *testing.T) {
+	c := openLab(t)
+	da, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQOptions{CQE: 16, DriverOut: make([]byte, rxeCreateCQResp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []uint32{64, 8, 1, da.MaxCQE} {
+		resp := make([]byte, rxeCreateCQResp)
+		got, err := cq.Resize(n, nil, resp)
+		if err != nil || got < n || cq.CQE != got {
+			t.Fatalf("resize to %d: %d (cq.CQE %d), %v", n, got, cq.CQE, err)
+		}
+		if resp[8] == 0 && resp[9] == 0 && resp[10] == 0 && resp[11] == 0 {
+			t.Errorf("resize to %d: rxe_resize_cq_resp has no mmap size: %x", n, resp)
+		}
+		t.Logf("resize to %d: %d entries", n, got)
+	}
+	if _, err := cq.Resize(da.MaxCQE+1, nil, make([]byte, rxeCreateCQResp)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("resize over max_cqe %d: %v, want EINVAL", da.MaxCQE, err)
+	}
+	if _, err := cq.Resize(0, nil, nil); err == nil {
+		t.Error("resize to 0 succeeded")
+	}
+	err = cq.Moderate(1, 1)
+	t.Logf("modify cq on rxe: %v; moderation caps %+v", err, da.CQModerationCaps)
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("modify cq on rxe: %v, want EOPNOTSUPP (rxe has no modify_cq)", err)
+	}
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cq.Resize(32, nil, make([]byte, rxeCreateCQResp)); err == nil {
+		t.Error("resize of a closed CQ succeeded")
+	}
+	if err := cq.Moderate(1, 1); err == nil {
+		t.Error("moderate of a closed CQ succeeded")
+	}
+}
