@@ -505,10 +505,7 @@ func (cq *CQ) closeQPLocked(qp *QP) {
 // cleanPaused is cleanLocked's work, with the poller paused.
 func (cq *CQ) cleanPaused(qpn uint32, srq *SRQ) {
 	size := uint32(1) << cq.logSize
-	slot := func(i uint32) []byte {
-		off := (i & (size - 1)) * cqeSize
-		return cq.ring[off : off+cqeSize : off+cqeSize]
-	}
+	slot := func(i uint32) []byte { return cqeAt(cq.ring, cq.logSize, i) }
 	pi := cq.ci
 	for pi-cq.ci < size && owned(slot(pi), pi, cq.logSize) {
 		pi++

@@ -26,10 +26,7 @@ func (d *Device) ResizeCQ(h seam.Handle, cqe uint32, drvIn []byte) (uint32, erro
 	const call = "resize cq"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return 0, err
-	}
-	o, err := d.lookupKind(call, h, kindCQ)
+	o, err := d.enterCQ(call, h)
 	if err != nil {
 		return 0, err
 	}
@@ -90,10 +87,7 @@ func (d *Device) ModifyCQ(h seam.Handle, count, period uint16) error {
 	const call = "modify cq"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return err
-	}
-	o, err := d.lookupKind(call, h, kindCQ)
+	o, err := d.enterCQ(call, h)
 	if err != nil {
 		return err
 	}
@@ -112,4 +106,13 @@ func (d *Device) ModifyCQ(h seam.Handle, count, period uint16) error {
 	prm.Cqc.CqPeriod.At(cqc).Set(in, uint64(period))
 	prm.Cqc.CqMaxCount.At(cqc).Set(in, uint64(count))
 	return d.fwErrno(call, &fwCall{uid: d.uid, ctx: d.id, in: in, out: make([]byte, prm.ModifyCqOut.Layout().Size)})
+}
+
+// enterCQ is the start of a method on a CQ handle: the device usable,
+// and the handle a CQ's. d.h.mu is held.
+func (d *Device) enterCQ(call string, h seam.Handle) (*uobj, error) {
+	if err := d.enter(call); err != nil {
+		return nil, err
+	}
+	return d.lookupKind(call, h, kindCQ)
 }

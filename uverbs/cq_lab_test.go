@@ -2,9 +2,13 @@ package uverbs
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/labenv"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
 // The CQ resize and moderation commands on a real kernel's rxe0: resize
@@ -12,10 +16,25 @@ import (
 // struct rxe_resize_cq_resp, a struct mminfo as at create, says where the
 // new queue maps); entries over the device's max_cqe are EINVAL; a closed
 // CQ is refused. rxe has no modify_cq, so the kernel refuses moderation
-// (EOPNOTSUPP from rdma_set_cq_moderation), and reports no moderation
-// caps.
+// (EOPNOTSUPP from rdma_set_cq_moderation) once the core has read the
+// command: an attr_mask of 0 or a reserved word set is the core's EINVAL
+// (ib_uverbs_ex_modify_cq), which shows the layout the kernel reads. Both
+// through RDMA_VERBS_IOCTL and by write().
 func TestLabCQResizeModerate(t *testing.T) {
-	c := openLab(t)
+	labenv.Require(t)
+	for _, forceWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			labCQResizeModerate(t, c)
+		})
+	}
+}
+
+func labCQResizeModerate(t *testing.T, c *Context) {
 	da, err := c.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +64,12 @@ func TestLabCQResizeModerate(t *testing.T) {
 	t.Logf("modify cq on rxe: %v; moderation caps %+v", err, da.CQModerationCaps)
 	if !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("modify cq on rxe: %v, want EOPNOTSUPP (rxe has no modify_cq)", err)
+	}
+	for _, bad := range []uverbsabi.IbUverbsExModifyCq{{CqHandle: cq.handle}, {CqHandle: cq.handle, AttrMask: uverbsabi.IB_CQ_MODERATE, Reserved: 1}} {
+		err := c.InvokeWrite("modify cq", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_CQ, asBytes(&bad), nil, nil, nil)
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("modify cq %+v: %v, want the core's EINVAL", bad, err)
+		}
 	}
 	if err := cq.Close(); err != nil {
 		t.Fatal(err)
