@@ -321,7 +321,8 @@ func (cq *CQ) CQN() uint32 {
 }
 
 // Size is the number of CQEs the ring holds (0 for a CQ CreateCQ did not
-// make).
+// make). Resize changes it: read it on the goroutine that resizes, or
+// after the resize returned.
 func (cq *CQ) Size() int {
 	if cq == nil || cq.logSize == 0 {
 		return 0
