@@ -31,16 +31,16 @@ func (cq *CQ) Moderate(count, period int) error {
 	if err := cq.usable(op); err != nil {
 		return err
 	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return opErr(op, cq.name, ErrClosed)
+	}
 	if count < 0 || count > MaxCQModerationCount {
 		return invalid(op, cq.name, "count %d (0 to %d)", count, MaxCQModerationCount)
 	}
 	if period < 0 || period > MaxCQModerationPeriod {
 		return invalid(op, cq.name, "period %d µs (0 to %d)", period, MaxCQModerationPeriod)
-	}
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	if cq.closed {
-		return opErr(op, cq.name, ErrClosed)
 	}
 	if cq.verbs {
 		if err := cq.c.dev.ModifyCQ(cq.handle, uint16(count), uint16(period)); err != nil {
@@ -81,13 +81,13 @@ func (cq *CQ) Resize(entries int) error {
 	if err := cq.usable(op); err != nil {
 		return err
 	}
-	if entries <= 0 || entries >= 1<<22 {
-		return invalid(op, cq.name, "%d entries (1 to 4194303)", entries)
-	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
 		return opErr(op, cq.name, ErrClosed)
+	}
+	if entries <= 0 || entries >= 1<<22 {
+		return invalid(op, cq.name, "%d entries (1 to 4194303)", entries)
 	}
 	if !cq.verbs {
 		return invalid(op, cq.name, "a DEVX CQ does not resize (CQOptions.DEVX)")
