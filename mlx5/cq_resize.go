@@ -28,14 +28,10 @@ const (
 // cq_moderation cap refuses either.
 func (cq *CQ) Moderate(count, period int) error {
 	const op = "modify cq"
-	if err := cq.usable(op); err != nil {
+	if err := cq.lockOpen(op); err != nil {
 		return err
 	}
-	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if cq.closed {
-		return opErr(op, cq.name, ErrClosed)
-	}
 	if count < 0 || count > MaxCQModerationCount {
 		return invalid(op, cq.name, "count %d (0 to %d)", count, MaxCQModerationCount)
 	}
@@ -78,14 +74,10 @@ const (
 // ErrInvalid. If the kernel refuses, the CQ stays as it was.
 func (cq *CQ) Resize(entries int) error {
 	const op = "resize cq"
-	if err := cq.usable(op); err != nil {
+	if err := cq.lockOpen(op); err != nil {
 		return err
 	}
-	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if cq.closed {
-		return opErr(op, cq.name, ErrClosed)
-	}
 	if entries <= 0 || entries >= 1<<22 {
 		return invalid(op, cq.name, "%d entries (1 to 4194303)", entries)
 	}
@@ -155,4 +147,18 @@ func (cq *CQ) Resize(entries int) error {
 func cqeAt(ring []byte, logSize uint8, i uint32) []byte {
 	off := (i & (1<<logSize - 1)) * cqeSize
 	return ring[off : off+cqeSize : off+cqeSize]
+}
+
+// lockOpen locks cq.mu for op, on a CQ CreateCQ made and Close has not
+// closed; the caller unlocks it. On an error it is not locked.
+func (cq *CQ) lockOpen(op string) error {
+	if err := cq.usable(op); err != nil {
+		return err
+	}
+	cq.mu.Lock()
+	if cq.closed {
+		cq.mu.Unlock()
+		return opErr(op, cq.name, ErrClosed)
+	}
+	return nil
 }
