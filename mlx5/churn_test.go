@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mlx5go/mlx5go/mlx5"
 	"github.com/mlx5go/mlx5go/model"
 )
@@ -52,7 +54,8 @@ func (r *rig) srqPair(t *testing.T, srq *mlx5.SRQ, path mlx5.AddressPath) (s, d 
 // 8 must complete at the sender, and their 8 receives at the receiver,
 // each exactly once with its own wr_id on its own QP (issue 15, defect
 // 1: a CQE of a QP attached during a Poll call was taken for a stray).
-// -churn sets how long it runs.
+// After each pair the churner resizes the shared CQ, growing and
+// shrinking it under the poller. -churn sets how long it runs.
 func TestChurnSharedCQ(t *testing.T) {
 	r := newRig(t, "cx7", model.Options{ReuseQPN: true}, 1<<16)
 	srq, err := r.c.CreateSRQ(mlx5.SRQOptions{PD: r.pd, MaxWR: 1024, MaxSGE: 1})
@@ -193,7 +196,7 @@ func TestChurnSharedCQ(t *testing.T) {
 		}()
 	}
 
-	var pairs, lost int
+	var pairs, lost, resizes int
 	deadline := time.Now().Add(*churnFor)
 	for round := uint32(1); time.Now().Before(deadline) && lost == 0; round++ {
 		s, d := r.srqPair(t, srq, path)
@@ -248,6 +251,15 @@ func TestChurnSharedCQ(t *testing.T) {
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
+		// Resize the shared CQ under the poller and the streamers,
+		// between 1 << 14 CQEs (above what the streams keep in flight)
+		// and 1 << 16; EBUSY (too many CQEs waiting) is an answer.
+		switch err := r.cq.Resize([]int{1<<14 - 1, 1<<16 - 1}[round%2]); {
+		case err == nil:
+			resizes++
+		case !errors.Is(err, unix.EBUSY):
+			t.Fatalf("resize: %v", err)
+		}
 	}
 	close(stop)
 	streams.Wait()
@@ -267,7 +279,10 @@ func TestChurnSharedCQ(t *testing.T) {
 			t.Errorf("streamer %d: %d RDMA WRITEs posted, %d completed", k, p, w)
 		}
 	}
-	t.Logf("%d fresh pairs, %d RDMA WRITEs streamed beside them", pairs, writes.Load())
+	t.Logf("%d fresh pairs, %d RDMA WRITEs streamed beside them, %d resizes of the shared CQ", pairs, writes.Load(), resizes)
+	if resizes == 0 {
+		t.Error("no resize of the shared CQ succeeded")
+	}
 	for _, f := range fails {
 		t.Error(f)
 	}

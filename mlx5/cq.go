@@ -348,7 +348,8 @@ func (cq *CQ) CQN() uint32 {
 }
 
 // Size is the number of CQEs the ring holds (0 for a CQ CreateCQ did not
-// make).
+// make). Resize changes it: read it on the goroutine that resizes, or
+// after the resize returned.
 func (cq *CQ) Size() int {
 	if cq == nil || cq.logSize == 0 {
 		return 0
@@ -532,10 +533,7 @@ func (cq *CQ) closeQPLocked(qp *QP) {
 // cleanPaused is cleanLocked's work, with the poller paused.
 func (cq *CQ) cleanPaused(qpn uint32, srq *SRQ) {
 	size := uint32(1) << cq.logSize
-	slot := func(i uint32) []byte {
-		off := (i & (size - 1)) * cqeSize
-		return cq.ring[off : off+cqeSize : off+cqeSize]
-	}
+	slot := func(i uint32) []byte { return cqeAt(cq.ring, cq.logSize, i) }
 	pi := cq.ci
 	for pi-cq.ci < size && owned(slot(pi), pi, cq.logSize) {
 		pi++

@@ -247,6 +247,39 @@ func (k *kernelDevice) CreateCQ(c seam.CQCreate, drvIn, drvOut []byte) (seam.Han
 
 func (k *kernelDevice) DestroyCQ(h seam.Handle) error { return destroy("destroy cq", &k.verbs.cqs, h) }
 
+// ResizeCQ is IB_USER_VERBS_CMD_RESIZE_CQ with mlx5's driver data.
+func (k *kernelDevice) ResizeCQ(h seam.Handle, cqe uint32, drvIn []byte) (uint32, error) {
+	const op = "resize cq"
+	cq, err := k.cq(op, h)
+	if err == nil && cq == nil {
+		err = fmt.Errorf("%s: no cq handle: %w", op, unix.EINVAL)
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := cq.Resize(cqe, drvIn, nil)
+	if err != nil {
+		return 0, verbsErr(op, err)
+	}
+	return n, nil
+}
+
+// ModifyCQ is IB_USER_VERBS_EX_CMD_MODIFY_CQ with IB_CQ_MODERATE.
+func (k *kernelDevice) ModifyCQ(h seam.Handle, count, period uint16) error {
+	const op = "modify cq"
+	cq, err := k.cq(op, h)
+	if err == nil && cq == nil {
+		err = fmt.Errorf("%s: no cq handle: %w", op, unix.EINVAL)
+	}
+	if err != nil {
+		return err
+	}
+	if err := cq.Moderate(count, period); err != nil {
+		return verbsErr(op, err)
+	}
+	return nil
+}
+
 // CreateQP is UVERBS_METHOD_QP_CREATE: RC, UC, UD or the driver's own type
 // (mlx5's DCT and DCI, which the driver data's flags tell apart), with
 // the caller's user handle; NoHandle leaves a CQ or the SRQ out.

@@ -17,6 +17,7 @@ const (
 	cqeRespSend   = 2
 	cqeRespSendIm = 3
 	cqeRespSendIn = 4
+	cqeResizeCQ   = 5 // the last CQE of a resized CQ's old ring
 	cqeSigErr     = 12
 	cqeReqErr     = 13
 	cqeRespErr    = 14

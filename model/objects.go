@@ -345,9 +345,20 @@ func modifyCQ(h *hca, c *fwCall) *fwErr {
 	if e := h.checkCQC(next); e != nil {
 		return e
 	}
-	if cq.bufUMem != 0 && cqBytes(next) != cqBytes(cq.cqc) {
-		// A resize keeps the UMEM (the model has no resize buffer): the
-		// new ring must fit in it from the same offset.
+	if c.mem != nil && c.mem.buf != nil {
+		// mlx5_ib's resize of a user CQ: the new ring is the buffer it
+		// pinned. The device ends the old ring with a resize CQE, which
+		// counts as one; the next CQE goes to the new ring.
+		if uint64(len(c.mem.buf)) < cqBytes(next) {
+			return badParam(SyndromeBadValue)
+		}
+		if cq.buf != nil {
+			h.postResizeCQE(cq)
+		}
+		cq.buf = c.mem.buf[:cqBytes(next)]
+	} else if cq.bufUMem != 0 && cqBytes(next) != cqBytes(cq.cqc) {
+		// A DEVX resize keeps the UMEM (the model has no resize
+		// buffer): the new ring must fit in it from the same offset.
 		mem, e := h.umemRange(cq.bufUMem, cq.uid, cq.bufOff, cqBytes(next))
 		if e != nil {
 			return badParam(SyndromeBadValue)
@@ -356,6 +367,22 @@ func modifyCQ(h *hca, c *fwCall) *fwErr {
 	}
 	cq.cqc = next
 	return nil
+}
+
+// postResizeCQE ends a CQ's old ring, as a resize does, with a CQE of
+// opcode MLX5_CQE_RESIZE_CQ at the producer counter; the owner bit is
+// the old ring's. The consumer copies the CQEs before it to the new ring.
+func (h *hca) postResizeCQE(cq *cqObj) {
+	logSize := prm.Cqc.LogCqSize.Get(cq.cqc)
+	stride := uint64(64) << prm.Cqc.CqeSz.Get(cq.cqc)
+	off := uint64(cq.pi&(1<<logSize-1))*stride + stride - 64
+	slot := cq.buf[off : off+64 : off+64]
+	var c cqe
+	c[cqeOpOwn] = cqeResizeCQ<<4 | uint8(cq.pi>>logSize)&1
+	copy(slot[:60], c[:60])
+	store32(slot[60:64], c[60:64])
+	cq.pi++
+	prm.Cqc.ProducerCounter.Set(cq.cqc, uint64(cq.pi&0xffffff))
 }
 
 func destroyCQ(h *hca, c *fwCall) *fwErr {

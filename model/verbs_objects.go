@@ -174,10 +174,7 @@ func (d *Device) DestroyCQ(h seam.Handle) error {
 	const call = "destroy cq"
 	d.h.mu.Lock()
 	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return err
-	}
-	o, err := d.lookupKind(call, h, kindCQ)
+	o, err := d.enterCQ(call, h)
 	if err != nil {
 		return err
 	}

@@ -126,3 +126,36 @@ func (cq *CQ) Close() error {
 		handleAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_HANDLE, respAttr: uverbsabi.UVERBS_ATTR_DESTROY_CQ_RESP, resp: asBytes(&resp),
 		writeCmd: uverbsabi.IB_USER_VERBS_CMD_DESTROY_CQ, cmd: asBytes(&cmd), userHandle: &cq.userHandle})
 }
+
+// Resize asks the kernel for a CQ of cqe entries (IB_USER_VERBS_CMD_RESIZE_CQ,
+// as libibverbs' ibv_cmd_resize_cq sends it) and returns the entries it
+// granted, which also become cq.CQE. driverIn and driverOut are the
+// provider's data (mlx5: struct mlx5_ib_resize_cq, the new ring, and no
+// response; rxe: none in, and struct rxe_resize_cq_resp, where to map the
+// new queue); the provider copies the CQEs still unread from the old ring
+// to the new one itself.
+func (cq *CQ) Resize(cqe uint32, driverIn, driverOut []byte) (uint32, error) {
+	if cqe == 0 {
+		return 0, fmt.Errorf("uverbs: resize cq: CQE must be at least 1")
+	}
+	cmd := uverbsabi.IbUverbsResizeCq{CqHandle: cq.handle, Cqe: cqe}
+	var resp uverbsabi.IbUverbsResizeCqResp
+	if err := cq.ctx.InvokeWrite("resize cq", uverbsabi.IB_USER_VERBS_CMD_RESIZE_CQ, asBytes(&cmd), asBytes(&resp), driverIn, driverOut); err != nil {
+		return 0, err
+	}
+	cq.CQE = resp.Cqe
+	return resp.Cqe, nil
+}
+
+// Moderate sets the CQ's completion moderation
+// (IB_USER_VERBS_EX_CMD_MODIFY_CQ with IB_CQ_MODERATE, as libibverbs'
+// ibv_cmd_modify_cq sends it): an event waits for count completions or
+// period microseconds, whichever comes first. The device's limits are
+// DeviceAttr.CQModerationCaps; the kernel refuses more (EINVAL), and a
+// device without moderation refuses the command (EOPNOTSUPP).
+func (cq *CQ) Moderate(count, period uint16) error {
+	cmd := uverbsabi.IbUverbsExModifyCq{CqHandle: cq.handle, AttrMask: uverbsabi.IB_CQ_MODERATE,
+		Attr: uverbsabi.IbUverbsCqModeration{CqCount: count, CqPeriod: period}}
+	return cq.ctx.InvokeWrite("modify cq", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_CQ,
+		asBytes(&cmd), nil, nil, nil)
+}

@@ -215,6 +215,14 @@ type Verbs interface {
 	// mlx5_ib_create_cq_resp.
 	CreateCQ(c CQCreate, drvIn, drvOut []byte) (Handle, uint32, error)
 	DestroyCQ(h Handle) error
+	// ResizeCQ asks for a CQ of cqe entries and returns the entries
+	// granted; drvIn is struct mlx5_ib_resize_cq, the new ring. Once it
+	// returns, the device writes the CQ's CQEs to the new ring, after a
+	// resize CQE in the old one.
+	ResizeCQ(h Handle, cqe uint32, drvIn []byte) (uint32, error)
+	// ModifyCQ sets the CQ's moderation: count completions or period
+	// microseconds per event.
+	ModifyCQ(h Handle, count, period uint16) error
 
 	// CreateQP creates a QP. drvIn is struct mlx5_ib_create_qp, drvOut
 	// struct mlx5_ib_create_qp_resp.

@@ -59,7 +59,17 @@ const (
 const (
 	IB_USER_VERBS_EX_CMD_QUERY_DEVICE = IB_USER_VERBS_CMD_QUERY_DEVICE
 	IB_USER_VERBS_EX_CMD_MODIFY_QP    = IB_USER_VERBS_CMD_MODIFY_QP
+	IB_USER_VERBS_EX_CMD_MODIFY_CQ    = IB_USER_VERBS_CMD_THRESHOLD + 7
 )
+
+// IB_USER_VERBS_CMD_THRESHOLD is where the extended commands without a
+// legacy counterpart start (a #define of <rdma/ib_user_verbs.h>).
+const IB_USER_VERBS_CMD_THRESHOLD = 50
+
+// IB_CQ_MODERATE is the only bit of ib_uverbs_ex_modify_cq.attr_mask
+// (enum ib_cq_attr_mask of <rdma/ib_verbs.h>; libibverbs'
+// IBV_CQ_ATTR_MODERATE).
+const IB_CQ_MODERATE = 1 << 0
 
 // RDMA netlink clients, an anonymous enum in <rdma/rdma_netlink.h>.
 const (

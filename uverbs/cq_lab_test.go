@@ -1,0 +1,84 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mlx5go/mlx5go/internal/labenv"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
+)
+
+// The CQ resize and moderation commands on a real kernel's rxe0: resize
+// grows and shrinks the CQ (rxe answers the entries asked for, and
+// struct rxe_resize_cq_resp, a struct mminfo as at create, says where the
+// new queue maps); entries over the device's max_cqe are EINVAL; a closed
+// CQ is refused. rxe has no modify_cq, so the kernel refuses moderation
+// before reading it: EOPNOTSUPP even for an attr_mask of 0 or a reserved
+// word set, which ib_uverbs_ex_modify_cq would call EINVAL (the command is
+// not there for a driver without modify_cq), so rxe cannot check the
+// command's layout; BTF does (internal/uverbsabi). Both through
+// RDMA_VERBS_IOCTL and by write().
+func TestLabCQResizeModerate(t *testing.T) {
+	labenv.Require(t)
+	for _, forceWrite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
+			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			labCQResizeModerate(t, c)
+		})
+	}
+}
+
+func labCQResizeModerate(t *testing.T, c *Context) {
+	da, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQOptions{CQE: 16, DriverOut: make([]byte, rxeCreateCQResp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []uint32{64, 8, 1, da.MaxCQE} {
+		resp := make([]byte, rxeCreateCQResp)
+		got, err := cq.Resize(n, nil, resp)
+		if err != nil || got < n || cq.CQE != got {
+			t.Fatalf("resize to %d: %d (cq.CQE %d), %v", n, got, cq.CQE, err)
+		}
+		if resp[8] == 0 && resp[9] == 0 && resp[10] == 0 && resp[11] == 0 {
+			t.Errorf("resize to %d: rxe_resize_cq_resp has no mmap size: %x", n, resp)
+		}
+		t.Logf("resize to %d: %d entries", n, got)
+	}
+	if _, err := cq.Resize(da.MaxCQE+1, nil, make([]byte, rxeCreateCQResp)); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("resize over max_cqe %d: %v, want EINVAL", da.MaxCQE, err)
+	}
+	if _, err := cq.Resize(0, nil, nil); err == nil {
+		t.Error("resize to 0 succeeded")
+	}
+	err = cq.Moderate(1, 1)
+	t.Logf("modify cq on rxe: %v; moderation caps %+v", err, da.CQModerationCaps)
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("modify cq on rxe: %v, want EOPNOTSUPP (rxe has no modify_cq)", err)
+	}
+	for _, bad := range []uverbsabi.IbUverbsExModifyCq{{CqHandle: cq.handle}, {CqHandle: cq.handle, AttrMask: uverbsabi.IB_CQ_MODERATE, Reserved: 1}} {
+		err := c.InvokeWrite("modify cq", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_CQ, asBytes(&bad), nil, nil, nil)
+		if !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Errorf("modify cq %+v: %v, want EOPNOTSUPP (refused before it is read)", bad, err)
+		}
+	}
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cq.Resize(32, nil, make([]byte, rxeCreateCQResp)); err == nil {
+		t.Error("resize of a closed CQ succeeded")
+	}
+	if err := cq.Moderate(1, 1); err == nil {
+		t.Error("moderate of a closed CQ succeeded")
+	}
+}
