@@ -121,10 +121,10 @@ func (qp *QP) checkCrypto(n int, wr *MkeyConfigureWR, m *Mkey) error {
 		return bad("signature and crypto order %d", a.Order)
 	case a.DataUnitSize.Bytes() == 0:
 		return bad("data unit size %v", a.DataUnitSize)
-	case d.keytag && len(a.Keytag) != 8:
-		return bad("the DEK has a keytag: Keytag must be its 8 bytes, not %d", len(a.Keytag))
 	case len(a.Keytag) != 0 && len(a.Keytag) != 8:
 		return bad("a Keytag of %d bytes, not 8", len(a.Keytag))
+	case d.keytag && len(a.Keytag) == 0:
+		return bad("the DEK has a keytag: Keytag must be its 8 bytes")
 	}
 	if err := d.acquire(); err == errDEKError {
 		return bad("%v", err)
