@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -624,6 +625,14 @@ func TestCQOverrunIsReported(t *testing.T) {
 	for i := range 6 {
 		if err := qp.PostSend(r.write(uint64(i), mlx5.SendSignaled, r.mr.RKey())); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Poll only once the device has overrun the ring: a poll racing the
+	// device would free entries and let up to 5 of the 6 in, which is
+	// right but says nothing of the ring's bound.
+	for end := time.Now().Add(mustCome); !slices.ContainsFunc(r.dev.Faults(), func(f string) bool { return strings.Contains(f, "overran") }); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("6 completions due on a CQ of 4: the device never overran it (faults %q)", r.dev.Faults())
 		}
 	}
 	var got []mlx5.Completion
