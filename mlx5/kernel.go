@@ -226,6 +226,11 @@ func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.M
 	if err != nil {
 		return seam.MR{}, err
 	}
+	return k.keepMR(mr), nil
+}
+
+// keepMR records a registered MR for DeregMR.
+func (k *kernelDevice) keepMR(mr *uverbs.MR) seam.MR {
 	h := seam.Handle(mr.Handle())
 	k.mu.Lock()
 	if k.mrs == nil {
@@ -233,7 +238,7 @@ func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.M
 	}
 	k.mrs[h] = mr
 	k.mu.Unlock()
-	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}, nil
+	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}
 }
 
 func (k *kernelDevice) DeregMR(h seam.Handle) error {

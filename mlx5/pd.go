@@ -13,6 +13,7 @@ type PD struct {
 	c      *Context
 	handle seam.Handle
 	pdn    uint32
+	odp    odpMRs // its live ODP MRs, for PD.Advise
 
 	mu     sync.Mutex
 	closed bool
@@ -104,6 +105,7 @@ type MR struct {
 
 	// hold keeps the memory for the device until the MR is closed.
 	hold *memHold
+	odp  *odpInfo // nil unless registered for on-demand paging
 
 	mu     sync.Mutex
 	closed bool
@@ -116,7 +118,10 @@ type MR struct {
 // Go memory (one allocation, such as a slice from make), which the MR
 // pins (runtime.Pinner) so that the garbage collector neither frees nor
 // moves it before Close. The memory of a closed Buffer is refused with
-// ErrClosed.
+// ErrClosed. With AccessOnDemand the kernel pins nothing (see
+// AccessOnDemand), but mlx5go still keeps Go memory and Buffers as above;
+// a device without on-demand paging refuses it with the kernel's
+// EOPNOTSUPP, reported as ErrUnsupported.
 func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	const op = "reg mr"
 	if err := p.checkOpen(op); err != nil {
@@ -126,11 +131,8 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	if len(mem) == 0 {
 		return nil, invalid(op, obj, "empty region")
 	}
-	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering) != 0 {
-		return nil, invalid(op, obj, "access %#x", uint32(access))
-	}
-	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
-		return nil, invalid(op, obj, "remote write or atomic access needs local write (IB spec 10.6.3.1)")
+	if err := checkMRAccess(op, obj, access); err != nil {
+		return nil, err
 	}
 	hold, err := holdMem(op, obj, mem)
 	if err != nil {
@@ -139,9 +141,13 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
 	if err != nil {
 		hold.release()
-		return nil, opErr(op, obj, err)
+		return nil, regErr(op, obj, access, err)
 	}
 	mr := &MR{c: p.c, handle: m.Handle, lkey: m.LKey, rkey: m.RKey, addr: addrOf(mem), length: uint64(len(mem)), hold: hold}
+	if access&AccessOnDemand != 0 {
+		mr.odp = &odpInfo{pd: p, access: access}
+		return p.adoptODP(op, obj, mr)
+	}
 	if err := p.c.adopt(mr); err != nil {
 		mr.Close()
 		return nil, opErr(op, obj, err)
@@ -202,6 +208,7 @@ func (m *MR) Close() error {
 		}
 	}
 	m.closed = true
+	m.forgetODP()
 	m.hold.release()
 	m.c.forget(m)
 	return nil

@@ -15,6 +15,7 @@ import (
 type hca struct {
 	mu   sync.Mutex
 	prof *profile
+	odp  ODPStats // odp.go
 	// clock is the device's free-running core clock.
 	clock deviceClock
 
@@ -123,6 +124,9 @@ type mkeyObj struct {
 	mem []byte
 	// verbs marks RegMR's mkeys: DESTROY_MKEY does not reach them.
 	verbs bool
+	// odp marks an ODP MR's mkey (odp.go): mem is nil, pages are faulted
+	// in at each access.
+	odp *odpMkey
 	// The translation of a KLM mkey: a list of entries or a repeat block
 	// (CREATE_MKEY's inline KLMs or the last UMR's).
 	klms []klm

@@ -175,6 +175,9 @@ func (h *hca) translate(spans [][]byte, mk *mkeyObj, key uint32, addr, n uint64,
 	mode := prm.Mkc.AccessMode10.Get(mk.mkc) | prm.Mkc.AccessMode42.Get(mk.mkc)<<2
 	switch mode {
 	case accessModeMTT:
+		if mk.odp != nil {
+			return h.odpSpan(spans, mk, key, addr, n, a)
+		}
 		if mk.mem == nil {
 			h.fault(mk.ctx, "key %#x: a DEVX MTT mkey was used; the model keeps no MTT (prm has no mkey_umem_id), so the access fails", key)
 			return spans, keyFail("key %#x: a DEVX MTT mkey, whose pages the model does not keep", key)

@@ -59,6 +59,11 @@ var common = []capValue{
 	{prm.CmdHcaCap.LogMaxBsfListSize, 4},
 	{prm.CmdHcaCap.UmrExtendedTranslationOffset, 1},
 	{prm.CmdHcaCap.NullMkey, 1},
+	// On-demand paging (mlx5_ib_internal_fill_odp_caps reads pg, and for
+	// implicit ODP fixed_buffer_size, null_mkey and
+	// umr_extended_translation_offset).
+	{prm.CmdHcaCap.Pg, 1},
+	{prm.CmdHcaCap.FixedBufferSize, 1},
 	{prm.CmdHcaCap.LogMaxKlmListSize, 16},
 	{prm.CmdHcaCap.LogMaxRaReqDc, 4},
 	{prm.CmdHcaCap.LogMaxRaResDc, 4},

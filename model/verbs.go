@@ -85,20 +85,20 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	if err != nil {
 		return seam.MR{}, err
 	}
-	known := uint32(accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic |
-		accessMWBind | accessZeroBased | accessOnDemand | accessHugeTLB | accessOptionalRange)
+	if err := checkAccess(call, access); err != nil {
+		return seam.MR{}, err
+	}
 	switch {
-	case access&^known != 0:
-		return seam.MR{}, kerr(call, unix.EINVAL, "ib_check_mr_access: unknown access flags")
-	case access&(accessRemoteWrite|accessRemoteAtomic) != 0 && access&accessLocalWrite == 0:
-		return seam.MR{}, kerr(call, unix.EINVAL, "ib_check_mr_access: remote write or atomic needs local write")
-	case access&(accessOnDemand|accessZeroBased) != 0:
-		return seam.MR{}, kerr(call, unix.EOPNOTSUPP, "on-demand paging and zero-based MRs are not modelled")
+	case access&accessZeroBased != 0:
+		return seam.MR{}, kerr(call, unix.EOPNOTSUPP, "zero-based MRs are not modelled")
 	case len(mem) == 0:
 		return seam.MR{}, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
 	}
 	if _, ok := d.h.pds[o.pdn]; !ok {
 		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
+	}
+	if access&accessOnDemand != 0 {
+		return d.regODP(call, o.pdn, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), uint64(len(mem)), access)
 	}
 	n, ok := alloc(d.h, "mkey", d.h.mkeys, firstMkey, limit(firstMkey, d.h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
 	if !ok {
@@ -122,6 +122,20 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	key := n<<8 | uint32(d.h.variant)
 	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
 	return seam.MR{Handle: h, LKey: key, RKey: key}, nil
+}
+
+// checkAccess is ib_check_mr_access's rule on the flags: known bits only,
+// and remote write or atomic needs local write.
+func checkAccess(call string, access uint32) error {
+	known := uint32(accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic |
+		accessMWBind | accessZeroBased | accessOnDemand | accessHugeTLB | accessOptionalRange)
+	switch {
+	case access&^known != 0:
+		return kerr(call, unix.EINVAL, "ib_check_mr_access: unknown access flags")
+	case access&(accessRemoteWrite|accessRemoteAtomic) != 0 && access&accessLocalWrite == 0:
+		return kerr(call, unix.EINVAL, "ib_check_mr_access: remote write or atomic needs local write")
+	}
+	return nil
 }
 
 // DeregMR is ibv_dereg_mr: the MR's mkey is destroyed.

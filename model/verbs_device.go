@@ -65,7 +65,7 @@ func (d *Device) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
 // deviceAttr is the generic attributes the seam carries, as
 // mlx5_ib_query_device sets them in struct ib_device_attr.
 func (p *profile) deviceAttr() seam.DeviceAttr {
-	a := seam.DeviceAttr{AtomicCap: ibAtomicNone, HCACoreClock: p.cap(prm.CmdHcaCap.DeviceFrequencyKhz)}
+	a := seam.DeviceAttr{AtomicCap: ibAtomicNone, HCACoreClock: p.cap(prm.CmdHcaCap.DeviceFrequencyKhz), ODP: p.odpCaps()}
 	// get_atomic_caps_qp: 8-byte compare-and-swap and fetch-and-add, on
 	// QPs, answered in host endianness (the current atomic_caps page:
 	// mlx5_core's handle_hca_cap_atomic set the mode at probe).

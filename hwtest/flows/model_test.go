@@ -370,3 +370,14 @@ func dcScaleOnModel(t *testing.T, opt model.Options, check func(*testing.T, flow
 		})
 	}
 }
+
+func TestModelODP(t *testing.T) {
+	onEveryProfile(t, func(t *testing.T, c *mlx5.Context) {
+		before := modelOf(c).ODPStats()
+		flows.ODP(t, c)
+		after := modelOf(c).ODPStats()
+		if after.Faults <= before.Faults || after.FaultErrors != before.FaultErrors+1 || after.PrefetchedPages <= before.PrefetchedPages {
+			t.Errorf("ODP counts went from %+v to %+v: want faults, one fault error and prefetched pages", before, after)
+		}
+	})
+}

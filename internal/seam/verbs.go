@@ -26,6 +26,7 @@ type DeviceAttr struct {
 	AtomicCap    uint32 // enum ib_atomic_cap: 0 NONE, 1 HCA, 2 GLOB
 	HCACoreClock uint64 // kHz
 	NodeGUID     uint64 // host order, as sysfs and the RDMA CM name the device
+	ODP          ODPCaps
 }
 
 // PortAttr is what a port query answers (struct ib_uverbs_query_port_resp).
