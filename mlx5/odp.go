@@ -151,12 +151,17 @@ func checkMRAccess(op, obj string, access AccessFlags) error {
 	return nil
 }
 
-// regErr is a registration's error from the device: the kernel's
-// EOPNOTSUPP for ODP on a device without it (ib_check_mr_access without
-// IBK_ON_DEMAND_PAGING) is also ErrUnsupported.
-func regErr(op, obj string, access AccessFlags, err error) error {
-	if access&AccessOnDemand != 0 && errors.Is(err, unix.EOPNOTSUPP) {
-		return opErr(op, obj, &reasonError{msg: fmt.Sprintf("on-demand paging: %v", err), errs: []error{ErrUnsupported, err}})
+// regErr is a registration's error from the device. An ODP registration
+// the kernel refused with EOPNOTSUPP or EINVAL (ib_check_mr_access
+// without IBK_ON_DEMAND_PAGING: EINVAL up to Linux 6.1, EOPNOTSUPP later)
+// on a device whose caps lack ODPSupported is also ErrUnsupported and
+// EOPNOTSUPP; the caps are read only then.
+func (c *Context) regErr(op, obj string, access AccessFlags, err error) error {
+	if access&AccessOnDemand != 0 && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL)) {
+		if caps, qerr := c.ODPCaps(); qerr == nil && caps.General&ODPSupported == 0 {
+			return opErr(op, obj, &reasonError{msg: fmt.Sprintf("the device has no on-demand paging: %v", err),
+				errs: []error{ErrUnsupported, unix.EOPNOTSUPP, err}})
+		}
 	}
 	return opErr(op, obj, err)
 }
@@ -196,7 +201,7 @@ func (p *PD) RegImplicitODP(access AccessFlags) (*MR, error) {
 	}
 	m, err := od.RegImplicitODP(p.handle, uint32(access))
 	if err != nil {
-		return nil, regErr(op, obj, access, err)
+		return nil, p.c.regErr(op, obj, access, err)
 	}
 	mr := &MR{c: p.c, handle: m.Handle, lkey: m.LKey, rkey: m.RKey, addr: 0, length: math.MaxUint64,
 		odp: &odpInfo{pd: p, access: access, implicit: true}}
@@ -260,12 +265,12 @@ func (m *MR) Advise(advice Advice, flags AdviceFlags, addr uint64, length uint32
 
 // Advise advises the device about the ranges of sgl, each in an ODP MR of
 // this PD named by its lkey (ibv_advise_mr). Before anything is sent it
-// refuses, with ErrInvalid and the errno the kernel would answer: an
-// empty or over-long list (more than MaxAdviceSGEs; EINVAL), an unknown
-// advice or flag (EINVAL), an empty range (EINVAL), an lkey that is no
-// live ODP MR of the PD, or PREFETCH_WRITE on an MR without write access
-// (ENOENT, as mlx5_ib's get_prefetchable_mr), a range outside its MR
-// (EFAULT, as pagefault_mr). A device without advise_mr answers
+// refuses, with the errno the kernel would answer: with ErrInvalid
+// (EINVAL) an empty or over-long list (more than MaxAdviceSGEs), an
+// unknown advice or flag, an empty range; with ENOENT (as mlx5_ib's
+// get_prefetchable_mr) an lkey that is no live ODP MR of the PD, or
+// PREFETCH_WRITE on an MR without write access; with EFAULT (as
+// pagefault_mr) a range outside its MR. A device without advise_mr answers
 // EOPNOTSUPP, reported as ErrUnsupported too.
 func (p *PD) Advise(advice Advice, flags AdviceFlags, sgl []SGE) error {
 	const op = "advise mr"
@@ -313,10 +318,11 @@ func (p *PD) Advise(advice Advice, flags AdviceFlags, sgl []SGE) error {
 	return nil
 }
 
-// adviceErr is an advice refused before it is sent: ErrInvalid with the
-// errno the kernel would have answered.
+// adviceErr is an advice refused before it is sent with the errno the
+// kernel would have answered (ENOENT, EFAULT: not ErrInvalid, which is
+// EINVAL).
 func adviceErr(op, obj string, errno unix.Errno, why string) error {
-	return opErr(op, obj, &reasonError{msg: why, errs: []error{ErrInvalid, errno}})
+	return opErr(op, obj, &reasonError{msg: why, errs: []error{errno}})
 }
 
 func mrName(lkey uint32) string { return fmt.Sprintf("MR lkey %#x", lkey) }

@@ -12,8 +12,8 @@ import (
 // TestLabODPContext: a Context over rxe0 reports the kernel's ODP caps
 // (no DEVX, so DC none), and its PD.RegMR with AccessOnDemand, MR.Advise
 // and PD.RegImplicitODP pass on the kernel's answer: success where the
-// caps have it, else ErrUnsupported with the kernel's EOPNOTSUPP (an ODP
-// MR, advise_mr), or ErrUnsupported before anything is sent (implicit ODP
+// caps have it, else ErrUnsupported with EOPNOTSUPP and the kernel's
+// errno (an ODP MR: EINVAL on 6.1; advise_mr), or ErrUnsupported before anything is sent (implicit ODP
 // without IB_ODP_SUPPORT_IMPLICIT). RC traffic through the MR is not
 // tried: mlx5go's data path is mlx5's, and rxe's queues are rxe's.
 func TestLabODPContext(t *testing.T) {

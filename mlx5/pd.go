@@ -120,8 +120,8 @@ type MR struct {
 // moves it before Close. The memory of a closed Buffer is refused with
 // ErrClosed. With AccessOnDemand the kernel pins nothing (see
 // AccessOnDemand), but mlx5go still keeps Go memory and Buffers as above;
-// a device without on-demand paging refuses it with the kernel's
-// EOPNOTSUPP, reported as ErrUnsupported.
+// a device without on-demand paging refuses it with the kernel's errno,
+// reported as ErrUnsupported too.
 func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	const op = "reg mr"
 	if err := p.checkOpen(op); err != nil {
@@ -141,7 +141,7 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	m, err := p.c.dev.RegMR(p.handle, mem, uint32(access))
 	if err != nil {
 		hold.release()
-		return nil, regErr(op, obj, access, err)
+		return nil, p.c.regErr(op, obj, access, err)
 	}
 	mr := &MR{c: p.c, handle: m.Handle, lkey: m.LKey, rkey: m.RKey, addr: addrOf(mem), length: uint64(len(mem)), hold: hold}
 	if access&AccessOnDemand != 0 {
