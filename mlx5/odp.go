@@ -73,6 +73,9 @@ type ODPCaps struct {
 // device query, and on a context with DEVX the ODP HCA caps for DC).
 func (c *Context) ODPCaps() (ODPCaps, error) {
 	const op = "query odp caps"
+	if err := c.checkOpen(op); err != nil {
+		return ODPCaps{}, err
+	}
 	a, err := c.QueryDevice()
 	if err != nil {
 		return ODPCaps{}, wrapAs(op, c.name, "", err)

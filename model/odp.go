@@ -132,33 +132,8 @@ func (d *Device) regODP(call string, pdn uint32, start, length uint64, access ui
 	case length == 0 && caps.General&odpSupportImplicit == 0:
 		return seam.MR{}, kerr(call, unix.EINVAL, "mlx5_ib_reg_user_mr: implicit ODP without IB_ODP_SUPPORT_IMPLICIT")
 	}
-	n, ok := alloc(d.h, "mkey", d.h.mkeys, firstMkey, limit(firstMkey, d.h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
-	if !ok {
-		return seam.MR{}, kerr(call, unix.ENOMEM, "CREATE_MKEY: log_max_mkey mkeys exist")
-	}
-	d.h.variant++
-	mkc := prm.Mkc.Layout().New()
-	prm.Mkc.AccessMode10.Set(mkc, accessModeMTT)
-	prm.Mkc.Lr.Set(mkc, 1)
-	prm.Mkc.Lw.Set(mkc, uint64(access&accessLocalWrite))
-	prm.Mkc.Rw.Set(mkc, uint64(access&accessRemoteWrite)>>1)
-	prm.Mkc.Rr.Set(mkc, uint64(access&accessRemoteRead)>>2)
-	prm.Mkc.A.Set(mkc, uint64(access&accessRemoteAtomic)>>3)
-	prm.Mkc.Qpn.Set(mkc, 0xffffff)
-	prm.Mkc.Mkey70.Set(mkc, uint64(d.h.variant))
-	prm.Mkc.Pd.Set(mkc, uint64(pdn))
-	prm.Mkc.StartAddr.Set(mkc, start)
-	if length == 0 {
-		prm.Mkc.Length64.Set(mkc, 1)
-	} else {
-		prm.Mkc.Len.Set(mkc, length)
-	}
 	writable := access&(accessLocalWrite|accessRemoteWrite|accessRemoteAtomic|accessMWBind) != 0
-	d.h.mkeys[n] = &mkeyObj{uid: 0, ctx: d.id, pdn: pdn, mkc: mkc, verbs: true, odp: &odpMkey{implicit: length == 0, writable: writable}}
-	d.h.pds[pdn].refs++
-	key := n<<8 | uint32(d.h.variant)
-	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
-	return seam.MR{Handle: h, LKey: key, RKey: key}, nil
+	return d.verbsMkey(call, &mkeyObj{pdn: pdn, odp: &odpMkey{implicit: length == 0, writable: writable}}, start, length, access)
 }
 
 // RegImplicitODP is ibv_reg_mr(pd, NULL, SIZE_MAX, access): an implicit

@@ -97,9 +97,19 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	if _, ok := d.h.pds[o.pdn]; !ok {
 		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
 	}
+	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
 	if access&accessOnDemand != 0 {
-		return d.regODP(call, o.pdn, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), uint64(len(mem)), access)
+		return d.regODP(call, o.pdn, start, uint64(len(mem)), access)
 	}
+	return d.verbsMkey(call, &mkeyObj{pdn: o.pdn, mem: mem}, start, uint64(len(mem)), access)
+}
+
+// verbsMkey makes the MTT mkey of a verbs MR (mk: its PD and, for a
+// pinned one, mem; for an ODP one, odp) over [start, start+length),
+// length 0 for 2^64 bytes, with local read always and the access flags
+// asked for; lkey and rkey are the same key (mkey index << 8 | the key's
+// variant byte). The caller holds h.mu and has checked the PD.
+func (d *Device) verbsMkey(call string, mk *mkeyObj, start, length uint64, access uint32) (seam.MR, error) {
 	n, ok := alloc(d.h, "mkey", d.h.mkeys, firstMkey, limit(firstMkey, d.h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
 	if !ok {
 		return seam.MR{}, kerr(call, unix.ENOMEM, "CREATE_MKEY: log_max_mkey mkeys exist")
@@ -114,11 +124,16 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	prm.Mkc.A.Set(mkc, uint64(access&accessRemoteAtomic)>>3)
 	prm.Mkc.Qpn.Set(mkc, 0xffffff)
 	prm.Mkc.Mkey70.Set(mkc, uint64(d.h.variant))
-	prm.Mkc.Pd.Set(mkc, uint64(o.pdn))
-	prm.Mkc.StartAddr.Set(mkc, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
-	prm.Mkc.Len.Set(mkc, uint64(len(mem)))
-	d.h.mkeys[n] = &mkeyObj{uid: 0, ctx: d.id, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true} // mr.c: no uid
-	d.h.pds[o.pdn].refs++
+	prm.Mkc.Pd.Set(mkc, uint64(mk.pdn))
+	prm.Mkc.StartAddr.Set(mkc, start)
+	if length == 0 {
+		prm.Mkc.Length64.Set(mkc, 1)
+	} else {
+		prm.Mkc.Len.Set(mkc, length)
+	}
+	mk.uid, mk.ctx, mk.mkc, mk.verbs = 0, d.id, mkc, true // mr.c: no uid
+	d.h.mkeys[n] = mk
+	d.h.pds[mk.pdn].refs++
 	key := n<<8 | uint32(d.h.variant)
 	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
 	return seam.MR{Handle: h, LKey: key, RKey: key}, nil

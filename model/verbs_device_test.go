@@ -37,7 +37,10 @@ func TestQueryDevice(t *testing.T) {
 			if !bytes.Equal(out[:102], want) || out[102] != 0xee || out[103] != 0xee {
 				t.Errorf("driver response\n%x\nwant\n%x then eeee", out, want)
 			}
-			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
+			// ODP as mlx5_ib_internal_fill_odp_caps derives it from the
+			// profile's caps: pg, implicit, RC all six bits, UD send.
+			odp := seam.ODPCaps{General: odpSupport | odpSupportImplicit, RC: 0x3f, UD: odpSend}
+			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid, ODP: odp}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
 				t.Errorf("attributes %+v, want %+v (a node GUID of the Mellanox OUI)", a, wantA)
 			}
 			// Shorter buffers: a part is filled only if it fits whole.
