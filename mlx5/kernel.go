@@ -103,18 +103,10 @@ type kernelAsyncFD struct{ *pollfd.File }
 
 func (q kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) { return q.Read(ctx, buf) }
 
+// UMemReg is libmlx5's mlx5dv_devx_umem_reg: UMemRegEx with the default
+// page sizes, sent as an optional attribute (kernel_dmabuf.go).
 func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
-	var a uverbs.Attrs
-	var id [4]byte
-	h := a.NewIDR(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE)
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_LEN, uint64(len(mem)))
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS, uint64(access))
-	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID, id[:])
-	if err := k.ctx.Invoke("devx umem reg", mlx5abi.MLX5_IB_OBJECT_DEVX_UMEM, mlx5abi.MLX5_IB_METHOD_DEVX_UMEM_REG, &a); err != nil {
-		return 0, 0, err
-	}
-	return seam.Handle(a.Handle(h)), *(*uint32)(unsafe.Pointer(&id)), nil
+	return k.UMemRegEx(seam.UMemRegEx{Mem: mem, Dmabuf: -1, Access: access})
 }
 
 func (k *kernelDevice) UMemDereg(h seam.Handle) error {

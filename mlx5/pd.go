@@ -126,11 +126,8 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 	if len(mem) == 0 {
 		return nil, invalid(op, obj, "empty region")
 	}
-	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering) != 0 {
-		return nil, invalid(op, obj, "access %#x", uint32(access))
-	}
-	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
-		return nil, invalid(op, obj, "remote write or atomic access needs local write (IB spec 10.6.3.1)")
+	if err := checkMRAccess(op, obj, access); err != nil {
+		return nil, err
 	}
 	hold, err := holdMem(op, obj, mem)
 	if err != nil {
@@ -147,6 +144,19 @@ func (p *PD) RegMR(mem []byte, access AccessFlags) (*MR, error) {
 		return nil, opErr(op, obj, err)
 	}
 	return mr, nil
+}
+
+// checkMRAccess is the rule on an MR's access rights (RegMR,
+// RegDmabufMR): local write, remote access and relaxed ordering, and
+// remote write or atomic only with local write.
+func checkMRAccess(op, obj string, access AccessFlags) error {
+	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering) != 0 {
+		return invalid(op, obj, "access %#x", uint32(access))
+	}
+	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
+		return invalid(op, obj, "remote write or atomic access needs local write (IB spec 10.6.3.1)")
+	}
+	return nil
 }
 
 // LKey is the key that names the region in local accesses (SGE.LKey); 0

@@ -123,6 +123,9 @@ type mkeyObj struct {
 	mem []byte
 	// verbs marks RegMR's mkeys: DESTROY_MKEY does not reach them.
 	verbs bool
+	// unmap is the dma-buf mapping of a RegDmabufMR mkey, unmapped with
+	// it (verbs_dmabuf.go).
+	unmap []byte
 	// The translation of a KLM mkey: a list of entries or a repeat block
 	// (CREATE_MKEY's inline KLMs or the last UMR's).
 	klms []klm
@@ -191,6 +194,9 @@ type umemObj struct {
 	ctx  ctxID
 	mem  []byte
 	refs int
+	// unmap is the dma-buf mapping of a UMemRegEx UMEM, unmapped with
+	// it (verbs_dmabuf.go).
+	unmap []byte
 }
 
 // uarObj is a UAR page (ALLOC_UAR with the context's uid).

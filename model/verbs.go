@@ -97,6 +97,14 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	case len(mem) == 0:
 		return seam.MR{}, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
 	}
+	return d.newVerbsMkey(call, o, mem, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))), access, nil)
+}
+
+// newVerbsMkey makes the MTT mkey of a verbs MR in PD o over mem, which
+// the device addresses from start; unmap, if set, is a mapping the model
+// made for the MR (a dma-buf's) and unmaps when the mkey goes. d.h.mu is
+// held.
+func (d *Device) newVerbsMkey(call string, o *uobj, mem []byte, start uint64, access uint32, unmap []byte) (seam.MR, error) {
 	if _, ok := d.h.pds[o.pdn]; !ok {
 		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
 	}
@@ -115,9 +123,9 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	prm.Mkc.Qpn.Set(mkc, 0xffffff)
 	prm.Mkc.Mkey70.Set(mkc, uint64(d.h.variant))
 	prm.Mkc.Pd.Set(mkc, uint64(o.pdn))
-	prm.Mkc.StartAddr.Set(mkc, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
+	prm.Mkc.StartAddr.Set(mkc, start)
 	prm.Mkc.Len.Set(mkc, uint64(len(mem)))
-	d.h.mkeys[n] = &mkeyObj{uid: 0, ctx: d.id, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true} // mr.c: no uid
+	d.h.mkeys[n] = &mkeyObj{uid: 0, ctx: d.id, pdn: o.pdn, mkc: mkc, mem: mem, verbs: true, unmap: unmap} // mr.c: no uid
 	d.h.pds[o.pdn].refs++
 	key := n<<8 | uint32(d.h.variant)
 	h := d.newHandle(&uobj{kind: kindMR, mkey: n})
