@@ -194,4 +194,3 @@ func (c *Context) regUMemEx(r seam.UMemRegEx) (*UMem, error) {
 	}
 	return &UMem{c: c, handle: h, id: id, hold: hold}, nil
 }
-
