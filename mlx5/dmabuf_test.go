@@ -28,13 +28,23 @@ type dmabufRig struct {
 
 func newDmabufRig(t *testing.T, size int) *dmabufRig {
 	t.Helper()
-	r := &dmabufRig{c: mlx5test.New(t, "cx7")}
-	var err error
-	if r.fd, err = mlx5test.ExportDmabuf(r.c, size); err != nil {
+	c := mlx5test.New(t, "cx7")
+	fd, err := mlx5test.ExportDmabuf(c, size)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(r.fd) })
-	if r.dmabuf, err = unix.Mmap(r.fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+	t.Cleanup(func() { unix.Close(fd) })
+	return newDmabufRigOn(t, c, fd, fd, size)
+}
+
+// newDmabufRigOn is the rig on c for the dma-buf fd, whose bytes the test
+// sees through a shared mapping of cpu (the dma-buf itself, or the memfd
+// behind a udmabuf).
+func newDmabufRigOn(t *testing.T, c *mlx5.Context, fd, cpu, size int) *dmabufRig {
+	t.Helper()
+	r := &dmabufRig{c: c, fd: fd}
+	var err error
+	if r.dmabuf, err = unix.Mmap(cpu, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(r.dmabuf) })
@@ -98,12 +108,19 @@ func (r *dmabufRig) post(t *testing.T, wr *mlx5.SendWR, recv bool) {
 func TestDmabufMRDataPath(t *testing.T) {
 	const size, off, length = 64 << 10, 8192, 16384
 	const iova = 0x7f00_0000_1000 // any address the device names it by
-	r := newDmabufRig(t, size)
-	dmr, err := r.pd.RegDmabufMR(r.fd, off, length, iova, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite|mlx5.AccessRemoteRead)
+	newDmabufRig(t, size).dataPath(t, off, length, iova)
+}
+
+// dataPath registers [off, off+length) of the rig's dma-buf at iova and
+// moves bytes through it: WRITE in, READ and SEND out, and a WRITE past
+// its end fails.
+func (r *dmabufRig) dataPath(t *testing.T, off, length int, iova uint64) {
+	t.Helper()
+	dmr, err := r.pd.RegDmabufMR(r.fd, uint64(off), uint64(length), iova, mlx5.AccessLocalWrite|mlx5.AccessRemoteWrite|mlx5.AccessRemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dmr.Addr() != iova || dmr.Len() != length || dmr.LKey() == 0 || dmr.RKey() == 0 {
+	if dmr.Addr() != iova || dmr.Len() != uint64(length) || dmr.LKey() == 0 || dmr.RKey() == 0 {
 		t.Fatalf("dma-buf MR: addr %#x len %d lkey %#x rkey %#x", dmr.Addr(), dmr.Len(), dmr.LKey(), dmr.RKey())
 	}
 	mem := r.buf.Bytes()
@@ -115,7 +132,7 @@ func TestDmabufMRDataPath(t *testing.T) {
 	}
 	copy(r.dmabuf[off+length-10:], "read back!")
 	r.post(t, &mlx5.SendWR{WrID: 2, Opcode: mlx5.OpRDMARead, SGL: []mlx5.SGE{{Addr: r.mr.Addr() + 4096, Length: 10, LKey: r.mr.LKey()}},
-		RemoteAddr: iova + length - 10, RKey: dmr.RKey()}, false)
+		RemoteAddr: iova + uint64(length) - 10, RKey: dmr.RKey()}, false)
 	if got := string(mem[4096:4106]); got != "read back!" {
 		t.Fatalf("READ from the dma-buf brought %q", got)
 	}
@@ -130,7 +147,7 @@ func TestDmabufMRDataPath(t *testing.T) {
 	// Past the registered range: the key check fails the WRITE.
 	b := r.a.Begin()
 	b.Add(&mlx5.SendWR{WrID: 5, Opcode: mlx5.OpRDMAWrite, Flags: mlx5.SendSignaled, SGL: []mlx5.SGE{{Addr: r.mr.Addr(), Length: 16, LKey: r.mr.LKey()}},
-		RemoteAddr: iova + length - 8, RKey: dmr.RKey()})
+		RemoteAddr: iova + uint64(length) - 8, RKey: dmr.RKey()})
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
