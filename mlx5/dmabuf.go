@@ -94,8 +94,9 @@ type UMemOptions struct {
 }
 
 // DefaultUMemPageSizes is libmlx5's page-size bitmap: every power of two
-// from 4 KiB up.
-const DefaultUMemPageSizes uint64 = seam.DefaultUMemPageSizes
+// from 4 KiB (MLX5_ADAPTER_PAGE_SIZE) up. (The seam's
+// DefaultUMemPageSizes is the same; a test checks it.)
+const DefaultUMemPageSizes uint64 = ^uint64(0) &^ (4096 - 1)
 
 // RegUMemWith registers mem for DEVX objects with the options
 // (mlx5dv_devx_umem_reg_ex); mem is kept as by RegUMem. A non-zero

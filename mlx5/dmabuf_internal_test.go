@@ -44,3 +44,11 @@ func TestDmabufUnsupportedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDefaultUMemPageSizes: the public default is the seam's, which the
+// kernel device and the model use.
+func TestDefaultUMemPageSizes(t *testing.T) {
+	if DefaultUMemPageSizes != seam.DefaultUMemPageSizes {
+		t.Fatalf("mlx5 %#x, seam %#x", DefaultUMemPageSizes, seam.DefaultUMemPageSizes)
+	}
+}

@@ -12,8 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Create is struct udmabuf_create (<linux/udmabuf.h>); the lab checks its
-// layout against the kernel's BTF (uverbs' TestLabUdmabufLayout).
+// Create is struct udmabuf_create (<linux/udmabuf.h>). The kernels' BTF
+// does not have it; the lab checks it on the kernel itself (uverbs'
+// TestLabUdmabufLayout): the ioctl number carries its size, and a dma-buf
+// made at an offset has the size asked for and the memfd's bytes from
+// that offset.
 type Create struct {
 	Memfd, Flags uint32
 	Offset, Size uint64
@@ -55,7 +58,7 @@ func Available() (bool, string) {
 	return true, ""
 }
 
-// New makes a dma-buf of size bytes from a sealed memfd and returns it
+// New makes a dma-buf of size bytes from a new sealed memfd and returns it
 // and the memfd, both closed when t ends. It skips t, with the reason,
 // where the kernel has no udmabuf.
 func New(t testing.TB, size int) (dmabuf, memfd int) {
@@ -63,18 +66,25 @@ func New(t testing.TB, size int) (dmabuf, memfd int) {
 	if ok, why := Available(); !ok {
 		t.Skip(why)
 	}
+	memfd = SealedMemfd(t, size)
+	return NewAt(t, memfd, 0, size), memfd
+}
+
+// NewAt makes a dma-buf of the size bytes of memfd from offset (both
+// page-aligned), closed when t ends.
+func NewAt(t testing.TB, memfd, offset, size int) int {
+	t.Helper()
 	dev, err := unix.Open("/dev/udmabuf", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(dev)
-	memfd = SealedMemfd(t, size)
-	arg := Create{Memfd: uint32(memfd), Flags: flagsCloexec, Size: uint64(size)}
+	arg := Create{Memfd: uint32(memfd), Flags: flagsCloexec, Offset: uint64(offset), Size: uint64(size)}
 	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(dev), uintptr(createIoctl), uintptr(unsafe.Pointer(&arg)))
 	if errno != 0 {
-		t.Fatalf("UDMABUF_CREATE of %d bytes: %v", size, errno)
+		t.Fatalf("UDMABUF_CREATE of %d bytes at %d: %v", size, offset, errno)
 	}
-	dmabuf = int(r)
+	dmabuf := int(r)
 	t.Cleanup(func() { unix.Close(dmabuf) })
-	return dmabuf, memfd
+	return dmabuf
 }
