@@ -205,16 +205,29 @@ func (k *kernelDevice) DeallocPD(h seam.Handle) error {
 }
 
 func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.MR, error) {
-	k.mu.Lock()
-	pd := k.pds[pdh]
-	k.mu.Unlock()
-	if pd == nil {
-		return seam.MR{}, fmt.Errorf("reg mr: pd handle %d: %w", pdh, unix.ENOENT)
+	pd, err := k.pdOf("reg mr", pdh)
+	if err != nil {
+		return seam.MR{}, err
 	}
 	if len(mem) == 0 {
 		return seam.MR{}, fmt.Errorf("reg mr: empty region: %w", unix.EINVAL)
 	}
-	mr, err := pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil)
+	return k.keepMR(pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil))
+}
+
+// pdOf is the PD of handle h.
+func (k *kernelDevice) pdOf(op string, h seam.Handle) (*uverbs.PD, error) {
+	k.mu.Lock()
+	pd := k.pds[h]
+	k.mu.Unlock()
+	if pd == nil {
+		return nil, fmt.Errorf("%s: pd handle %d: %w", op, h, unix.ENOENT)
+	}
+	return pd, nil
+}
+
+// keepMR keeps a new MR for DeregMR.
+func (k *kernelDevice) keepMR(mr *uverbs.MR, err error) (seam.MR, error) {
 	if err != nil {
 		return seam.MR{}, err
 	}

@@ -2,10 +2,7 @@ package mlx5
 
 import (
 	"encoding/binary"
-	"fmt"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"github.com/mlx5go/mlx5go/internal/seam"
@@ -16,24 +13,11 @@ var _ seam.DmabufRegistrar = (*kernelDevice)(nil)
 
 // RegDmabufMR is ibv_reg_dmabuf_mr through uverbs.
 func (k *kernelDevice) RegDmabufMR(pdh seam.Handle, fd int, offset, length, iova uint64, access uint32) (seam.MR, error) {
-	k.mu.Lock()
-	pd := k.pds[pdh]
-	k.mu.Unlock()
-	if pd == nil {
-		return seam.MR{}, fmt.Errorf("reg dmabuf mr: pd handle %d: %w", pdh, unix.ENOENT)
-	}
-	mr, err := pd.RegDmabufMR(offset, length, iova, fd, uverbs.AccessFlags(access))
+	pd, err := k.pdOf("reg dmabuf mr", pdh)
 	if err != nil {
 		return seam.MR{}, err
 	}
-	h := seam.Handle(mr.Handle())
-	k.mu.Lock()
-	if k.mrs == nil {
-		k.mrs = map[seam.Handle]*uverbs.MR{}
-	}
-	k.mrs[h] = mr
-	k.mu.Unlock()
-	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}, nil
+	return k.keepMR(pd.RegDmabufMR(offset, length, iova, fd, uverbs.AccessFlags(access)))
 }
 
 // UMemRegEx sends MLX5_IB_METHOD_DEVX_UMEM_REG as libmlx5 44.0's
