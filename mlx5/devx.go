@@ -363,46 +363,15 @@ func (u *UMem) usable(op string) error {
 // PD.RegMR, mem may be all or part of a Buffer (or of adjacent Buffers),
 // which the UMEM keeps mapped until it is closed; memory the program
 // mapped itself; or Go memory, which the UMEM pins until it is closed.
-// Queues and doorbell records belong in a Buffer.
+// Queues and doorbell records belong in a Buffer. It is RegUMemWith with
+// only the access rights.
 func (c *Context) RegUMem(mem []byte, access AccessFlags) (*UMem, error) {
-	const op = "devx umem reg"
-	if err := c.check(op, ""); err != nil {
-		return nil, err
-	}
-	if access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead) != 0 {
-		return nil, invalid(op, c.name, "access %#x: a UMEM takes local write, remote write and remote read", uint32(access))
-	}
-	u, err := c.regUMem(mem, uint32(access))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.adopt(u); err != nil {
-		u.Close()
-		return nil, opErr(op, c.name, err)
-	}
-	u.child = true
-	return u, nil
+	return c.RegUMemWith(mem, UMemOptions{Access: access})
 }
 
 // regUMem is RegUMem for memory another object owns.
 func (c *Context) regUMem(mem []byte, access uint32) (*UMem, error) {
-	const op = "devx umem reg"
-	if err := c.check(op, ""); err != nil {
-		return nil, err
-	}
-	if len(mem) == 0 {
-		return nil, invalid(op, c.name, "empty region")
-	}
-	hold, err := holdMem(op, c.name, mem)
-	if err != nil {
-		return nil, err
-	}
-	h, id, err := c.dev.UMemReg(mem, access)
-	if err != nil {
-		hold.release()
-		return nil, opErr(op, c.name, err)
-	}
-	return &UMem{c: c, handle: h, id: id, hold: hold}, nil
+	return c.regUMemEx(seam.UMemRegEx{Mem: mem, Dmabuf: -1, Access: access})
 }
 
 // ID is the umem id PRM commands refer to (umem_id); 0 for a nil UMem.

@@ -103,18 +103,10 @@ type kernelAsyncFD struct{ *pollfd.File }
 
 func (q kernelAsyncFD) Next(ctx context.Context, buf []byte) (int, error) { return q.Read(ctx, buf) }
 
+// UMemReg is libmlx5's mlx5dv_devx_umem_reg: UMemRegEx with the default
+// page sizes, sent as an optional attribute (kernel_dmabuf.go).
 func (k *kernelDevice) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
-	var a uverbs.Attrs
-	var id [4]byte
-	h := a.NewIDR(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_HANDLE)
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ADDR, uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))))
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_LEN, uint64(len(mem)))
-	a.InUint64(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_ACCESS, uint64(access))
-	a.Out(mlx5abi.MLX5_IB_ATTR_DEVX_UMEM_REG_OUT_ID, id[:])
-	if err := k.ctx.Invoke("devx umem reg", mlx5abi.MLX5_IB_OBJECT_DEVX_UMEM, mlx5abi.MLX5_IB_METHOD_DEVX_UMEM_REG, &a); err != nil {
-		return 0, 0, err
-	}
-	return seam.Handle(a.Handle(h)), *(*uint32)(unsafe.Pointer(&id)), nil
+	return k.UMemRegEx(seam.UMemRegEx{Mem: mem, Dmabuf: -1, Access: access})
 }
 
 func (k *kernelDevice) UMemDereg(h seam.Handle) error {
@@ -213,24 +205,32 @@ func (k *kernelDevice) DeallocPD(h seam.Handle) error {
 }
 
 func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.MR, error) {
-	k.mu.Lock()
-	pd := k.pds[pdh]
-	k.mu.Unlock()
-	if pd == nil {
-		return seam.MR{}, fmt.Errorf("reg mr: pd handle %d: %w", pdh, unix.ENOENT)
+	pd, err := k.pdOf("reg mr", pdh)
+	if err != nil {
+		return seam.MR{}, err
 	}
 	if len(mem) == 0 {
 		return seam.MR{}, fmt.Errorf("reg mr: empty region: %w", unix.EINVAL)
 	}
-	mr, err := pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil)
+	return k.keepMR(pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil))
+}
+
+// pdOf is the PD of handle h.
+func (k *kernelDevice) pdOf(op string, h seam.Handle) (*uverbs.PD, error) {
+	k.mu.Lock()
+	pd := k.pds[h]
+	k.mu.Unlock()
+	if pd == nil {
+		return nil, fmt.Errorf("%s: pd handle %d: %w", op, h, unix.ENOENT)
+	}
+	return pd, nil
+}
+
+// keepMR keeps a new MR for DeregMR.
+func (k *kernelDevice) keepMR(mr *uverbs.MR, err error) (seam.MR, error) {
 	if err != nil {
 		return seam.MR{}, err
 	}
-	return k.keepMR(mr), nil
-}
-
-// keepMR records a registered MR for DeregMR.
-func (k *kernelDevice) keepMR(mr *uverbs.MR) seam.MR {
 	h := seam.Handle(mr.Handle())
 	k.mu.Lock()
 	if k.mrs == nil {
@@ -238,7 +238,7 @@ func (k *kernelDevice) keepMR(mr *uverbs.MR) seam.MR {
 	}
 	k.mrs[h] = mr
 	k.mu.Unlock()
-	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}
+	return seam.MR{Handle: h, LKey: mr.LKey, RKey: mr.RKey}, nil
 }
 
 func (k *kernelDevice) DeregMR(h seam.Handle) error {

@@ -143,7 +143,9 @@ func (o *odpMRs) lookup(lkey uint32) *MR {
 
 // checkMRAccess is the access rule of every memory registration
 // (ib_check_mr_access): known bits only, and remote write or atomic
-// access needs local write.
+// access needs local write. A dma-buf MR takes no AccessOnDemand
+// (RegDmabufMR refuses it itself, as ib_uverbs' reg_dmabuf_mr handler
+// does).
 func checkMRAccess(op, obj string, access AccessFlags) error {
 	if access&^(AccessLocalWrite|remoteAccess|AccessRelaxedOrdering|AccessOnDemand) != 0 {
 		return invalid(op, obj, "access %#x", uint32(access))
@@ -351,26 +353,18 @@ func (m *MR) forgetODP() {
 // RegImplicitODP is mlx5_ib's implicit ODP registration: REG_MR with
 // start 0, length U64_MAX (uverbs.PD.RegImplicitODP).
 func (k *kernelDevice) RegImplicitODP(pdh seam.Handle, access uint32) (seam.MR, error) {
-	k.mu.Lock()
-	pd := k.pds[pdh]
-	k.mu.Unlock()
-	if pd == nil {
-		return seam.MR{}, fmt.Errorf("reg implicit odp mr: pd handle %d: %w", pdh, unix.ENOENT)
-	}
-	mr, err := pd.RegImplicitODP(uverbs.AccessFlags(access), nil, nil)
+	pd, err := k.pdOf("reg implicit odp mr", pdh)
 	if err != nil {
 		return seam.MR{}, err
 	}
-	return k.keepMR(mr), nil
+	return k.keepMR(pd.RegImplicitODP(uverbs.AccessFlags(access), nil, nil))
 }
 
 // AdviseMR is UVERBS_METHOD_ADVISE_MR (uverbs.PD.AdviseMR).
 func (k *kernelDevice) AdviseMR(pdh seam.Handle, advice, flags uint32, sges []seam.AdviceSGE) error {
-	k.mu.Lock()
-	pd := k.pds[pdh]
-	k.mu.Unlock()
-	if pd == nil {
-		return fmt.Errorf("advise mr: pd handle %d: %w", pdh, unix.ENOENT)
+	pd, err := k.pdOf("advise mr", pdh)
+	if err != nil {
+		return err
 	}
 	us := make([]uverbs.SGE, len(sges))
 	for i, s := range sges {

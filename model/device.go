@@ -617,32 +617,10 @@ const (
 )
 
 // UMemReg is MLX5_IB_METHOD_DEVX_UMEM_REG: the kernel pins mem and
-// registers it with CREATE_UMEM.
+// registers it with CREATE_UMEM. It is UMemRegEx (verbs_dmabuf.go) with
+// the default page sizes.
 func (d *Device) UMemReg(mem []byte, access uint32) (seam.Handle, uint32, error) {
-	const call = "devx umem reg"
-	d.h.mu.Lock()
-	defer d.h.mu.Unlock()
-	if err := d.enter(call); err != nil {
-		return 0, 0, err
-	}
-	if d.uid == 0 {
-		return 0, 0, kerr(call, unix.EINVAL, "MLX5_IB_METHOD_DEVX_UMEM_REG: the context has no DEVX uid (c->devx_uid is 0)")
-	}
-	if access&^(accessLocalWrite|accessRemoteWrite|accessRemoteRead) != 0 {
-		return 0, 0, kerr(call, unix.EINVAL, "uverbs_get_flags32: access has flags other than LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ")
-	}
-	if access&accessRemoteWrite != 0 && access&accessLocalWrite == 0 {
-		return 0, 0, kerr(call, unix.EINVAL, "ib_check_mr_access: REMOTE_WRITE needs LOCAL_WRITE")
-	}
-	if len(mem) == 0 {
-		return 0, 0, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
-	}
-	id, ok := alloc(d.h, "umem", d.h.umems, firstUMem, limit(firstUMem, d.h.prof.cap(prm.CmdHcaCap.LogMaxUmem)))
-	if !ok {
-		return 0, 0, &KernelError{Call: call, Errno: statusErrno(prm.MLX5_CMD_STAT_LIM_ERR), Rule: "CREATE_UMEM: log_max_umem UMEMs are registered"}
-	}
-	d.h.umems[id] = &umemObj{uid: d.uid, ctx: d.id, mem: mem}
-	return d.newHandle(&uobj{kind: kindUMem, umemID: id}), id, nil
+	return d.UMemRegEx(seam.UMemRegEx{Mem: mem, Dmabuf: -1, Access: access})
 }
 
 // UMemDereg is MLX5_IB_METHOD_DEVX_UMEM_DEREG: devx_umem_cleanup runs
@@ -670,6 +648,7 @@ func (d *Device) UMemDereg(h seam.Handle) error {
 		e := inUse()
 		return d.failed(call, destroy, nil, nil, e.status, e.syndrome)
 	}
+	unmapDmabuf(d.h.umems[o.umemID].unmap)
 	delete(d.h.umems, o.umemID)
 	delete(d.handles, h)
 	return nil

@@ -127,6 +127,9 @@ type mkeyObj struct {
 	// odp marks an ODP MR's mkey (odp.go): mem is nil, pages are faulted
 	// in at each access.
 	odp *odpMkey
+	// unmap is the dma-buf mapping of a RegDmabufMR mkey, unmapped with
+	// it (verbs_dmabuf.go).
+	unmap []byte
 	// The translation of a KLM mkey: a list of entries or a repeat block
 	// (CREATE_MKEY's inline KLMs or the last UMR's).
 	klms []klm
@@ -195,6 +198,9 @@ type umemObj struct {
 	ctx  ctxID
 	mem  []byte
 	refs int
+	// unmap is the dma-buf mapping of a UMemRegEx UMEM, unmapped with
+	// it (verbs_dmabuf.go).
+	unmap []byte
 }
 
 // uarObj is a UAR page (ALLOC_UAR with the context's uid).

@@ -136,6 +136,7 @@ func destroyMkey(h *hca, c *fwCall) *fwErr {
 func (h *hca) releaseMkey(n uint32, mk *mkeyObj) {
 	h.pds[mk.pdn].refs--
 	delete(h.mkeys, n)
+	unmapDmabuf(mk.unmap)
 }
 
 // PSV.

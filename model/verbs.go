@@ -94,9 +94,6 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 	case len(mem) == 0:
 		return seam.MR{}, kerr(call, unix.EINVAL, "ib_umem_get: empty region")
 	}
-	if _, ok := d.h.pds[o.pdn]; !ok {
-		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
-	}
 	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
 	if access&accessOnDemand != 0 {
 		return d.regODP(call, o.pdn, start, uint64(len(mem)), access)
@@ -105,11 +102,15 @@ func (d *Device) RegMR(pd seam.Handle, mem []byte, access uint32) (seam.MR, erro
 }
 
 // verbsMkey makes the MTT mkey of a verbs MR (mk: its PD and, for a
-// pinned one, mem; for an ODP one, odp) over [start, start+length),
-// length 0 for 2^64 bytes, with local read always and the access flags
-// asked for; lkey and rkey are the same key (mkey index << 8 | the key's
-// variant byte). The caller holds h.mu and has checked the PD.
+// pinned one, mem, and unmap, a mapping the model made for it, a
+// dma-buf's, which goes with the mkey; for an ODP one, odp) over
+// [start, start+length), length 0 for 2^64 bytes, with local read always
+// and the access flags asked for; lkey and rkey are the same key (mkey
+// index << 8 | the key's variant byte). The caller holds h.mu.
 func (d *Device) verbsMkey(call string, mk *mkeyObj, start, length uint64, access uint32) (seam.MR, error) {
+	if _, ok := d.h.pds[mk.pdn]; !ok {
+		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
+	}
 	n, ok := alloc(d.h, "mkey", d.h.mkeys, firstMkey, limit(firstMkey, d.h.prof.cap(prm.CmdHcaCap.LogMaxMkey)))
 	if !ok {
 		return seam.MR{}, kerr(call, unix.ENOMEM, "CREATE_MKEY: log_max_mkey mkeys exist")

@@ -87,6 +87,7 @@ var uverbsABI = Package{
 				{Name: "uverbs_attrs_pd_destroy_ids"},
 				{Name: "uverbs_methods_mr"},
 				{Name: "uverbs_attrs_mr_destroy_ids"},
+				{Name: "uverbs_attrs_reg_dmabuf_mr_cmd_attr_ids"},
 				{Name: "uverbs_methods_cq"},
 				{Name: "uverbs_attrs_create_cq_cmd_attr_ids"},
 				{Name: "uverbs_attrs_destroy_cq_cmd_attr_ids"},
