@@ -133,7 +133,8 @@ func (k *kernelDevice) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
 	if err != nil {
 		return seam.DeviceAttr{}, verbsErr("query device", err)
 	}
-	return seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID}, nil
+	return seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID,
+		CQModerationCount: da.CQModerationCaps.MaxCQCount, CQModerationPeriod: da.CQModerationCaps.MaxCQPeriod}, nil
 }
 
 func (k *kernelDevice) QueryPort(port uint8) (seam.PortAttr, error) {

@@ -46,8 +46,8 @@ func (k *kernelDevice) queryGIDEntry(port uint8, index uint32) (GIDEntry, error)
 // the completion timestamp mask and the core clock, taking each extended
 // field only where the kernel's response covers it. On a device of
 // package mlx5test it holds what the model answers of them: AtomicCap,
-// HCACoreClock, NodeGUID, and PhysPortCnt (the ports GET_CONTEXT
-// reported).
+// HCACoreClock, NodeGUID, PhysPortCnt (the ports GET_CONTEXT
+// reported) and CQModerationCaps.
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	const op = "query device"
 	if err := c.checkOpen(op); err != nil {
@@ -62,7 +62,8 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 		return DeviceAttr{}, c.queryErr(op, err)
 	}
 	return DeviceAttr{AtomicCap: uverbs.AtomicCap(s.AtomicCap), HCACoreClock: s.HCACoreClock, NodeGUID: s.NodeGUID,
-		PhysPortCnt: uint8(c.caps.NumPorts)}, nil
+		PhysPortCnt:      uint8(c.caps.NumPorts),
+		CQModerationCaps: uverbs.CQModerationCaps{MaxCQCount: s.CQModerationCount, MaxCQPeriod: s.CQModerationPeriod}}, nil
 }
 
 // QueryPort asks the device for port's attributes now (ibv_query_port;
