@@ -56,6 +56,14 @@ func (ci ClockInfo) Duration(from, to uint64) time.Duration {
 	return time.Duration(ci.Nanos(to) - ci.Nanos(from))
 }
 
+// RealTime converts the timestamp of a completion on a CQ made with
+// CQOptions.RealTimeTimestamps: the device's real-time clock keeps
+// seconds since the Unix epoch in the upper 32 bits and nanoseconds in
+// the lower, which the kernel's mlx5_real_time_cyc2time adds up as
+// hi * 1e9 + lo. (libmlx5 44.0's ibv_wc_read_completion_wallclock_ns
+// returns the raw word for such a CQ.)
+func RealTime(ts uint64) time.Time { return time.Unix(int64(ts>>32), int64(ts&0xffffffff)) }
+
 // clockInfoUpdating is MLX5_IB_CLOCK_INFO_KERNEL_UPDATING: the sign word's
 // bit that says the driver is rewriting the page.
 const clockInfoUpdating = 1
