@@ -540,7 +540,7 @@ func TestOracleVerbsReplay(t *testing.T) {
 			"SRQ_CREATE": 12, "SRQ_DESTROY": 12, "MODIFY_SRQ": 1, "QP_CREATE": 26, "MODIFY_QP": 3,
 			"MODIFY_QP_EX": 2, "QUERY_QP": 25, "QP_DESTROY": 26, "CREATE_COMP_CHANNEL": 1, "CREATE_AH": 1,
 			"AH_DESTROY": 1, "PD_DESTROY": 2}},
-		{"testdata/cq_ext.jsonl", map[string]int{"CQ_CREATE": 4, "MODIFY_CQ": 4, "RESIZE_CQ": 3}},
+		{"testdata/cq_ext.jsonl", map[string]int{"CQ_CREATE": 4, "MODIFY_CQ": 4, "RESIZE_CQ": 21}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			r := newReplayer(t)
