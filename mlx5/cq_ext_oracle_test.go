@@ -88,6 +88,18 @@ func newCQExtContext(t *testing.T, profile string) (*Context, *cqExtDevice) {
 	return c, d
 }
 
+// cqExtSetup loads the records and makes a cx7 context on a cqExtDevice
+// with a verbs CQ of 16 entries, as the harness's.
+func cqExtSetup(t *testing.T) (map[string]*cqExtRecord, map[string][]*vcall, *Context, *cqExtDevice, *CQ) {
+	recs, calls := cqExtLoad(t)
+	c, d := newCQExtContext(t, "cx7")
+	cq, err := c.CreateCQ(CQOptions{Entries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, calls, c, d, cq
+}
+
 // cqExtLoad returns the records by case, and each case's kernel commands.
 func cqExtLoad(t *testing.T) (map[string]*cqExtRecord, map[string][]*vcall) {
 	const path = "testdata/cq_ext.jsonl"
@@ -111,12 +123,7 @@ func cqExtLoad(t *testing.T) (map[string]*cqExtRecord, map[string][]*vcall) {
 // rings of 16 and 32); a resize to the size the ring has sends nothing,
 // as in libmlx5.
 func TestOracleCQResizeRing(t *testing.T) {
-	recs, calls := cqExtLoad(t)
-	c, d := newCQExtContext(t, "cx7")
-	cq, err := c.CreateCQ(CQOptions{Entries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, calls, _, d, cq := cqExtSetup(t)
 	exact := 0
 	names := []string{"resize_grow", "resize_shrink", "resize_same", "resize_empty"}
 	for i := range 18 { // rings of 16 and 32 in turn, past consumer index 16 and 32
@@ -192,12 +199,7 @@ func TestOracleCQResizeRing(t *testing.T) {
 // (libmlx5: EOPNOTSUPP, ditto; mlx5go: ErrInvalid, one clock or the
 // other).
 func TestOracleCQModerateCreate(t *testing.T) {
-	recs, calls := cqExtLoad(t)
-	c, d := newCQExtContext(t, "cx7")
-	cq, err := c.CreateCQ(CQOptions{Entries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, calls, c, d, cq := cqExtSetup(t)
 	for _, name := range []string{"modify_1_1", "modify_16_100", "modify_65535_4095", "modify_0_0"} {
 		ks := calls[name]
 		if len(ks) != 1 || ks[0].WriteCmd != "0x80000039" || recs[name].Result.Ret != 0 {

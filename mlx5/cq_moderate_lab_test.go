@@ -16,11 +16,7 @@ import (
 // ErrUnsupported, nothing sent, and with the errno the kernel itself
 // answers a modify CQ on rxe (EOPNOTSUPP: rxe has no modify_cq).
 func TestLabModerationCaps(t *testing.T) {
-	labenv.Require(t)
-	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
-	if err != nil {
-		t.Fatal(err)
-	}
+	uctx := labRXE(t)
 	c := newContext(&kernelDevice{ctx: uctx})
 	defer c.Close()
 	da, err := c.QueryDevice()
@@ -41,4 +37,18 @@ func TestLabModerationCaps(t *testing.T) {
 		}
 	}
 	t.Logf("rxe caps %+v: mlx5go %v; the kernel %v", caps, checkModeration("modify cq", "cq", int(caps.MaxCQCount), int(caps.MaxCQPeriod), 1, 1), kerr)
+}
+
+// labRXE opens the lab's rxe0 through uverbs (skipping outside the lab);
+// the context's Close is up to the caller's mlx5 Context, or the test's
+// end.
+func labRXE(t *testing.T) *uverbs.Context {
+	t.Helper()
+	labenv.Require(t)
+	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uctx.Close() })
+	return uctx
 }

@@ -332,14 +332,7 @@ func TestEventChannelObjectClosed(t *testing.T) {
 	if err := cq.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-waitErr:
-		if !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
-			t.Errorf("Wait across the CQ's Close: %v, want ErrClosed", err)
-		}
-	case <-time.After(mustCome):
-		t.Fatal("Wait still blocked after the CQ's Close")
-	}
+	endsClosed(t, waitErr, "Wait across the CQ's Close")
 	select {
 	case err := <-nextErr:
 		t.Fatalf("the channel's Next ended when the CQ closed: %v", err)
@@ -348,12 +341,19 @@ func TestEventChannelObjectClosed(t *testing.T) {
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
+	endsClosed(t, nextErr, "Next across the channel's Close")
+}
+
+// endsClosed waits, up to mustCome, for a wait's end on errc, which
+// must be ErrClosed.
+func endsClosed(t *testing.T, errc <-chan error, what string) {
+	t.Helper()
 	select {
-	case err := <-nextErr:
+	case err := <-errc:
 		if !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
-			t.Errorf("Next across the channel's Close: %v, want ErrClosed", err)
+			t.Errorf("%s: %v, want ErrClosed", what, err)
 		}
 	case <-time.After(mustCome):
-		t.Fatal("Next still blocked after the channel's Close")
+		t.Fatalf("%s: still blocked after %v", what, mustCome)
 	}
 }
