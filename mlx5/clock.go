@@ -56,6 +56,29 @@ func (ci ClockInfo) Duration(from, to uint64) time.Duration {
 	return time.Duration(ci.Nanos(to) - ci.Nanos(from))
 }
 
+// RealTime converts the timestamp of a completion on a CQ made with
+// CQOptions.RealTimeTimestamps: the device's real-time clock keeps
+// seconds since the Unix epoch in the upper 32 bits and nanoseconds in
+// the lower, which the kernel's mlx5_real_time_cyc2time adds up as
+// hi * 1e9 + lo. (libmlx5 44.0's ibv_wc_read_completion_wallclock_ns
+// returns the raw word for such a CQ.)
+func RealTime(ts uint64) time.Time { return time.Unix(int64(ts>>32), int64(ts&0xffffffff)) }
+
+// The offsets of struct mlx5_ib_clock_info's fields (sign, resv, nsec,
+// cycles, frac, mult, shift, mask, overflow_period; seam.ClockInfoSize
+// bytes), which readClockInfo reads; TestLabBTFClockInfo checks them
+// against the lab kernel's BTF.
+const (
+	ciSign           = 0
+	ciNsec           = 8
+	ciCycles         = 16
+	ciFrac           = 24
+	ciMult           = 32
+	ciShift          = 36
+	ciMask           = 40
+	ciOverflowPeriod = 48
+)
+
 // clockInfoUpdating is MLX5_IB_CLOCK_INFO_KERNEL_UPDATING: the sign word's
 // bit that says the driver is rewriting the page.
 const clockInfoUpdating = 1
@@ -168,18 +191,16 @@ func readClockInfo(page []byte) (ClockInfo, bool) {
 			if try == clockInfoRetries {
 				return ClockInfo{}, false
 			}
-			if sign = u32(0); sign&clockInfoUpdating == 0 {
+			if sign = u32(ciSign); sign&clockInfoUpdating == 0 {
 				break
 			}
 		}
 		if clockInfoRead != nil {
 			clockInfoRead()
 		}
-		// struct mlx5_ib_clock_info: sign, resv, nsec, cycles, frac,
-		// mult, shift, mask, overflow_period.
-		ci := ClockInfo{Nsec: u64(8), LastCycles: u64(16), Frac: u64(24), Mult: u32(32), Shift: u32(36),
-			Mask: u64(40), MaxUpdate: time.Duration(u64(48))}
-		if u32(0) == sign {
+		ci := ClockInfo{Nsec: u64(ciNsec), LastCycles: u64(ciCycles), Frac: u64(ciFrac), Mult: u32(ciMult), Shift: u32(ciShift),
+			Mask: u64(ciMask), MaxUpdate: time.Duration(u64(ciOverflowPeriod))}
+		if u32(ciSign) == sign {
 			return ci, true
 		}
 	}

@@ -94,12 +94,16 @@ func TestClockInfoHostile(t *testing.T) {
 // stampedRig is a rig whose CQ is made with CQOptions.Timestamps as
 // stamps says, and two QPs connected on it.
 func stampedRig(t *testing.T, stamps bool) (r *rig, a, b *mlx5.QP) {
+	return optsRig(t, mlx5.CQOptions{Entries: 64, Timestamps: stamps})
+}
+
+// optsRig is a cx7 rig whose CQ is made with o, and two QPs connected on
+// it.
+func optsRig(t *testing.T, o mlx5.CQOptions) (r *rig, a, b *mlx5.QP) {
 	r = newRig(t, "cx7", model.Options{}, 64)
-	if stamps {
-		var err error
-		if r.cq, err = r.c.CreateCQ(mlx5.CQOptions{Entries: 64, Timestamps: true}); err != nil {
-			t.Fatal(err)
-		}
+	var err error
+	if r.cq, err = r.c.CreateCQ(o); err != nil {
+		t.Fatal(err)
 	}
 	a, b = r.pair(t, r.pd)
 	return r, a, b
@@ -160,5 +164,57 @@ func TestCompletionTimestamps(t *testing.T) {
 	}
 	if _, err := r.c.CreateCQ(mlx5.CQOptions{Entries: 8, DEVX: true, Timestamps: true}); !errors.Is(err, mlx5.ErrInvalid) {
 		t.Errorf("DEVX CQ with Timestamps: %v, want ErrInvalid", err)
+	}
+}
+
+// TestRealTimeTimestamps: on a cx7 (real-time timestamp formats, so
+// Caps.RealTimeTimestamps) a CQ made with RealTimeTimestamps carries the
+// device's real-time clock, seconds and nanoseconds, which RealTime puts
+// between the post and the poll's end; a cx5 has none (ErrUnsupported,
+// nothing made), and the option excludes Timestamps and DEVX CQs.
+func TestRealTimeTimestamps(t *testing.T) {
+	r, a, b := optsRig(t, mlx5.CQOptions{Entries: 64, RealTimeTimestamps: true})
+	if !r.c.Caps().RealTimeTimestamps {
+		t.Fatal("cx7: no Caps.RealTimeTimestamps")
+	}
+	before := time.Now()
+	got := sendAndPoll(t, r, a, b, 3)
+	after := time.Now()
+	for _, wc := range got {
+		if wc.Status != mlx5.WCSuccess || wc.Timestamp&0xffffffff >= 1e9 {
+			t.Errorf("completion %+v: want success, nanoseconds below 1e9 in the low word", wc)
+		}
+		if at := mlx5.RealTime(wc.Timestamp); at.Before(before.Truncate(time.Microsecond)) || at.After(after) {
+			t.Errorf("wr %d completed at %v, not within [%v, %v]", wc.WrID, at, before, after)
+		}
+	}
+	for _, o := range []mlx5.CQOptions{{Entries: 8, RealTimeTimestamps: true, Timestamps: true}, {Entries: 8, RealTimeTimestamps: true, DEVX: true}} {
+		if _, err := r.c.CreateCQ(o); !errors.Is(err, mlx5.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", o, err)
+		}
+	}
+	c5 := newRig(t, "cx5", model.Options{}, 8)
+	if c5.c.Caps().RealTimeTimestamps {
+		t.Error("cx5 reports real-time timestamps")
+	}
+	n := c5.dev.Objects()
+	if _, err := c5.c.CreateCQ(mlx5.CQOptions{Entries: 8, RealTimeTimestamps: true}); !errors.Is(err, mlx5.ErrUnsupported) {
+		t.Errorf("cx5: %v, want ErrUnsupported", err)
+	}
+	if m := c5.dev.Objects(); m != n {
+		t.Errorf("cx5: %d objects after the refused CQ, %d before", m, n)
+	}
+}
+
+// TestRealTime: RealTime adds the seconds and nanoseconds words as the
+// kernel's REAL_TIME_TO_NS does, even for a low word past 1e9.
+func TestRealTime(t *testing.T) {
+	for _, tc := range []struct {
+		ts   uint64
+		want int64 // ns since the epoch
+	}{{0, 0}, {1<<32 | 5, 1e9 + 5}, {1700000000<<32 | 999999999, 1700000000*1e9 + 999999999}, {3<<32 | 0xffffffff, 3e9 + 0xffffffff}} {
+		if got := mlx5.RealTime(tc.ts).UnixNano(); got != tc.want {
+			t.Errorf("RealTime(%#x) = %d ns, want %d", tc.ts, got, tc.want)
+		}
 	}
 }

@@ -68,16 +68,31 @@ type Caps struct {
 	// CoreClockKHz is the device's core clock (hca_core_clock), 0 if
 	// unknown.
 	CoreClockKHz uint64
+	// MaxCQModerationCount and MaxCQModerationPeriod (µs) are the
+	// device's moderation caps (cq_moderation_caps; mlx5_ib reports
+	// MaxCQModerationCount and MaxCQModerationPeriod with the
+	// cq_moderation cap, 0 and 0 without): CQ.Moderate of a verbs CQ stays
+	// within them. Both 0: the device has no moderation.
+	MaxCQModerationCount, MaxCQModerationPeriod int
+	// RealTimeTimestamps: the device stamps CQEs with its real-time
+	// clock if a CQ asks (GET_CONTEXT's
+	// MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS, which mlx5_ib sets
+	// when the sq_ts_format, rq_ts_format and RoCE qp_ts_format caps all
+	// have real-time timestamps; libmlx5's
+	// MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS). CQOptions.RealTimeTimestamps
+	// needs it.
+	RealTimeTimestamps bool
 }
 
 // capsOf decodes the driver-data response of GET_CONTEXT.
 func capsOf(r *mlx5abi.Mlx5IbAllocUcontextResp) Caps {
 	return Caps{
-		SQD2RTS:      r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0,
-		ECE:          r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE != 0,
-		CQEVersion:   int(r.CqeVersion),
-		BFRegSize:    int(r.BfRegSize),
-		StaticBFRegs: int(r.TotBfregs), DynamicBFRegs: int(r.NumDynBfregs),
+		SQD2RTS:            r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS != 0,
+		ECE:                r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE != 0,
+		RealTimeTimestamps: r.CompMask&mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS != 0,
+		CQEVersion:         int(r.CqeVersion),
+		BFRegSize:          int(r.BfRegSize),
+		StaticBFRegs:       int(r.TotBfregs), DynamicBFRegs: int(r.NumDynBfregs),
 		UARsPerPage:  int(r.NumUarsPerPage),
 		MaxSendWQEBB: int(r.MaxSendWqebb), MaxRecvWR: int(r.MaxRecvWr), MaxSRQRecvWR: int(r.MaxSrqRecvWr),
 		MaxSQDescSize: int(r.MaxSqDescSz), MaxRQDescSize: int(r.MaxRqDescSz),
@@ -341,6 +356,7 @@ func (c *Context) queryDevice() {
 		LogErrored: int(r.DciStreamsCaps.MaxLogNumErrored)}
 	c.caps.Atomics = a.AtomicCap != 0
 	c.caps.CoreClockKHz = a.HCACoreClock
+	c.caps.MaxCQModerationCount, c.caps.MaxCQModerationPeriod = int(a.CQModerationCount), int(a.CQModerationPeriod)
 }
 
 // portInfo is what a context learned of a port when it opened; a zero

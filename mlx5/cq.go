@@ -45,6 +45,18 @@ type CQOptions struct {
 	// (EOPNOTSUPP) a QP on the CQ if the device has no free-running
 	// timestamps. Verbs CQs only.
 	Timestamps bool
+	// RealTimeTimestamps has the device stamp each CQE with its
+	// real-time clock instead (seconds in the upper 32 bits, nanoseconds
+	// in the lower: RealTime converts it), as ibv_create_cq_ex with
+	// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK alone asks libmlx5
+	// on a device that reports them: IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	// with the driver flag MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS. It needs
+	// Caps.RealTimeTimestamps (else ErrUnsupported) and excludes
+	// Timestamps (ErrInvalid; libmlx5 with both flags converts
+	// free-running timestamps through the clock-info page instead, as
+	// ClockInfo does). The kernel refuses (EOPNOTSUPP) a QP whose send
+	// and receive CQs ask for different formats. Verbs CQs only.
+	RealTimeTimestamps bool
 }
 
 // CQ is a completion queue, its CQE ring and doorbell record in memory
@@ -64,7 +76,7 @@ type CQ struct {
 	cqn     uint32
 	name    string
 	logSize uint8
-	stamps  bool   // CQOptions.Timestamps: Poll copies the CQEs' timestamps
+	stamps  bool   // CQOptions.Timestamps or RealTimeTimestamps: Poll copies the CQEs' timestamps
 	ring    []byte // 64-byte CQEs
 	ci      uint32
 	db      *doorbell.CQ
@@ -136,12 +148,17 @@ func (c *Context) CreateCQ(opt CQOptions) (*CQ, error) {
 	if opt.Entries <= 0 || opt.Entries >= 1<<22 {
 		return nil, invalid(op, c.name, "%d entries (1 to 4194303)", opt.Entries)
 	}
-	if opt.Timestamps && !verbs {
-		return nil, invalid(op, c.name, "a DEVX CQ takes no CQOptions.Timestamps")
+	switch {
+	case (opt.Timestamps || opt.RealTimeTimestamps) && !verbs:
+		return nil, invalid(op, c.name, "a DEVX CQ takes no CQOptions.Timestamps or RealTimeTimestamps")
+	case opt.Timestamps && opt.RealTimeTimestamps:
+		return nil, invalid(op, c.name, "CQOptions.Timestamps and RealTimeTimestamps: one clock or the other")
+	case opt.RealTimeTimestamps && !c.caps.RealTimeTimestamps:
+		return nil, unsupported(op, c.name, "the device reports no real-time timestamps (GET_CONTEXT without MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS)")
 	}
 	// libmlx5's align_queue_size(cqe + 1).
 	logSize := uint8(bits.Len(uint(opt.Entries)))
-	cq := &CQ{c: c, logSize: logSize, verbs: verbs, stamps: opt.Timestamps}
+	cq := &CQ{c: c, logSize: logSize, verbs: verbs, stamps: opt.Timestamps || opt.RealTimeTimestamps}
 	m := map[uint32]*QP{}
 	cq.qps.Store(&m)
 	if verbs {
@@ -210,8 +227,11 @@ func (cq *CQ) createVerbs(opt CQOptions) error {
 		Flags: mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UarPageIndex: uint16(nc.pageID)}
 	var resp mlx5abi.Mlx5IbCreateCqResp
 	create := seam.CQCreate{CQE: uint32(1)<<cq.logSize - 1, CompVector: opt.Vector, Channel: cq.ch, UserHandle: cq.user}
-	if opt.Timestamps {
+	if opt.Timestamps || opt.RealTimeTimestamps {
 		create.Flags |= uverbsCQFlagsTimestamp
+	}
+	if opt.RealTimeTimestamps {
+		drv.Flags |= mlx5abi.MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS
 	}
 	h, _, err := c.dev.CreateCQ(create, bytesOf(&drv), bytesOf(&resp))
 	if err != nil {

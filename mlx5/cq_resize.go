@@ -11,32 +11,42 @@ import (
 	"github.com/mlx5go/mlx5go/wqe"
 )
 
-// The limits of CQ.Moderate: the widths of the CQ context's cq_max_count
-// and cq_period, which mlx5_ib reports as max_cq_moderation_count and
-// max_cq_moderation_period of a device with the cq_moderation cap.
+// The widths of the CQ context's cq_max_count and cq_period
+// (MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD): what mlx5_ib reports as
+// max_cq_moderation_count and max_cq_moderation_period for a device with
+// the cq_moderation cap, and the most CQ.Moderate can ask of any mlx5
+// device.
 const (
 	MaxCQModerationCount  = 1<<16 - 1
 	MaxCQModerationPeriod = 1<<12 - 1 // microseconds
 )
 
 // Moderate sets the CQ's completion event moderation (ibv_modify_cq with
-// IBV_CQ_ATTR_MODERATE): the device raises an event once count
+// IBV_CQ_ATTR_MODERATE): an armed CQ raises its event once count
 // completions have arrived or period microseconds have passed since the
-// first, whichever comes first. count is at most MaxCQModerationCount,
-// period at most MaxCQModerationPeriod. A verbs CQ sends the kernel's
-// modify CQ command, a DEVX CQ MODIFY_CQ; a device without the
-// cq_moderation cap refuses either.
+// first, whichever comes first (0 leaves that trigger out; 0 and 0 is no
+// moderation). count and period stay within the device's caps, else
+// Moderate is ErrInvalid, naming the cap, before anything is sent: for a
+// verbs CQ those the device query reported (Caps.MaxCQModerationCount
+// and MaxCQModerationPeriod, query_device_ex's cq_moderation_caps), for
+// a DEVX CQ those mlx5_ib derives from the HCA caps the same way
+// (MaxCQModerationCount and MaxCQModerationPeriod with the cq_moderation
+// cap). A device whose caps are 0 and 0 has no moderation (mlx5_ib
+// without cq_moderation, whose modify_cq is then EOPNOTSUPP; rxe, which
+// has no modify_cq): Moderate is ErrUnsupported, with nothing sent. A
+// verbs CQ sends the kernel's modify CQ command, a DEVX CQ MODIFY_CQ.
 func (cq *CQ) Moderate(count, period int) error {
 	const op = "modify cq"
 	if err := cq.lockOpen(op); err != nil {
 		return err
 	}
 	defer cq.mu.Unlock()
-	if count < 0 || count > MaxCQModerationCount {
-		return invalid(op, cq.name, "count %d (0 to %d)", count, MaxCQModerationCount)
+	maxCount, maxPeriod, err := cq.moderationCaps()
+	if err != nil {
+		return wrapAs(op, cq.name, "the moderation caps", err)
 	}
-	if period < 0 || period > MaxCQModerationPeriod {
-		return invalid(op, cq.name, "period %d µs (0 to %d)", period, MaxCQModerationPeriod)
+	if err := checkModeration(op, cq.name, maxCount, maxPeriod, count, period); err != nil {
+		return err
 	}
 	if cq.verbs {
 		if err := cq.c.dev.ModifyCQ(cq.handle, uint16(count), uint16(period)); err != nil {
@@ -52,6 +62,38 @@ func (cq *CQ) Moderate(count, period int) error {
 	prm.Cqc.CqMaxCount.At(cqc).Set(in, uint64(count))
 	out := make([]byte, prm.ModifyCqOut.Layout().Size)
 	return cq.c.modifyObj(op, cq.name, cq.obj.handle, in, out)
+}
+
+// moderationCaps are the moderation caps a Moderate of the CQ stays
+// within: the device query's for a verbs CQ, the HCA caps' for a DEVX CQ
+// (mlx5_ib_query_device's derivation).
+func (cq *CQ) moderationCaps() (count, period int, err error) {
+	c := cq.c
+	if cq.verbs {
+		return c.caps.MaxCQModerationCount, c.caps.MaxCQModerationPeriod, nil
+	}
+	general, err := c.generalCaps()
+	if err != nil {
+		return 0, 0, err
+	}
+	if prm.CmdHcaCap.CqModeration.Get(general) == 0 {
+		return 0, 0, nil
+	}
+	return MaxCQModerationCount, MaxCQModerationPeriod, nil
+}
+
+// checkModeration is Moderate's rule for count and period against caps
+// of maxCount and maxPeriod.
+func checkModeration(op, obj string, maxCount, maxPeriod, count, period int) error {
+	switch {
+	case maxCount == 0 && maxPeriod == 0:
+		return unsupported(op, obj, "the device reports no CQ moderation (max_cq_moderation_count and max_cq_moderation_period 0)")
+	case count < 0 || count > maxCount:
+		return invalid(op, obj, "count %d (0 to max_cq_moderation_count %d)", count, maxCount)
+	case period < 0 || period > maxPeriod:
+		return invalid(op, obj, "period %d µs (0 to max_cq_moderation_period %d)", period, maxPeriod)
+	}
+	return nil
 }
 
 // MODIFY_CQ's modify_field_select bits for moderation (enum

@@ -1,6 +1,7 @@
 package mlx5_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -191,5 +192,80 @@ func TestCQModerate(t *testing.T) {
 				t.Errorf("CQ %#x: moderate %v: %v", cq.CQN(), m, err)
 			}
 		}
+	}
+}
+
+// TestCQModerationDelaysEvents: on the model an armed CQ raises its event
+// as the moderation says: with a count of 4 and no period, not for 3
+// CQEs (all written, so the device has decided) but for the 4th; with a
+// period of 3 ms and no count, not before 3 ms after the CQE it holds;
+// without moderation at once. Each wait is bounded by mustCome.
+func TestCQModerationDelaysEvents(t *testing.T) {
+	r := newRig(t, "cx7", model.Options{}, 7)
+	var err error
+	if r.cq, err = r.c.CreateCQ(mlx5.CQOptions{Entries: 64, Events: true}); err != nil {
+		t.Fatal(err)
+	}
+	qp := r.qp(t, mlx5.QPOptions{MaxSendWR: 64, MaxSendSGE: 1}, true)
+	next := uint64(1)
+	post := func(n int) {
+		for range n {
+			if err := qp.PostSend(r.write(next, mlx5.SendSignaled, r.mr.RKey())); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+	}
+	wait := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return r.cq.Wait(ctx)
+	}
+	drain := func(n int) {
+		waitWaiting(t, r.cq, n)
+		pollIDs(t, r.cq, next-uint64(n), n)
+	}
+
+	if err := r.cq.Moderate(4, 0); err != nil {
+		t.Fatal(err)
+	}
+	arm(t, r.cq, false)
+	post(3)
+	waitWaiting(t, r.cq, 3)
+	if err := wait(20 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("count 4, 3 CQEs: %v, want no event", err)
+	}
+	post(1)
+	if err := wait(mustCome); err != nil {
+		t.Fatalf("count 4, 4 CQEs: %v", err)
+	}
+	drain(4)
+
+	const period = 3000 // µs
+	if err := r.cq.Moderate(0, period); err != nil {
+		t.Fatal(err)
+	}
+	arm(t, r.cq, false)
+	start := time.Now()
+	post(1)
+	if err := wait(mustCome); err != nil {
+		t.Fatalf("period %d µs: %v", period, err)
+	}
+	if d := time.Since(start); d < period*time.Microsecond {
+		t.Errorf("period %d µs: the event came %v after the post", period, d)
+	}
+	drain(1)
+
+	if err := r.cq.Moderate(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	arm(t, r.cq, false)
+	post(1)
+	if err := wait(mustCome); err != nil {
+		t.Fatalf("no moderation: %v", err)
+	}
+	drain(1)
+	if f := r.dev.Faults(); len(f) != 0 {
+		t.Fatalf("model faults: %q", f)
 	}
 }

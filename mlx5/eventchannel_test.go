@@ -308,3 +308,52 @@ func TestEventChannelCloseRaces(t *testing.T) {
 		r.c.Close()
 	}
 }
+
+// TestEventChannelObjectClosed: closing a DEVX CQ while goroutines wait
+// ends its CQ.Wait with ErrClosed (the CQ's completion channel goes with
+// it), while a channel subscribed to the CQ's events outlives it, as the
+// kernel's channel file does (destroying an object ends its
+// subscriptions, not a read of the channel): Next waits on until the
+// channel is closed, then ends with ErrClosed.
+func TestEventChannelObjectClosed(t *testing.T) {
+	r := newEvRig(t, "cx7", model.Options{})
+	cq := r.devxCQ(t, 16, true)
+	ch, err := r.c.NewEventChannel(mlx5.EventChannelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Subscribe(cq, []uint16{evComp}, 1); err != nil {
+		t.Fatal(err)
+	}
+	arm(t, cq, false)
+	waitErr, nextErr := make(chan error, 1), make(chan error, 1)
+	go func() { waitErr <- cq.Wait(context.Background()) }()
+	go func() { _, err := ch.Next(context.Background()); nextErr <- err }()
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	endsClosed(t, waitErr, "Wait across the CQ's Close")
+	select {
+	case err := <-nextErr:
+		t.Fatalf("the channel's Next ended when the CQ closed: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	endsClosed(t, nextErr, "Next across the channel's Close")
+}
+
+// endsClosed waits, up to mustCome, for a wait's end on errc, which
+// must be ErrClosed.
+func endsClosed(t *testing.T, errc <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(mlx5.Checked(t, err), mlx5.ErrClosed) {
+			t.Errorf("%s: %v, want ErrClosed", what, err)
+		}
+	case <-time.After(mustCome):
+		t.Fatalf("%s: still blocked after %v", what, mustCome)
+	}
+}

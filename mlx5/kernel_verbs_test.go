@@ -343,7 +343,7 @@ func (r *replayer) step(w *vcall) {
 		c := seam.CQCreate{CQE: le32(w.attr(t, "CQE").in(t)), CompVector: le32(w.attr(t, "COMP_VECTOR").in(t)),
 			UserHandle: le64(w.attr(t, "USER_HANDLE").in(t))}
 		if w.has("FLAGS") {
-			c.Flags = uint32(le64(w.attr(t, "FLAGS").in(t)))
+			c.Flags = le32(w.attr(t, "FLAGS").in(t)) // u32 (libibverbs) or u64
 		}
 		if w.has("COMP_CHANNEL") {
 			c.Channel = r.chans[uint32(w.attr(t, "COMP_CHANNEL").Value)]
@@ -485,6 +485,27 @@ func (r *replayer) write(w *vcall) {
 			}
 			return err
 		})
+	case "0x13": // RESIZE_CQ: response, cq_handle, cqe; struct mlx5_ib_resize_cq
+		h := seam.Handle(le32(core[8:]))
+		r.ensureCQ(h)
+		drvIn := w.attr(t, "UHW_IN").in(t)
+		r.replay(w, "RESIZE_CQ", true, func() error {
+			n, err := k.ResizeCQ(h, le32(core[12:]), drvIn)
+			if want := le32(w.attr(t, "CORE_OUT").out(t)); err == nil && n != want {
+				err = fmt.Errorf("cqe %d, the kernel answered %d", n, want)
+			}
+			return err
+		})
+	case "0x80000039": // the extended MODIFY_CQ: cq_handle, attr_mask, cq_count, cq_period, reserved
+		h := seam.Handle(le32(core))
+		if le32(core[4:]) != uverbsabi.IB_CQ_MODERATE {
+			t.Errorf("%v: attr_mask %#x, not IB_CQ_MODERATE", w, le32(core[4:]))
+			return
+		}
+		r.ensureCQ(h)
+		r.replay(w, "MODIFY_CQ", false, func() error {
+			return k.ModifyCQ(h, binary.LittleEndian.Uint16(core[8:]), binary.LittleEndian.Uint16(core[10:]))
+		})
 	case "0x5": // CREATE_AH: response, user_handle, pd_handle, reserved, ib_uverbs_ah_attr
 		var c uverbsabi.IbUverbsCreateAh
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), unsafe.Sizeof(c)), core)
@@ -519,6 +540,7 @@ func TestOracleVerbsReplay(t *testing.T) {
 			"SRQ_CREATE": 12, "SRQ_DESTROY": 12, "MODIFY_SRQ": 1, "QP_CREATE": 26, "MODIFY_QP": 3,
 			"MODIFY_QP_EX": 2, "QUERY_QP": 25, "QP_DESTROY": 26, "CREATE_COMP_CHANNEL": 1, "CREATE_AH": 1,
 			"AH_DESTROY": 1, "PD_DESTROY": 2}},
+		{"testdata/cq_ext.jsonl", map[string]int{"CQ_CREATE": 4, "MODIFY_CQ": 4, "RESIZE_CQ": 21}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			r := newReplayer(t)

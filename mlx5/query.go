@@ -47,7 +47,7 @@ func (k *kernelDevice) queryGIDEntry(port uint8, index uint32) (GIDEntry, error)
 // field only where the kernel's response covers it. On a device of
 // package mlx5test it holds what the model answers of them: AtomicCap,
 // HCACoreClock, NodeGUID, PhysPortCnt (the ports GET_CONTEXT
-// reported), ODPCaps and XRCODPCaps.
+// reported), ODPCaps, XRCODPCaps and CQModerationCaps.
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	const op = "query device"
 	if err := c.checkOpen(op); err != nil {
@@ -63,7 +63,8 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 	}
 	return DeviceAttr{AtomicCap: uverbs.AtomicCap(s.AtomicCap), HCACoreClock: s.HCACoreClock, NodeGUID: s.NodeGUID,
 		PhysPortCnt: uint8(c.caps.NumPorts), ODPCaps: uverbs.ODPCaps{General: s.ODP.General, RC: s.ODP.RC, UC: s.ODP.UC, UD: s.ODP.UD},
-		XRCODPCaps: s.ODP.XRC}, nil
+		XRCODPCaps:       s.ODP.XRC,
+		CQModerationCaps: uverbs.CQModerationCaps{MaxCQCount: s.CQModerationCount, MaxCQPeriod: s.CQModerationPeriod}}, nil
 }
 
 // QueryPort asks the device for port's attributes now (ibv_query_port;

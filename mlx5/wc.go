@@ -117,6 +117,8 @@ type Completion struct {
 
 	// Timestamp is when the device wrote the completion, in cycles of its
 	// free-running clock (ibv_wc_read_completion_ts), on a CQ made with
-	// CQOptions.Timestamps; 0 on others. ClockInfo.Time converts it.
+	// CQOptions.Timestamps; 0 on others. ClockInfo.Time converts it. On a
+	// CQ made with CQOptions.RealTimeTimestamps it is the device's
+	// real-time clock instead, which RealTime converts.
 	Timestamp uint64
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/mlx5go/mlx5go/prm"
 )
@@ -112,7 +113,7 @@ func (h *hca) armCQ(cq *cqObj, cqn uint32, word uint32) {
 		return
 	}
 	if cq.armed == armNext {
-		h.fire(cq, cqn)
+		h.moderate(cq, cqn)
 		return
 	}
 	if sol := (cq.solPI - cq.armCI) & cqArmCIMask; cq.hasSol && sol != 0 && sol <= pending {
@@ -123,14 +124,48 @@ func (h *hca) armCQ(cq *cqObj, cqn uint32, word uint32) {
 // cqWritten is the arm check after a CQE is written.
 func (h *hca) cqWritten(cq *cqObj, cqn uint32, solicited bool) {
 	switch {
-	case cq.armed == armNext, cq.armed == armSolicited && solicited:
+	case cq.armed == armNext:
+		h.moderate(cq, cqn)
+	case cq.armed == armSolicited && solicited:
 		h.fire(cq, cqn)
+	}
+}
+
+// moderate is the event of a CQ armed for its next completion, with CQEs
+// past the arm's consumer index, under the CQ context's moderation
+// (MODIFY_CQ's cq_max_count and cq_period, as ibv_modify_cq sets them):
+// none (both 0) fires at once; else the event comes once cq_max_count
+// CQEs are pending, or cq_period microseconds after the first pending
+// one, whichever first (a 0 leaves that trigger out). The period runs
+// from the first CQE the armed CQ holds (the PRM's CQE-based period
+// mode; see docs/MODEL.md "Assumptions"). A solicited arm is not
+// moderated.
+func (h *hca) moderate(cq *cqObj, cqn uint32) {
+	pending := uint64((cq.pi - cq.armCI) & cqArmCIMask)
+	count, period := prm.Cqc.CqMaxCount.Get(cq.cqc), prm.Cqc.CqPeriod.Get(cq.cqc)
+	switch {
+	case count == 0 && period == 0, count != 0 && pending >= count:
+		h.fire(cq, cqn)
+	case period != 0 && cq.modTimer == nil:
+		var t *time.Timer
+		t = time.AfterFunc(time.Duration(period)*time.Microsecond, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.cqs[cqn] == cq && cq.modTimer == t && cq.armed == armNext && !cq.overrun {
+				h.fire(cq, cqn)
+			}
+		})
+		cq.modTimer = t
 	}
 }
 
 // fire raises the completion event of an armed CQ and disarms it; the
 // next arm must carry the next sequence number.
 func (h *hca) fire(cq *cqObj, cqn uint32) {
+	if cq.modTimer != nil {
+		cq.modTimer.Stop()
+		cq.modTimer = nil
+	}
 	cq.armed = armNone
 	cq.armSN = (cq.armSN + 1) & cqArmSNMask
 	prm.Cqc.St.Set(cq.cqc, cqcStFired)

@@ -33,6 +33,17 @@ func (c deviceClock) cycles(t time.Time) uint64 {
 // now is the counter now, as a CQE's timestamp reads it.
 func (c deviceClock) now() uint64 { return c.cycles(time.Now()) }
 
+// realTime is the device's real-time clock now, as a CQE of a CQ made for
+// real-time timestamps reads it: seconds since the Unix epoch in the
+// upper 32 bits, nanoseconds in the lower (the kernel's
+// mlx5_real_time_cyc2time reads it so: REAL_TIME_TO_NS(hi, low)). The
+// model's real-time clock is the host's (the PTP-synchronised clock a
+// ConnectX keeps is not modelled).
+func realTime() uint64 {
+	t := time.Now()
+	return uint64(t.Unix())<<32 | uint64(t.Nanosecond())
+}
+
 // The timecounter mlx5_core keeps over the clock (mlx5_timecounter_init):
 // a 41-bit counter, and a cycle of mult / 2^shift nanoseconds.
 const (
@@ -154,13 +165,17 @@ const (
 	tsCapBoth        = 2
 )
 
+// rtSupported is mlx5_ib's rt_supported: a timestamp format cap with
+// real-time timestamps.
+func rtSupported(ts uint64) bool { return ts == tsCapRealTime || ts == tsCapBoth }
+
 // qpTSFormat is get_qp_ts_format's refusal for a verbs QP on scq and rcq:
 // a CQ made for free-running timestamps needs a device whose RoCE caps'
 // qp_ts_format has them, one made for real-time timestamps one that has
 // those, and a QP whose CQs ask for different formats is refused.
 func (h *hca) qpTSFormat(scq, rcq *vcq) (unix.Errno, string) {
 	ts := h.prof.roceCap(prm.RoceCap.QpTsFormat)
-	fr, rt := ts == tsCapFreeRunning || ts == tsCapBoth, ts == tsCapRealTime || ts == tsCapBoth
+	fr, rt := ts == tsCapFreeRunning || ts == tsCapBoth, rtSupported(ts)
 	const fmtDefault, fmtFree, fmtReal = 1, 0, 2 // MLX5_TIMESTAMP_FORMAT_DEFAULT, _FREE_RUNNING, _REAL_TIME
 	format := func(cq *vcq) (int, bool) {
 		switch {

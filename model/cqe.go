@@ -111,10 +111,16 @@ func (h *hca) postCQESol(cqn uint32, c *cqe, solicited bool) {
 	// A 128-byte CQE carries the 64-byte one in its second half.
 	off := uint64(cq.pi&(size-1))*stride + stride - 64
 	slot := cq.buf[off : off+64 : off+64]
-	if cq.ib != nil && cq.ib.timestamp && !cq.ib.realTime && c[cqeOpOwn]>>4 <= cqeRespSendIn {
-		// A completion's time, on the free-running clock (error CQEs
-		// have their syndromes there).
-		binary.BigEndian.PutUint64(c[cqeTimestamp:], h.clock.now())
+	if cq.ib != nil && cq.ib.timestamp && c[cqeOpOwn]>>4 <= cqeRespSendIn {
+		// A completion's time, on the free-running clock or, for a CQ
+		// made with MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS (its QPs'
+		// ts_format REAL_TIME), the real-time one (error CQEs have
+		// their syndromes there).
+		ts := h.clock.now()
+		if cq.ib.realTime {
+			ts = realTime()
+		}
+		binary.BigEndian.PutUint64(c[cqeTimestamp:], ts)
 	}
 	c[cqeOpOwn] = c[cqeOpOwn]&^1 | uint8(cq.pi>>logSize)&1
 	copy(slot[:60], c[:60])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -437,4 +438,61 @@ func TestReuseQPNStaleCQE(t *testing.T) {
 	idx := c.post(twqe{opcode: tOpNOP, fm: tSignaled})
 	checkCQE(t, "the destroyed QP's NOP", cq.next(), a.wantReq(tOpNOP, old, 0, 0))
 	checkCQE(t, "the new QP's NOP", cq.next(), c.wantReq(tOpNOP, idx, 0, 0))
+}
+
+// TestEventChannelReadSizes: devx_async_event_read's answer to the
+// buffer's size, with and without event data (an event of 72 bytes, or
+// the 8-byte cookie): one byte short is EINVAL and the event stays
+// queued; a buffer of exactly one event takes it; a buffer with room for
+// two takes one event a read, in the order they were raised.
+func TestEventChannelReadSizes(t *testing.T) {
+	for _, omit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("omit=%v", omit), func(t *testing.T) {
+			d, err := NewWithOptions("cx6dx", Options{ManualDrain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			s := setupQP(t, d)
+			ch, err := d.NewEventChannel(omit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Close()
+			size := seam.EventHeaderSize + seam.EQESize
+			if omit {
+				size = seam.EventHeaderSize
+			}
+			cookies := []uint64{7, 8, 9}
+			for _, cookie := range cookies {
+				qpH, qpn := s.create(t, d, stRC)
+				if err := d.Subscribe(ch, qpH, []uint16{evSQDrained}, cookie); err != nil {
+					t.Fatal(err)
+				}
+				driveQP(t, d, qpn, StateSQDraining)
+				if err := d.FinishDrain(qpn); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			for _, n := range []int{0, 1, size - 1} {
+				if got, err := ch.Next(ctx, make([]byte, n)); !errors.Is(err, unix.EINVAL) || got != 0 {
+					t.Errorf("Next with %d bytes: %d, %v; want EINVAL", n, got, err)
+				}
+			}
+			for i, buf := range [][]byte{make([]byte, size), make([]byte, 2*size+5), make([]byte, 4096)} {
+				n, err := ch.Next(ctx, buf)
+				if err != nil || n != size {
+					t.Fatalf("read %d into %d bytes: %d, %v; want one event of %d", i, len(buf), n, err, size)
+				}
+				if c := binary.NativeEndian.Uint64(buf); c != cookies[i] {
+					t.Errorf("read %d: cookie %d, want %d", i, c, cookies[i])
+				}
+				if !omit && buf[8+1] != evSQDrained {
+					t.Errorf("read %d: event type %#x, want SQ_DRAINED", i, buf[8+1])
+				}
+			}
+			noEvent(t, ch, 5*time.Millisecond)
+		})
+	}
 }

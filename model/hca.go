@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mlx5go/mlx5go/model/internal/rdmacm"
 	"github.com/mlx5go/mlx5go/prm"
@@ -191,6 +192,9 @@ type cqObj struct {
 	// lastArm is the last arm word applied (armSeen: there was one).
 	lastArm uint32
 	armSeen bool
+	// modTimer is the moderation period running for an armed CQ's
+	// pending CQEs (moderate), nil when none runs.
+	modTimer *time.Timer
 }
 
 type umemObj struct {

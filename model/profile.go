@@ -139,6 +139,20 @@ var commonAtomic = []capValue{
 	{prm.AtomicCaps.AtomicSizeDc, 0x8},
 }
 
+// realTimeTS and realTimeRoCE are the timestamp format caps of a
+// device with a real-time clock in its CQEs, beside the free-running one
+// (MLX5_TIMESTAMP_FORMAT_CAP_FREE_RUNNING_AND_REAL_TIME): ConnectX-6 Dx
+// and later (NVIDIA's MLNX_OFED and mlx5 documentation: "Real Time
+// Clock ... supported on ConnectX-6 Dx and above"); the ConnectX-5 has
+// the free-running clock only (the caps 0, MLX5_TIMESTAMP_FORMAT_CAP_FREE_RUNNING).
+var (
+	realTimeTS = []capValue{
+		{prm.CmdHcaCap.SqTsFormat, tsCapBoth},
+		{prm.CmdHcaCap.RqTsFormat, tsCapBoth},
+	}
+	realTimeRoCE = []capValue{{prm.RoceCap.QpTsFormat, tsCapBoth}}
+)
+
 func join(parts ...[]capValue) []capValue {
 	var all []capValue
 	for _, p := range parts {
@@ -187,10 +201,10 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.HcaCap2, 1},
 			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
-		}, cryptoGeneral(0)),
+		}, realTimeTS, cryptoGeneral(0)),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
 		odp:          commonODP,
-		roce:         commonRoCE,
+		roce:         join(commonRoCE, realTimeRoCE),
 		atomic:       commonAtomic,
 		crypto:       cryptoPage(12),
 		psid:         "MODEL_CX6DX",
@@ -213,10 +227,10 @@ var profiles = map[string]*profile{
 			{prm.CmdHcaCap.HcaCap2, 1},
 			{prm.CmdHcaCap.EceSupport, 1},
 			{prm.CmdHcaCap.DeviceFrequencyKhz, 1000000},
-		}, cryptoGeneral(1)),
+		}, realTimeTS, cryptoGeneral(1)),
 		general2:     []capValue{{prm.CmdHcaCap2.LogMinMkeyEntitySize, 12}},
 		odp:          commonODP,
-		roce:         commonRoCE,
+		roce:         join(commonRoCE, realTimeRoCE),
 		atomic:       commonAtomic,
 		crypto:       cryptoPage(14),
 		psid:         "MODEL_CX7",

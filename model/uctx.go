@@ -90,8 +90,14 @@ func (p *profile) driverContext() []byte {
 	}
 	// Set unconditionally by set_ucontext_resp.
 	r.CompMask |= mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG
-	// dump_fill_mkey (no profile has the cap) and REAL_TIME_TS (no profile
-	// reports real-time timestamp formats) stay off.
+	// REAL_TIME_TS: the SQ, RQ and QP timestamp formats all have
+	// real-time timestamps (rt_supported of sq_ts_format, rq_ts_format and
+	// the RoCE caps' qp_ts_format).
+	if rtSupported(p.cap(prm.CmdHcaCap.SqTsFormat)) && rtSupported(p.cap(prm.CmdHcaCap.RqTsFormat)) &&
+		rtSupported(p.roceCap(prm.RoceCap.QpTsFormat)) {
+		r.CompMask |= mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS
+	}
+	// dump_fill_mkey (no profile has the cap) stays off.
 	r.ResponseLength = uint32(binary.Size(r)) // min(udata->outlen, sizeof(resp)) for libmlx5's 72 bytes
 	return encodeDrv(&r)
 }

@@ -14,6 +14,10 @@ import (
 // context holds (12 bits), in microseconds.
 const mlx5MaxCQPeriod = 1<<12 - 1
 
+// mlx5MaxCQCount is MLX5_MAX_CQ_COUNT: the largest cq_max_count (16
+// bits).
+const mlx5MaxCQCount = 1<<16 - 1
+
 // ResizeCQ is IB_USER_VERBS_CMD_RESIZE_CQ with struct mlx5_ib_resize_cq,
 // as mlx5_ib_resize_cq does it for a user CQ: the cq_resize cap
 // (ENOSYS without), the entries within 1 << log_max_cq_sz and rounded to

@@ -66,6 +66,12 @@ func (d *Device) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
 // mlx5_ib_query_device sets them in struct ib_device_attr.
 func (p *profile) deviceAttr() seam.DeviceAttr {
 	a := seam.DeviceAttr{AtomicCap: ibAtomicNone, HCACoreClock: p.cap(prm.CmdHcaCap.DeviceFrequencyKhz), ODP: p.odpCaps()}
+	// cq_caps: MLX5_MAX_CQ_COUNT and MLX5_MAX_CQ_PERIOD (the widths of the
+	// CQ context's cq_max_count and cq_period) with the cq_moderation
+	// cap, else zero.
+	if p.cap(prm.CmdHcaCap.CqModeration) != 0 {
+		a.CQModerationCount, a.CQModerationPeriod = mlx5MaxCQCount, mlx5MaxCQPeriod
+	}
 	// get_atomic_caps_qp: 8-byte compare-and-swap and fetch-and-add, on
 	// QPs, answered in host endianness (the current atomic_caps page:
 	// mlx5_core's handle_hca_cap_atomic set the mode at probe).

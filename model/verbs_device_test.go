@@ -40,7 +40,10 @@ func TestQueryDevice(t *testing.T) {
 			// ODP as mlx5_ib_internal_fill_odp_caps derives it from the
 			// profile's caps: pg, implicit, RC all six bits, UD send.
 			odp := seam.ODPCaps{General: odpSupport | odpSupportImplicit, RC: 0x3f, UD: odpSend}
-			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid, ODP: odp}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
+			// cq_caps: every profile has cq_moderation, so
+			// MLX5_MAX_CQ_COUNT and MLX5_MAX_CQ_PERIOD.
+			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid, ODP: odp,
+				CQModerationCount: 65535, CQModerationPeriod: 4095}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
 				t.Errorf("attributes %+v, want %+v (a node GUID of the Mellanox OUI)", a, wantA)
 			}
 			// Shorter buffers: a part is filled only if it fits whole.

@@ -26,7 +26,10 @@ func TestDriverContext(t *testing.T) {
 		t.Errorf("libmlx5's request\n%x, the model assumes\n%x", get.In["UHW_IN"], req)
 	}
 	const base = mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET | mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG
-	const dx = base | mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE | mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS
+	// cx6dx and cx7 have real-time timestamps (sq_ts_format, rq_ts_format
+	// and qp_ts_format FREE_RUNNING_AND_REAL_TIME), cx5 not.
+	const dx = base | mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE | mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS |
+		mlx5abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS
 	for _, tc := range []struct {
 		profile  string
 		compMask uint32

@@ -60,11 +60,14 @@ func (c *Context) CreateCQ(o CQOptions) (*CQ, error) {
 			a.FD(uverbsabi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, o.Channel.Fd())
 		}
 		a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, o.CompVector)
-		if o.Flags != 0 {
-			a.InUint64(uverbsabi.UVERBS_ATTR_CREATE_CQ_FLAGS, uint64(o.Flags))
-		}
 		a.FD(uverbsabi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
 		a.Optional()
+		if o.Flags != 0 {
+			// A mandatory u32 after the event fd, as libibverbs'
+			// ibv_cmd_create_cq_ex sends it (the kernel takes a u32 or a
+			// u64 flags attribute).
+			a.InUint32(uverbsabi.UVERBS_ATTR_CREATE_CQ_FLAGS, o.Flags)
+		}
 		if len(o.DriverIn) > 0 {
 			a.In(uverbsabi.UVERBS_ATTR_UHW_IN, o.DriverIn)
 		}

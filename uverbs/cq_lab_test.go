@@ -61,16 +61,36 @@ func labCQResizeModerate(t *testing.T, c *Context) {
 	if _, err := cq.Resize(0, nil, nil); err == nil {
 		t.Error("resize to 0 succeeded")
 	}
-	err = cq.Moderate(1, 1)
-	t.Logf("modify cq on rxe: %v; moderation caps %+v", err, da.CQModerationCaps)
-	if !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("modify cq on rxe: %v, want EOPNOTSUPP (rxe has no modify_cq)", err)
+	// rxe_init_device_param: cq_caps 0 and 0, a device without
+	// moderation (mlx5.CQ.Moderate refuses before sending on such caps;
+	// the kernel itself does not check them: EOPNOTSUPP at any value).
+	if da.CQModerationCaps != (CQModerationCaps{}) {
+		t.Errorf("rxe's moderation caps %+v, want 0 and 0", da.CQModerationCaps)
+	}
+	for _, m := range [][2]uint16{{1, 1}, {0, 0}, {0xffff, 0xffff}} {
+		err = cq.Moderate(m[0], m[1])
+		t.Logf("modify cq %v on rxe: %v; moderation caps %+v", m, err, da.CQModerationCaps)
+		if !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Errorf("modify cq %v on rxe: %v, want EOPNOTSUPP (rxe has no modify_cq)", m, err)
+		}
 	}
 	for _, bad := range []uverbsabi.IbUverbsExModifyCq{{CqHandle: cq.handle}, {CqHandle: cq.handle, AttrMask: uverbsabi.IB_CQ_MODERATE, Reserved: 1}} {
 		err := c.InvokeWrite("modify cq", uverbsabi.IB_USER_VERBS_CMD_FLAG_EXTENDED|uverbsabi.IB_USER_VERBS_EX_CMD_MODIFY_CQ, asBytes(&bad), nil, nil, nil)
 		if !errors.Is(err, unix.EOPNOTSUPP) {
 			t.Errorf("modify cq %+v: %v, want EOPNOTSUPP (refused before it is read)", bad, err)
 		}
+	}
+	// A CQ with completion timestamps: rxe_create_cq refuses any
+	// attr->flags (EOPNOTSUPP); by write() the flags have no command.
+	const timestampCompletion = 1 << 0 // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	tcq, err := c.CreateCQ(CQOptions{CQE: 16, Flags: timestampCompletion, DriverOut: make([]byte, rxeCreateCQResp)})
+	t.Logf("create cq with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION on rxe (write %v): %v", c.forceWrite, err)
+	switch {
+	case err == nil:
+		tcq.Close()
+		t.Error("rxe made a CQ with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION")
+	case !c.forceWrite && !errors.Is(err, unix.EOPNOTSUPP):
+		t.Errorf("timestamp CQ on rxe: %v, want the kernel's EOPNOTSUPP", err)
 	}
 	if err := cq.Close(); err != nil {
 		t.Fatal(err)

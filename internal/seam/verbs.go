@@ -27,6 +27,11 @@ type DeviceAttr struct {
 	HCACoreClock uint64 // kHz
 	NodeGUID     uint64 // host order, as sysfs and the RDMA CM name the device
 	ODP          ODPCaps
+	// CQModerationCount and CQModerationPeriod are cq_moderation_caps'
+	// max_cq_moderation_count and max_cq_moderation_period (µs): 0 and 0
+	// for a device without moderation (mlx5_ib without the cq_moderation
+	// cap, rxe).
+	CQModerationCount, CQModerationPeriod uint16
 }
 
 // PortAttr is what a port query answers (struct ib_uverbs_query_port_resp).
