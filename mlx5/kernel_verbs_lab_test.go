@@ -35,13 +35,16 @@ func TestLabKernelVerbsOnRXE(t *testing.T) {
 	defer uctx.Close()
 	k := &kernelDevice{ctx: uctx}
 
-	// The device query: rxe answers the generic attributes and has no
-	// driver data for them.
+	// The device query: rxe answers the generic attributes (with its ODP
+	// caps on 7.x, moderation caps 0 and 0) and has no driver data for
+	// them.
 	da, err := uctx.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := k.QueryDevice(nil); err != nil || a != (seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID}) || a.NodeGUID == 0 {
+	if a, err := k.QueryDevice(nil); err != nil || a != (seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID,
+		ODP:               seam.ODPCaps{General: da.ODPCaps.General, RC: da.ODPCaps.RC, UC: da.ODPCaps.UC, UD: da.ODPCaps.UD, XRC: da.XRCODPCaps},
+		CQModerationCount: da.CQModerationCaps.MaxCQCount, CQModerationPeriod: da.CQModerationCaps.MaxCQPeriod}) || a.NodeGUID == 0 {
 		t.Errorf("query device: %+v, %v; uverbs says atomic cap %v, core clock %d, node GUID %#x", a, err, da.AtomicCap, da.HCACoreClock, da.NodeGUID)
 	}
 	// 6.1 and 6.12 refuse the driver response (EINVAL); 7.x zeroes it
