@@ -54,17 +54,9 @@ func TestLabODPTraffic(t *testing.T) {
 		t.Errorf("ODP MR registered although rxe0 reports no IB_ODP_SUPPORT (%#x)", a.ODPCaps.General)
 	}
 	plainMem := labMem(t, size)
-	plain, err := pd.RegMR(plainMem, uint64(unsafePointer(plainMem)), access, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
+	plain := regPlainMR(t, pd, plainMem)
 
-	cq := newRXECQ(t, c)
-	q := newRXEQP(t, c, pd, cq.cq)
-	l := &labQPs{c: c, pd: pd, cq: cq.cq}
-	l.gidIdx, l.gid = labRoCEv2GID(t)
-	l.connectRC(t, q.qp, q.qp)
+	cq, q := newRXELoopback(t, c, pd)
 
 	pattern := func(b []byte, seed byte) {
 		for i := range b {
@@ -253,16 +245,8 @@ func TestLabODPTrafficPlainMR(t *testing.T) {
 	t.Cleanup(func() { pd.Close() })
 	const page, size = 4096, 1 << 18
 	mem := labMem(t, size)
-	mr, err := pd.RegMR(mem, uint64(unsafePointer(mem)), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mr.Close() })
-	cq := newRXECQ(t, c)
-	q := newRXEQP(t, c, pd, cq.cq)
-	l := &labQPs{c: c, pd: pd, cq: cq.cq}
-	l.gidIdx, l.gid = labRoCEv2GID(t)
-	l.connectRC(t, q.qp, q.qp)
+	mr := regPlainMR(t, pd, mem)
+	cq, q := newRXELoopback(t, c, pd)
 	for i := range mem[:16*page] {
 		mem[i] = byte(uint32(i)*2654435761>>13) + 1
 	}

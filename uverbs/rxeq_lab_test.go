@@ -132,7 +132,7 @@ func (q *rxeQP) doorbell() error {
 func (q *rxeQP) postRecv(wrID uint64, sge rxeabi.RxeSge) error {
 	p := q.rq.produce()
 	if p == nil {
-		return fmt.Errorf("rxe receive queue of QP %#x is full", q.qp.QPN)
+		return fmt.Errorf("rxe receive queue is full")
 	}
 	w := (*rxeabi.RxeRecvWqe)(p)
 	*w = rxeabi.RxeRecvWqe{WrID: wrID, Dma: rxeabi.RxeDmaInfo{Length: sge.Length, Resid: sge.Length, NumSge: 1}}
@@ -192,4 +192,27 @@ func (c *rxeCQ) expect(t testing.TB, wrID uint64, opcode uint32) rxeabi.IbUverbs
 		t.Fatalf("completion %+v, want wr_id %d, status success, opcode %d", wc, wrID, opcode)
 	}
 	return wc
+}
+
+// newRXELoopback makes a CQ and an RC QP on pd, the QP connected to
+// itself over rxe0's RoCE v2 GID and in RTS.
+func newRXELoopback(t testing.TB, c *Context, pd *PD) (*rxeCQ, *rxeQP) {
+	t.Helper()
+	cq := newRXECQ(t, c)
+	q := newRXEQP(t, c, pd, cq.cq)
+	l := &labQPs{c: c, pd: pd, cq: cq.cq}
+	l.gidIdx, l.gid = labRoCEv2GID(t)
+	l.connectRC(t, q.qp, q.qp)
+	return cq, q
+}
+
+// regPlainMR registers mem for local write and remote read and write.
+func regPlainMR(t testing.TB, pd *PD, mem []byte) *MR {
+	t.Helper()
+	mr, err := pd.RegMR(mem, uint64(unsafePointer(mem)), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Close() })
+	return mr
 }
