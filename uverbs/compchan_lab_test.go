@@ -2,40 +2,23 @@ package uverbs
 
 import (
 	"context"
-	"encoding/binary"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/mlx5go/mlx5go/internal/rxeabi"
 )
 
-// postRecvRXE posts one receive the way rxe's provider does: a struct
-// rxe_recv_wqe written into the receive queue that rxe shares by mmap
-// (struct rxe_queue_buf, <rdma/rdma_user_rxe.h>), then the producer index.
+// postRecvRXE posts one 64-byte receive into mr on the receive queue
+// qpResp (rxe's struct rxe_create_qp_resp) describes, with the poster of
+// rxeq_lab_test.go.
 func postRecvRXE(t *testing.T, c *Context, qpResp []byte, wrID uint64, mr *MR) {
 	t.Helper()
-	off, size := binary.LittleEndian.Uint64(qpResp[0:]), binary.LittleEndian.Uint32(qpResp[8:]) // rq_mi
-	q, err := unix.Mmap(c.FD(), int64(off), int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
+	r := *(*rxeabi.RxeCreateQpResp)(unsafe.Pointer(&qpResp[0]))
+	q := &rxeQP{rq: mapRXEQueue(t, c, r.RqMi)}
+	if err := q.postRecv(wrID, rxeabi.RxeSge{Addr: uint64(mr.Addr), Length: 64, Lkey: mr.LKey}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Munmap(q) })
-	const prodOff, dataOff = 128, 384 // producer_index, data[]
-	logElem, mask := binary.LittleEndian.Uint32(q[0:]), binary.LittleEndian.Uint32(q[4:])
-	prod := binary.LittleEndian.Uint32(q[prodOff:])
-	w := q[dataOff+int(prod&mask)<<logElem:]
-	binary.LittleEndian.PutUint64(w[0:], wrID)
-	// struct rxe_dma_info at 16: length, resid, cur_sge, num_sge,
-	// sge_offset, reserved, then struct rxe_sge at 40.
-	binary.LittleEndian.PutUint32(w[16:], 64)
-	binary.LittleEndian.PutUint32(w[20:], 64)
-	binary.LittleEndian.PutUint32(w[28:], 1)
-	binary.LittleEndian.PutUint64(w[40:], uint64(mr.Addr))
-	binary.LittleEndian.PutUint32(w[48:], 64)
-	binary.LittleEndian.PutUint32(w[52:], mr.LKey)
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q[prodOff])), (prod+1)&mask)
 }
 
 // A flushed receive completes on an armed CQ: its completion channel
