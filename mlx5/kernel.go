@@ -205,7 +205,7 @@ func (k *kernelDevice) DeallocPD(h seam.Handle) error {
 }
 
 func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.MR, error) {
-	pd, err := k.pdOf("reg mr", pdh)
+	pd, err := k.pd("reg mr", pdh)
 	if err != nil {
 		return seam.MR{}, err
 	}
@@ -213,17 +213,6 @@ func (k *kernelDevice) RegMR(pdh seam.Handle, mem []byte, access uint32) (seam.M
 		return seam.MR{}, fmt.Errorf("reg mr: empty region: %w", unix.EINVAL)
 	}
 	return k.keepMR(pd.RegMR(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), uverbs.AccessFlags(access), nil, nil))
-}
-
-// pdOf is the PD of handle h.
-func (k *kernelDevice) pdOf(op string, h seam.Handle) (*uverbs.PD, error) {
-	k.mu.Lock()
-	pd := k.pds[h]
-	k.mu.Unlock()
-	if pd == nil {
-		return nil, fmt.Errorf("%s: pd handle %d: %w", op, h, unix.ENOENT)
-	}
-	return pd, nil
 }
 
 // keepMR keeps a new MR for DeregMR.

@@ -13,7 +13,7 @@ var _ seam.DmabufRegistrar = (*kernelDevice)(nil)
 
 // RegDmabufMR is ibv_reg_dmabuf_mr through uverbs.
 func (k *kernelDevice) RegDmabufMR(pdh seam.Handle, fd int, offset, length, iova uint64, access uint32) (seam.MR, error) {
-	pd, err := k.pdOf("reg dmabuf mr", pdh)
+	pd, err := k.pd("reg dmabuf mr", pdh)
 	if err != nil {
 		return seam.MR{}, err
 	}

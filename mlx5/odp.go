@@ -353,7 +353,7 @@ func (m *MR) forgetODP() {
 // RegImplicitODP is mlx5_ib's implicit ODP registration: REG_MR with
 // start 0, length U64_MAX (uverbs.PD.RegImplicitODP).
 func (k *kernelDevice) RegImplicitODP(pdh seam.Handle, access uint32) (seam.MR, error) {
-	pd, err := k.pdOf("reg implicit odp mr", pdh)
+	pd, err := k.pd("reg implicit odp mr", pdh)
 	if err != nil {
 		return seam.MR{}, err
 	}
@@ -362,7 +362,7 @@ func (k *kernelDevice) RegImplicitODP(pdh seam.Handle, access uint32) (seam.MR, 
 
 // AdviseMR is UVERBS_METHOD_ADVISE_MR (uverbs.PD.AdviseMR).
 func (k *kernelDevice) AdviseMR(pdh seam.Handle, advice, flags uint32, sges []seam.AdviceSGE) error {
-	pd, err := k.pdOf("advise mr", pdh)
+	pd, err := k.pd("advise mr", pdh)
 	if err != nil {
 		return err
 	}

@@ -155,9 +155,6 @@ func (d *Device) RegImplicitODP(pd seam.Handle, access uint32) (seam.MR, error) 
 	if access&accessOnDemand == 0 {
 		return seam.MR{}, kerr(call, unix.EINVAL, "mlx5_ib_reg_user_mr: an MR over the whole address space needs IB_ACCESS_ON_DEMAND")
 	}
-	if _, ok := d.h.pds[o.pdn]; !ok {
-		return seam.MR{}, kerr(call, unix.EINVAL, "the PD is gone")
-	}
 	return d.regODP(call, o.pdn, 0, 0, access)
 }
 
