@@ -19,12 +19,15 @@ const (
 	// ibAtomicNone and ibAtomicHCA are enum ib_atomic_cap.
 	ibAtomicNone = 0
 	ibAtomicHCA  = 1
-	// mlx5AtomicOpsCmpSwap and mlx5AtomicOpsFetchAdd are
-	// atomic_operations bits (include/linux/mlx5/driver.h);
-	// mlx5AtomicSizeQP8Bytes is main.c's MLX5_ATOMIC_SIZE_QP_8BYTES.
-	mlx5AtomicOpsCmpSwap   = 1 << 0
-	mlx5AtomicOpsFetchAdd  = 1 << 1
-	mlx5AtomicSizeQP8Bytes = 1 << 3
+	// mlx5AtomicOpsCmpSwap, mlx5AtomicOpsFetchAdd and the extended
+	// (masked) ones are atomic_operations bits (include/linux/mlx5/
+	// driver.h); mlx5AtomicSizeQP8Bytes is main.c's
+	// MLX5_ATOMIC_SIZE_QP_8BYTES.
+	mlx5AtomicOpsCmpSwap          = 1 << 0
+	mlx5AtomicOpsFetchAdd         = 1 << 1
+	mlx5AtomicOpsExtendedCmpSwap  = 1 << 2
+	mlx5AtomicOpsExtendedFetchAdd = 1 << 3
+	mlx5AtomicSizeQP8Bytes        = 1 << 3
 	// ibQPTRawPacket is IB_QPT_RAW_PACKET.
 	ibQPTRawPacket = 8
 	// The striding RQ limits of mlx5_ib.h (MLX5_*_SINGLE_*).
