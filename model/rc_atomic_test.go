@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlx5go/mlx5go/prm"
 	"github.com/mlx5go/mlx5go/sig"
 	"github.com/mlx5go/mlx5go/wqe"
 )
@@ -169,4 +170,29 @@ func TestAtomicModeFromCaps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestResetForgetsAccess: a QP taken back to RESET starts its next life
+// from CREATE_QP's context (the IB spec's Reset state: its attributes are
+// their initial values), so a RESET to INIT without rae leaves the remote
+// atomics of its last life off, though the transitions apply only the
+// non-zero fields they carry.
+func TestResetForgetsAccess(t *testing.T) {
+	r := newRig(t, "cx7")
+	local, lmr := r.mr(4096, tAtomicAll)
+	remote, rmr := r.mr(4096, tAtomicAll)
+	a, b := pair(t, r, qpOpts{rae: true})
+	b.reset()
+	b.modify(prm.MLX5_CMD_OP_RST2INIT_QP, func(in []byte, qpc prm.Field) { prm.Qpc.Rwe.At(qpc).Set(in, 1) }) // remote write only
+	b.modify(prm.MLX5_CMD_OP_INIT2RTR_QP, func(in []byte, qpc prm.Field) { prm.Qpc.RemoteQpn.At(qpc).Set(in, uint64(a.qpn)) })
+	b.modify(prm.MLX5_CMD_OP_RTR2RTS_QP, nil)
+	r.d.h.mu.Lock()
+	rae := prm.Qpc.Rae.Get(r.d.h.qps[b.qpn].qpc)
+	r.d.h.mu.Unlock()
+	if rae != 0 {
+		t.Fatalf("rae %d after RESET and a RESET to INIT without it", rae)
+	}
+	idx := a.post(twqe{opcode: tOpAtomicFA, fm: tSignaled, atomic: true, raddr: addr(remote), rkey: rmr.RKey, swapAdd: 1,
+		sges: []tsge{{8, lmr.LKey, addr(local)}}})
+	checkCQE(t, "FETCH_AND_ADD to a QP without rae", a.scq.next(), a.wantErr(tReqErr, SyndromeRemoteInvalReq, tOpAtomicFA, idx, 0))
 }
