@@ -55,6 +55,12 @@
 //     at once, QP.RecoverSigStop after each stop wherever the device
 //     stops (flows.TargetPipeline).
 //
+// rdma-core's RC atomics (tests/test_atomic.py): TestHWRCAtomics,
+// compare-and-swap and fetch-and-add over a loopback pair, and each bad
+// flow of the file (no remote atomic on the QP or the MR, a misaligned
+// address, a bad lkey or rkey), a signature mkey, and a UC QP that mlx5
+// refuses an atomic (flows.RCAtomics), on verbs QPs and DEVX ones.
+//
 // rdma-core's DC scenarios (tests/test_mlx5_dc.py, v44.0 and master): a
 // client and a server, each with two DCIs, a DCT on an SRQ and one CQ,
 // every work request naming the peer's DCT (its AH, number and rdma-core's

@@ -135,7 +135,8 @@ func (k *kernelDevice) QueryDevice(drvOut []byte) (seam.DeviceAttr, error) {
 	}
 	return seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID,
 		ODP:               seam.ODPCaps{General: da.ODPCaps.General, RC: da.ODPCaps.RC, UC: da.ODPCaps.UC, UD: da.ODPCaps.UD, XRC: da.XRCODPCaps},
-		CQModerationCount: da.CQModerationCaps.MaxCQCount, CQModerationPeriod: da.CQModerationCaps.MaxCQPeriod}, nil
+		CQModerationCount: da.CQModerationCaps.MaxCQCount, CQModerationPeriod: da.CQModerationCaps.MaxCQPeriod,
+		CapFlags: uint64(da.DeviceCapFlagsEx)}, nil
 }
 
 func (k *kernelDevice) QueryPort(port uint8) (seam.PortAttr, error) {

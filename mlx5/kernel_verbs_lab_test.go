@@ -42,7 +42,7 @@ func TestLabKernelVerbsOnRXE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := k.QueryDevice(nil); err != nil || a != (seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID,
+	if a, err := k.QueryDevice(nil); err != nil || a != (seam.DeviceAttr{AtomicCap: uint32(da.AtomicCap), HCACoreClock: da.HCACoreClock, NodeGUID: da.NodeGUID, CapFlags: uint64(da.DeviceCapFlagsEx),
 		ODP:               seam.ODPCaps{General: da.ODPCaps.General, RC: da.ODPCaps.RC, UC: da.ODPCaps.UC, UD: da.ODPCaps.UD, XRC: da.XRCODPCaps},
 		CQModerationCount: da.CQModerationCaps.MaxCQCount, CQModerationPeriod: da.CQModerationCaps.MaxCQPeriod}) || a.NodeGUID == 0 {
 		t.Errorf("query device: %+v, %v; uverbs says atomic cap %v, core clock %d, node GUID %#x", a, err, da.AtomicCap, da.HCACoreClock, da.NodeGUID)

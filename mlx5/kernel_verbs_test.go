@@ -424,7 +424,7 @@ func (r *replayer) write(w *vcall) {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&resp)), unsafe.Sizeof(resp)), w.attr(t, "CORE_OUT").out(t))
 		// node_guid is big-endian as the kernel copies it.
 		guid := binary.BigEndian.Uint64(resp.Base.NodeGuid[:])
-		want := seam.DeviceAttr{AtomicCap: resp.Base.AtomicCap, HCACoreClock: resp.HcaCoreClock, NodeGUID: guid}
+		want := seam.DeviceAttr{AtomicCap: resp.Base.AtomicCap, HCACoreClock: resp.HcaCoreClock, NodeGUID: guid, CapFlags: resp.DeviceCapFlagsEx}
 		r.replay(w, "QUERY_DEVICE_EX", false, func() error {
 			a, err := k.QueryDevice(drvOut)
 			if err == nil && (a != want || !bytes.Equal(drvOut, w.attr(t, "UHW_OUT").out(t))) {

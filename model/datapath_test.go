@@ -377,8 +377,8 @@ func TestErrorsAndFlush(t *testing.T) {
 		r := newRig(t, "cx6dx")
 		a, _ := pair(t, r, qpOpts{})
 		// An opcode the model does not run, and a WQE whose ds is 0.
-		idx := a.post(twqe{opcode: 0x11, hasRaddr: true}) // ATOMIC_CS
-		checkCQE(t, "atomic", a.scq.next(), a.wantErr(reqErr, synLocalOp, 0x11, idx, 0))
+		idx := a.post(twqe{opcode: 0x0e, inline: []byte("lso")}) // MLX5_OPCODE_TSO
+		checkCQE(t, "TSO", a.scq.next(), a.wantErr(reqErr, synLocalOp, 0x0e, idx, 0))
 		if f := r.d.Faults(); len(f) != 1 {
 			t.Errorf("faults: %q, want one for the opcode", f)
 		}

@@ -88,7 +88,6 @@ var common = []capValue{
 	{prm.CmdHcaCap.CqResize, 1},
 	{prm.CmdHcaCap.CqModeration, 1},
 	{prm.CmdHcaCap.Cd, 1},
-	{prm.CmdHcaCap.Xrc, 1},
 	{prm.CmdHcaCap.Ud, 1},
 	{prm.CmdHcaCap.Uc, 1},
 	{prm.CmdHcaCap.Rc, 1},
@@ -101,7 +100,6 @@ var common = []capValue{
 	{prm.CmdHcaCap.MaxWqeSzRq, 512},
 	{prm.CmdHcaCap.MaxWqeSzSqDc, 1024},
 	{prm.CmdHcaCap.LogMaxPd, 24},
-	{prm.CmdHcaCap.LogMaxXrcd, 24},
 	{prm.CmdHcaCap.LogMaxUctx, 10},
 	{prm.CmdHcaCap.LogMaxUmem, 24},
 	{prm.CmdHcaCap.MaxNumEqs, 512},
@@ -134,8 +132,13 @@ var commonAtomic = []capValue{
 	// MLX5_ATOMIC_REQ_MODE_HOST_ENDIANNESS: mlx5_core sets it at probe
 	// when mode 1 is supported (handle_hca_cap_atomic).
 	{prm.AtomicCaps.AtomicReq8BEndiannessMode, 1},
-	{prm.AtomicCaps.AtomicOperations, 0xf}, // CMP_SWAP | FETCH_ADD | EXTENDED_*
-	{prm.AtomicCaps.AtomicSizeQp, 0x8},     // 8 bytes
+	// CMP_SWAP | FETCH_ADD: the IB atomics the model executes. No
+	// EXTENDED_CMP_SWAP or EXTENDED_FETCH_ADD (the masked atomics,
+	// MLX5_OPCODE_ATOMIC_MASKED_CS/FA): a WQE with one is a local QP
+	// operation error (transport.go), and mlx5_ib's get_atomic_mode gives
+	// the QPs MLX5_ATOMIC_MODE_IB_COMP.
+	{prm.AtomicCaps.AtomicOperations, mlx5AtomicOpsCmpSwap | mlx5AtomicOpsFetchAdd},
+	{prm.AtomicCaps.AtomicSizeQp, 0x8}, // 8 bytes
 	{prm.AtomicCaps.AtomicSizeDc, 0x8},
 }
 
@@ -274,6 +277,13 @@ func page(vals []capValue) []byte {
 func (p *profile) cap(f prm.Field) uint64 { return f.Get(p.pages[prm.MLX5_CAP_GENERAL]) }
 
 // roceCap returns the profile's value of a roce_cap field.
+// extendedAtomics reports whether the profile's atomic_operations has
+// the extended (masked) compare-and-swap or fetch-and-add.
+func (p *profile) extendedAtomics() bool {
+	ops := prm.AtomicCaps.AtomicOperations.Get(p.pages[prm.MLX5_CAP_ATOMIC])
+	return ops&(mlx5AtomicOpsExtendedCmpSwap|mlx5AtomicOpsExtendedFetchAdd) != 0
+}
+
 func (p *profile) roceCap(f prm.Field) uint64 { return f.Get(p.pages[prm.MLX5_CAP_ROCE]) }
 
 // Profiles returns the names New accepts, sorted.

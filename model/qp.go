@@ -226,6 +226,24 @@ func merge(dst, src []byte, l *prm.Layout, skip map[string]bool) {
 	}
 }
 
+// resetQPC takes a QP context back to what CREATE_QP gave it: the IB
+// spec's Reset state, in which a QP's attributes are their initial
+// values, so that the next RESET to INIT starts from nothing (a remote
+// access or atomic enable of the QP's last life does not survive: the
+// transitions apply only the non-zero fields they carry).
+func resetQPC(qpc []byte) {
+	for _, f := range prm.Qpc.Layout().Fields {
+		if createOnly[f.Name] {
+			continue
+		}
+		if f.Width <= 64 {
+			f.Set(qpc, 0)
+		} else {
+			clear(f.Bytes(qpc))
+		}
+	}
+}
+
 func zero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -471,6 +489,9 @@ func modifyQP(h *hca, c *fwCall) *fwErr {
 		ext = append([]byte(nil), data...)
 	}
 	from := q.state()
+	if t.to == StateRST {
+		resetQPC(next)
+	}
 	prm.Qpc.State.Set(next, uint64(t.to))
 	q.qpc, q.ext = next, ext
 	if t.ece.Width != 0 && h.prof.cap(prm.CmdHcaCap.EceSupport) != 0 {

@@ -241,6 +241,7 @@ type tqp struct {
 	sqPI, rqPI     uint16
 	uarPage        uint32
 	rnrRetry, rnrT uint64
+	rae            bool
 }
 
 type qpOpts struct {
@@ -250,6 +251,8 @@ type qpOpts struct {
 	uarPage                   uint32 // 0: the rig's page
 	noRemoteAccess            bool   // leave rre and rwe clear
 	rnrRetry, minRNRNak       uint64
+	rae                       bool // connect sets rae (remote atomics)
+	uc                        bool // a UC QP (qpc.st UC), not RC
 }
 
 func (r *rig) qp(scq, rcq *tcq, o qpOpts) *tqp {
@@ -276,6 +279,9 @@ func (r *rig) qp(scq, rcq *tcq, o qpOpts) *tqp {
 	in := mbox(prm.CreateQpIn.Layout(), prm.MLX5_CMD_OP_CREATE_QP)
 	qpc := prm.CreateQpIn.Qpc
 	prm.Qpc.St.At(qpc).Set(in, stRC)
+	if o.uc {
+		prm.Qpc.St.At(qpc).Set(in, stUC)
+	}
 	prm.Qpc.Pd.At(qpc).Set(in, uint64(r.pdn))
 	prm.Qpc.UarPage.At(qpc).Set(in, uint64(o.uarPage))
 	prm.Qpc.UserIndex.At(qpc).Set(in, uint64(o.uidx))
@@ -293,7 +299,7 @@ func (r *rig) qp(scq, rcq *tcq, o qpOpts) *tqp {
 	h, out := r.createH(in, 16)
 	return &tqp{r: r, h: h, qpn: uint32(prm.CreateQpOut.Qpn.Get(out)), uidx: o.uidx, scq: scq, rcq: rcq, wq: wq,
 		rq: wq[:rqBytes], sq: wq[rqBytes:], logSQ: o.logSQ, logRQ: o.logRQ, rqStride: 16 << o.logRQStride, dbr: dbr,
-		uarPage: o.uarPage, rnrRetry: o.rnrRetry, rnrT: o.minRNRNak}
+		uarPage: o.uarPage, rnrRetry: o.rnrRetry, rnrT: o.minRNRNak, rae: o.rae}
 }
 
 // modify runs a QP transition with the qpc fields set by f.
@@ -327,6 +333,9 @@ func connect(a, b *tqp, remoteAccess bool) {
 				prm.Qpc.Rre.At(qpc).Set(in, 1)
 				prm.Qpc.Rwe.At(qpc).Set(in, 1)
 			}
+			if q.rae {
+				prm.Qpc.Rae.At(qpc).Set(in, 1)
+			}
 		})
 		q.modify(prm.MLX5_CMD_OP_INIT2RTR_QP, func(in []byte, qpc prm.Field) {
 			prm.Qpc.RemoteQpn.At(qpc).Set(in, uint64(peer.qpn))
@@ -359,25 +368,34 @@ type tsge struct {
 
 // twqe describes a data WQE to encode.
 type twqe struct {
-	opcode     uint8
-	fm         uint8
-	imm        uint32
-	raddr      uint64
-	rkey       uint32
-	hasRaddr   bool
-	sges       []tsge
-	inline     []byte
-	dsOverride int
+	opcode   uint8
+	fm       uint8
+	imm      uint32
+	raddr    uint64
+	rkey     uint32
+	hasRaddr bool
+	// atomic: a remote address and an atomic segment (struct
+	// mlx5_wqe_atomic_seg: swap_add, compare, big-endian) follow the
+	// control segment.
+	atomic           bool
+	swapAdd, compare uint64
+	sges             []tsge
+	inline           []byte
+	dsOverride       int
 }
 
 // encode writes the WQE for the QP at producer counter pi and returns its
 // bytes (ds*16).
 func (w twqe) encode(qpn uint32, pi uint16) []byte {
 	b := make([]byte, 16, 1024)
-	if w.hasRaddr {
+	if w.hasRaddr || w.atomic {
 		b = append(b, make([]byte, 16)...)
 		binary.BigEndian.PutUint64(b[16:], w.raddr)
 		binary.BigEndian.PutUint32(b[24:], w.rkey)
+	}
+	if w.atomic {
+		b = binary.BigEndian.AppendUint64(b, w.swapAdd)
+		b = binary.BigEndian.AppendUint64(b, w.compare)
 	}
 	if w.inline != nil {
 		seg := make([]byte, (4+len(w.inline)+15)&^15)

@@ -23,8 +23,12 @@ const (
 	opRDMARead     = 0x10
 	opAtomicCS     = 0x11
 	opAtomicFA     = 0x12
-	opSetPSV       = 0x20
-	opUMR          = 0x25
+	// MLX5_OPCODE_ATOMIC_MASKED_CS and _FA (mlx5dv.h): the extended
+	// atomics.
+	opAtomicMaskedCS = 0x14
+	opAtomicMaskedFA = 0x15
+	opSetPSV         = 0x20
+	opUMR            = 0x25
 )
 
 // Control segment bits (mlx5dv.h) and data segment constants (qp.h,

@@ -69,17 +69,21 @@ const (
 	byDCT
 )
 
-// The transports. Atomics run on DCIs only: on RC and UC they are not
-// modelled (docs/MODEL.md, "DC"). UC has no RDMA READ and no SEND with
+// The transports. UC has no RDMA READ, no atomics and no SEND with
 // invalidate, UD only SEND and SEND_IMM (the IB spec's opcodes per
-// service type; rxe's rxe_opcode table). A DCI's operations are RC's
-// (libmlx5's mlx5_qp_fill_wr_pfns).
+// service type, its table of the operations each service supports; rxe's
+// rxe_opcode table has no UC or UD READ or atomic opcodes; libmlx5 44.0's
+// MLX5_SUPPORTED_SEND_OPS_FLAGS_UC has no READ or atomic, so
+// ibv_create_qp_ex refuses them on UC with EOPNOTSUPP). A DCI's
+// operations are RC's (libmlx5's mlx5_qp_fill_wr_pfns). The masked
+// atomics are every transport's local QP operation error while the
+// device has no extended atomics (execData).
 var (
-	rcTransport = transport{name: "RC", runs: opsSend | opsInval | opsWrite | opsRead,
+	rcTransport = transport{name: "RC", runs: opsSend | opsInval | opsWrite | opsRead | opsAtomic,
 		addr: byQPC, acked: true, commEst: true}
-	ucTransport = transport{name: "UC", runs: opsSend | opsWrite, forbidden: opsInval | opsRead,
+	ucTransport = transport{name: "UC", runs: opsSend | opsWrite, forbidden: opsInval | opsRead | opsAtomic,
 		addr: byQPC, commEst: true}
-	udTransport = transport{name: "UD", runs: opsSend, forbidden: opsInval | opsWrite | opsRead,
+	udTransport = transport{name: "UD", runs: opsSend, forbidden: opsInval | opsWrite | opsRead | opsAtomic,
 		addr: byDatagram, datagram: true}
 	dcTransport = transport{name: "DCI", runs: opsData,
 		addr: byDCT, acked: true, respStays: true, streams: true}
@@ -121,6 +125,9 @@ const (
 	opsWrite  opSet = 1<<opRDMAWrite | 1<<opRDMAWriteImm
 	opsRead   opSet = 1 << opRDMARead
 	opsAtomic opSet = 1<<opAtomicCS | 1<<opAtomicFA
+	// opsMasked are the masked (extended) atomics, which the model does
+	// not execute: its profiles report no extended atomic_operations.
+	opsMasked opSet = 1<<opAtomicMaskedCS | 1<<opAtomicMaskedFA
 	opsData         = opsSend | opsInval | opsWrite | opsRead | opsAtomic
 	opsRemote       = opsWrite | opsRead | opsAtomic // a remote address segment
 	opsInline       = opsSend | opsInval | opsWrite  // an inline segment may carry the message
@@ -174,6 +181,9 @@ func (t *transport) parse(w *sendWQE) (*request, *wqeFail) {
 // execData runs data WQE w of q, whose transport is t.
 func (h *hca) execData(q *qpObj, t *transport, w *sendWQE) result {
 	switch op := w.opcode; {
+	case opsMasked.has(op) && !h.prof.extendedAtomics():
+		return result{fail: qpOpErr("masked atomic opcode %#x: the device has no extended atomics (atomic_operations %#x)", op,
+			prm.AtomicCaps.AtomicOperations.Get(h.prof.pages[prm.MLX5_CAP_ATOMIC]))}
 	case !opsData.has(op):
 		return result{fail: unmodelled("opcode %#x is not modelled", op)}
 	case t.forbidden.has(op):
@@ -632,12 +642,16 @@ func (h *hca) readOp(q *qpObj, t *transport, m *request) result {
 	return result{byteCnt: uint32(len(msg)), sigs: sigs}
 }
 
-// atomicOp runs ATOMIC_CS and ATOMIC_FA: 8 bytes at the remote address,
-// naturally aligned (else remote invalid request, as rxe's
-// RESPST_ERR_MISALIGNED_ATOMIC), through an rkey with remote atomic
-// access, with the responder's atomics enabled (rae). The original 8
-// bytes land in the local data segments, which must hold them (else a
-// local length error, before anything is sent).
+// atomicOp runs ATOMIC_CS and ATOMIC_FA on RC and DC: 8 bytes at the
+// remote address, naturally aligned (else remote invalid request, as
+// rxe's RESPST_ERR_MISALIGNED_ATOMIC), through an rkey with remote atomic
+// access, with the responder's atomics enabled (rae: mlx5_ib sets it from
+// IBV_ACCESS_REMOTE_ATOMIC, and on RC only with max_dest_rd_atomic above
+// 0, set_qpc_atomic_flags). The original 8 bytes land in the local data
+// segments, which must hold them (else a local length error, before
+// anything is sent). The model runs one request at a time, so the
+// initiator and responder depths (log_sra_max, log_rra_max) bound
+// nothing.
 func (h *hca) atomicOp(q *qpObj, t *transport, m *request) result {
 	room, f := h.landing(q, m.sges)
 	if f != nil {

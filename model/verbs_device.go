@@ -19,12 +19,15 @@ const (
 	// ibAtomicNone and ibAtomicHCA are enum ib_atomic_cap.
 	ibAtomicNone = 0
 	ibAtomicHCA  = 1
-	// mlx5AtomicOpsCmpSwap and mlx5AtomicOpsFetchAdd are
-	// atomic_operations bits (include/linux/mlx5/driver.h);
-	// mlx5AtomicSizeQP8Bytes is main.c's MLX5_ATOMIC_SIZE_QP_8BYTES.
-	mlx5AtomicOpsCmpSwap   = 1 << 0
-	mlx5AtomicOpsFetchAdd  = 1 << 1
-	mlx5AtomicSizeQP8Bytes = 1 << 3
+	// mlx5AtomicOpsCmpSwap, mlx5AtomicOpsFetchAdd and the extended
+	// (masked) ones are atomic_operations bits (include/linux/mlx5/
+	// driver.h); mlx5AtomicSizeQP8Bytes is main.c's
+	// MLX5_ATOMIC_SIZE_QP_8BYTES.
+	mlx5AtomicOpsCmpSwap          = 1 << 0
+	mlx5AtomicOpsFetchAdd         = 1 << 1
+	mlx5AtomicOpsExtendedCmpSwap  = 1 << 2
+	mlx5AtomicOpsExtendedFetchAdd = 1 << 3
+	mlx5AtomicSizeQP8Bytes        = 1 << 3
 	// ibQPTRawPacket is IB_QPT_RAW_PACKET.
 	ibQPTRawPacket = 8
 	// The striding RQ limits of mlx5_ib.h (MLX5_*_SINGLE_*).
@@ -82,7 +85,59 @@ func (p *profile) deviceAttr() seam.DeviceAttr {
 		prm.AtomicCaps.AtomicReq8BEndiannessMode.Get(atomic) != 0 {
 		a.AtomicCap = ibAtomicHCA
 	}
+	a.CapFlags = p.deviceCapFlags()
 	return a
+}
+
+// enum ib_uverbs_device_cap_flags (rdma/ib_user_ioctl_verbs.h), the bits
+// mlx5_ib_query_device sets.
+const (
+	ibDeviceBadPKeyCntr        = 1 << 1
+	ibDeviceBadQKeyCntr        = 1 << 2
+	ibDeviceAutoPathMig        = 1 << 4
+	ibDeviceChangePhyPort      = 1 << 5
+	ibDevicePortActiveEvent    = 1 << 10
+	ibDeviceSysImageGUID       = 1 << 11
+	ibDeviceRCRNRNAKGen        = 1 << 12
+	ibDeviceMemWindow          = 1 << 17
+	ibDeviceUDIPCsum           = 1 << 18
+	ibDeviceXRC                = 1 << 20
+	ibDeviceMemMgtExtensions   = 1 << 21
+	ibDeviceMemWindowType2B    = 1 << 24
+	ibDevicePCIWriteEndPadding = 1 << 36
+)
+
+// deviceCapFlags is device_cap_flags as mlx5_ib_query_device derives it
+// from the general caps: always CHANGE_PHY_PORT, PORT_ACTIVE_EVENT,
+// SYS_IMAGE_GUID and RC_RNR_NAK_GEN; BAD_PKEY_CNTR with pkv, BAD_QKEY_CNTR
+// with qkv, AUTO_PATH_MIG with apm, XRC with xrc, MEM_WINDOW and
+// MEM_WINDOW_TYPE_2B with imaicl, MEM_MGT_EXTENSIONS unless
+// umr_modify_entity_size_disabled, UD_IP_CSUM with ipoib_basic_offloads,
+// PCI_WRITE_END_PADDING with end_pad. The raw packet and flow steering
+// bits need Ethernet offload and flow table caps, which no profile has.
+// Every profile has neither xrc nor imaicl: libibverbs sees a device
+// without XRC or memory windows (docs/MODEL.md, "Gaps").
+func (p *profile) deviceCapFlags() uint64 {
+	f := uint64(ibDeviceChangePhyPort | ibDevicePortActiveEvent | ibDeviceSysImageGUID | ibDeviceRCRNRNAKGen)
+	for _, c := range []struct {
+		cap  prm.Field
+		want uint64
+		flag uint64
+	}{
+		{prm.CmdHcaCap.Pkv, 1, ibDeviceBadPKeyCntr},
+		{prm.CmdHcaCap.Qkv, 1, ibDeviceBadQKeyCntr},
+		{prm.CmdHcaCap.Apm, 1, ibDeviceAutoPathMig},
+		{prm.CmdHcaCap.Xrc, 1, ibDeviceXRC},
+		{prm.CmdHcaCap.Imaicl, 1, ibDeviceMemWindow | ibDeviceMemWindowType2B},
+		{prm.CmdHcaCap.UmrModifyEntitySizeDisabled, 0, ibDeviceMemMgtExtensions},
+		{prm.CmdHcaCap.IpoibBasicOffloads, 1, ibDeviceUDIPCsum},
+		{prm.CmdHcaCap.EndPad, 1, ibDevicePCIWriteEndPadding},
+	} {
+		if p.cap(c.cap) == c.want {
+			f |= c.flag
+		}
+	}
+	return f
 }
 
 // queryDeviceResp fills struct mlx5_ib_query_device_resp for a driver

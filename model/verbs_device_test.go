@@ -43,7 +43,11 @@ func TestQueryDevice(t *testing.T) {
 			// cq_caps: every profile has cq_moderation, so
 			// MLX5_MAX_CQ_COUNT and MLX5_MAX_CQ_PERIOD.
 			if wantA := (seam.DeviceAttr{AtomicCap: 1, HCACoreClock: tc.clock, NodeGUID: d.h.guid, ODP: odp,
-				CQModerationCount: 65535, CQModerationPeriod: 4095}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
+				CQModerationCount: 65535, CQModerationPeriod: 4095,
+				// CHANGE_PHY_PORT, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
+				// RC_RNR_NAK_GEN, MEM_MGT_EXTENSIONS: no XRC, no memory
+				// windows.
+				CapFlags: 1<<5 | 1<<10 | 1<<11 | 1<<12 | 1<<21}); a != wantA || a.NodeGUID>>32 != 0x0002c903 {
 				t.Errorf("attributes %+v, want %+v (a node GUID of the Mellanox OUI)", a, wantA)
 			}
 			// Shorter buffers: a part is filled only if it fits whole.

@@ -238,6 +238,7 @@ func (v *vqp) tIndex() int {
 // Values the modify writes (qp.c, driver.h).
 const (
 	mlx5IBAckReqFreq = 8  // MLX5_IB_ACK_REQ_FREQ
+	atomicModeIBComp = 1  // MLX5_ATOMIC_MODE_IB_COMP
 	atomicMode8B     = 3  // MLX5_ATOMIC_MODE_8B
 	udLogMsgMax      = 12 // a UD QP's log_msg_max
 	sizeofModifyQP   = 16
@@ -531,9 +532,12 @@ func (d *Device) buildQPC(call string, v *vqp, qpc []byte, a *seam.QPAttr, mask 
 		}
 		prm.Qpc.Rre.Set(qpc, b2u(access&ibAccessRemoteRead != 0))
 		if access&ibAccessRemoteAtomic != 0 {
-			// get_atomic_mode: every profile has extended atomics of 8 bytes.
+			mode, ok := d.h.prof.atomicMode(false)
+			if !ok {
+				return kerr(call, unix.EOPNOTSUPP, "set_qpc_atomic_flags: the device has no atomics (get_atomic_mode)")
+			}
 			prm.Qpc.Rae.Set(qpc, 1)
-			prm.Qpc.AtomicMode.Set(qpc, atomicMode8B)
+			prm.Qpc.AtomicMode.Set(qpc, mode)
 		}
 		prm.Qpc.Rwe.Set(qpc, b2u(access&ibAccessRemoteWrite != 0))
 	}
@@ -659,7 +663,11 @@ func (d *Device) modifyDCT(call string, v *vqp, a *seam.QPAttr, mask uint32, ucm
 		prm.Qpc.Rre.Set(c, b2u(a.AccessFlags&ibAccessRemoteRead != 0))
 		prm.Qpc.Rwe.Set(c, b2u(a.AccessFlags&ibAccessRemoteWrite != 0))
 		if a.AccessFlags&ibAccessRemoteAtomic != 0 {
-			prm.Qpc.AtomicMode.Set(c, atomicMode8B)
+			mode, ok := d.h.prof.atomicMode(true)
+			if !ok {
+				return kerr(call, unix.EOPNOTSUPP, "mlx5_ib_modify_dct: the device has no atomics (get_atomic_mode)")
+			}
+			prm.Qpc.AtomicMode.Set(c, mode)
 			prm.Qpc.Rae.Set(c, 1)
 		}
 		prm.Ads.PkeyIndex.At(path).Set(c, uint64(a.PKeyIndex))
@@ -902,4 +910,33 @@ func (h *hca) ahOfPath(c []byte, path prm.Field) seam.AHAttr {
 	ah.GRH.TrafficClass = uint8(prm.Ads.Tclass.At(path).Get(c))
 	copy(ah.GRH.DGID[:], prm.Ads.RgidRip.At(path).Bytes(c))
 	return ah
+}
+
+// atomicMode is mlx5_ib's get_atomic_mode for a QP (for a DCT when dct),
+// the qpc.atomic_mode a remote-atomic QP gets: with extended atomics the
+// mode of the largest atomic size (atomic_size_qp or atomic_size_dc,
+// atomic_size_to_mode: up to 8 bytes MLX5_ATOMIC_MODE_8B, above it the
+// size's log), else MLX5_ATOMIC_MODE_IB_COMP when both IB atomics exist.
+// ok is false without the atomic cap or any mode (the kernel's
+// EOPNOTSUPP). Every profile has the IB atomics only: IB_COMP.
+func (p *profile) atomicMode(dct bool) (mode uint64, ok bool) {
+	if p.cap(prm.CmdHcaCap.Atomic) == 0 {
+		return 0, false
+	}
+	atomic := p.pages[prm.MLX5_CAP_ATOMIC]
+	ops := prm.AtomicCaps.AtomicOperations.Get(atomic)
+	sizes := prm.AtomicCaps.AtomicSizeQp.Get(atomic)
+	if dct {
+		sizes = prm.AtomicCaps.AtomicSizeDc.Get(atomic)
+	}
+	if p.extendedAtomics() && sizes&0x1ff != 0 {
+		if l := bits.Len64(sizes&0x1ff) - 1; l > 3 {
+			return uint64(l), true
+		}
+		return atomicMode8B, true
+	}
+	if ops&mlx5AtomicOpsCmpSwap != 0 && ops&mlx5AtomicOpsFetchAdd != 0 {
+		return atomicModeIBComp, true
+	}
+	return 0, false
 }

@@ -121,8 +121,14 @@ func (d *Device) createQP(call string, q seam.QPCreate, drvIn, drvOut []byte) (*
 	// The uverbs handler.
 	switch q.Type {
 	case seam.QPTypeRC, seam.QPTypeUC, seam.QPTypeUD, seam.QPTypeDriver:
-	case uverbsQPTypeRawPacket, uverbsQPTypeXRCIni, uverbsQPTypeXRCTgt:
-		return nil, kerr(call, unix.EOPNOTSUPP, "raw packet and XRC QPs are not modelled")
+	case uverbsQPTypeRawPacket:
+		return nil, kerr(call, unix.EOPNOTSUPP, "raw packet QPs are not modelled")
+	case uverbsQPTypeXRCIni, uverbsQPTypeXRCTgt:
+		// No profile has the xrc cap (XRC is not modelled): mlx5_ib's
+		// check_qp_type refuses XRC QPs without it. (An XRC target needs
+		// an XRCD first, which a device without xrc has no command for:
+		// mlx5_ib sets alloc_xrcd only with the cap.)
+		return nil, kerr(call, unix.EOPNOTSUPP, "check_qp_type: the device has no xrc")
 	default:
 		return nil, kerr(call, unix.EINVAL, fmt.Sprintf("QP type %d", q.Type))
 	}

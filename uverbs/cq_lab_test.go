@@ -2,12 +2,10 @@ package uverbs
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mlx5go/mlx5go/internal/labenv"
 	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 )
 
@@ -22,17 +20,7 @@ import (
 // command's layout; BTF does (internal/uverbsabi). Both through
 // RDMA_VERBS_IOCTL and by write().
 func TestLabCQResizeModerate(t *testing.T) {
-	labenv.Require(t)
-	for _, forceWrite := range []bool{false, true} {
-		t.Run(fmt.Sprintf("write=%v", forceWrite), func(t *testing.T) {
-			c, err := Open(labenv.RXEDevice, &Options{DriverID: DriverRXE, ForceWrite: forceWrite})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			labCQResizeModerate(t, c)
-		})
-	}
+	onRXEEachPath(t, labCQResizeModerate)
 }
 
 func labCQResizeModerate(t *testing.T, c *Context) {

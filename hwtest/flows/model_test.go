@@ -381,3 +381,7 @@ func TestModelODP(t *testing.T) {
 		}
 	})
 }
+
+// TestRCAtomicsOnModel: RC atomics, their errors, and UC's refusal
+// (flows.RCAtomics).
+func TestRCAtomicsOnModel(t *testing.T) { onEachKind(t, flows.RCAtomics) }

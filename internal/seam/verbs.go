@@ -32,6 +32,10 @@ type DeviceAttr struct {
 	// for a device without moderation (mlx5_ib without the cq_moderation
 	// cap, rxe).
 	CQModerationCount, CQModerationPeriod uint16
+	// CapFlags is device_cap_flags_ex (enum ib_uverbs_device_cap_flags:
+	// IB_UVERBS_DEVICE_XRC, _MEM_WINDOW, ...), what libibverbs' query
+	// device reports as device_cap_flags.
+	CapFlags uint64
 }
 
 // PortAttr is what a port query answers (struct ib_uverbs_query_port_resp).
