@@ -84,7 +84,8 @@ func (x *context) dispatch(c *call) error {
 			if err := withHandle(c, u.UVERBS_ATTR_DESTROY_CQ_HANDLE, d.DestroyCQ); err != nil {
 				return err
 			}
-			c.outStruct(u.UVERBS_ATTR_DESTROY_CQ_RESP, &u.IbUverbsDestroyCqResp{})
+			comp, async := x.forget(c, u.UVERBS_ATTR_DESTROY_CQ_HANDLE)
+			c.outStruct(u.UVERBS_ATTR_DESTROY_CQ_RESP, &u.IbUverbsDestroyCqResp{CompEventsReported: comp, AsyncEventsReported: async})
 			return nil
 		}
 	case u.UVERBS_OBJECT_QP:
@@ -95,7 +96,8 @@ func (x *context) dispatch(c *call) error {
 			if err := withHandle(c, u.UVERBS_ATTR_DESTROY_QP_HANDLE, d.DestroyQP); err != nil {
 				return err
 			}
-			c.outStruct(u.UVERBS_ATTR_DESTROY_QP_RESP, &u.IbUverbsDestroyQpResp{})
+			_, async := x.forget(c, u.UVERBS_ATTR_DESTROY_QP_HANDLE)
+			c.outStruct(u.UVERBS_ATTR_DESTROY_QP_RESP, &u.IbUverbsDestroyQpResp{EventsReported: async})
 			return nil
 		}
 	case u.UVERBS_OBJECT_SRQ:
@@ -106,7 +108,8 @@ func (x *context) dispatch(c *call) error {
 			if err := withHandle(c, u.UVERBS_ATTR_DESTROY_SRQ_HANDLE, d.DestroySRQ); err != nil {
 				return err
 			}
-			c.outStruct(u.UVERBS_ATTR_DESTROY_SRQ_RESP, &u.IbUverbsDestroySrqResp{})
+			_, async := x.forget(c, u.UVERBS_ATTR_DESTROY_SRQ_HANDLE)
+			c.outStruct(u.UVERBS_ATTR_DESTROY_SRQ_RESP, &u.IbUverbsDestroySrqResp{EventsReported: async})
 			return nil
 		}
 	case mlx5abi.MLX5_IB_OBJECT_UAR:
@@ -351,6 +354,7 @@ func (x *context) createCQ(c *call) error {
 	if err != nil {
 		return err
 	}
+	x.remember(h, cc.UserHandle)
 	c.setNew(u.UVERBS_ATTR_CREATE_CQ_HANDLE, uint64(h))
 	c.outU32(u.UVERBS_ATTR_CREATE_CQ_RESP_CQE, cqe)
 	return nil
@@ -388,6 +392,7 @@ func (x *context) createQP(c *call) error {
 	if err != nil {
 		return err
 	}
+	x.remember(h, q.UserHandle)
 	c.setNew(u.UVERBS_ATTR_CREATE_QP_HANDLE, uint64(h))
 	c.outStruct(u.UVERBS_ATTR_CREATE_QP_RESP_CAP, &u.IbUverbsQpCap{MaxSendWr: r.Cap.MaxSendWR, MaxRecvWr: r.Cap.MaxRecvWR,
 		MaxSendSge: r.Cap.MaxSendSGE, MaxRecvSge: r.Cap.MaxRecvSGE, MaxInlineData: r.Cap.MaxInlineData})
@@ -411,6 +416,7 @@ func (x *context) createSRQ(c *call) error {
 	if err != nil {
 		return err
 	}
+	x.remember(h, s.UserHandle)
 	c.setNew(u.UVERBS_ATTR_CREATE_SRQ_HANDLE, uint64(h))
 	c.outU32(u.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, r.MaxWR)
 	c.outU32(u.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, r.MaxSGE)
@@ -464,4 +470,30 @@ func (x *context) asyncQuery(c *call) error {
 		return unix.EINVAL
 	}
 	return x.d.ObjQueryAsync(seam.Handle(h), c.in(attrIn), n, c.inU64(attrWRID, 0), af.fd)
+}
+
+func (x *context) remember(h seam.Handle, user uint64) {
+	mu.Lock()
+	x.users[h] = user
+	mu.Unlock()
+}
+
+// forget drops a destroyed object's user handle and returns the
+// completion and async events delivered for it (struct
+// ib_uverbs_destroy_cq_resp's counts). Events still unread in the pipe
+// stay there: unlike ib_uverbs, which drops them from its queue, the
+// bridge cannot take them back.
+func (x *context) forget(c *call, id uint16) (comp, async uint32) {
+	h, _ := c.idr(id)
+	mu.Lock()
+	defer mu.Unlock()
+	user, ok := x.users[seam.Handle(h)]
+	if !ok {
+		return 0, 0
+	}
+	delete(x.users, seam.Handle(h))
+	comp, async = x.compEvents[user], x.asyncEvents[user]
+	delete(x.compEvents, user)
+	delete(x.asyncEvents, user)
+	return comp, async
 }

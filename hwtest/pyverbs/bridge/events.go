@@ -34,7 +34,8 @@ func (p *pump) stop() {
 
 // startPump makes the fd pair, registers the read end and runs next in a
 // goroutine until it fails (the source closed or the pump stopped).
-func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx ctxpkg.Context) ([]byte, error)) (int, *pump, error) {
+// After each event written, delivered (if not nil) counts it.
+func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx ctxpkg.Context) ([]byte, error), delivered func([]byte)) (int, *pump, error) {
 	var fds [2]int
 	var err error
 	if seqpacket {
@@ -62,6 +63,9 @@ func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx
 			if _, err := unix.Write(p.w, b); err != nil {
 				return
 			}
+			if delivered != nil {
+				delivered(b)
+			}
 		}
 	}()
 	return fds[0], p, nil
@@ -75,7 +79,7 @@ func (x *context) asyncEventFD() (int, error) {
 			return nil, err
 		}
 		return encode(&u.IbUverbsAsyncEventDesc{Element: ev.Element, EventType: ev.Type}), nil
-	})
+	}, func(b []byte) { x.count(x.asyncEvents, binary.NativeEndian.Uint64(b)) })
 	return fd, err
 }
 
@@ -92,7 +96,7 @@ func (x *context) compChannelFD() (int, error) {
 			return nil, err
 		}
 		return binary.NativeEndian.AppendUint64(nil, h), nil
-	})
+	}, func(b []byte) { x.count(x.compEvents, binary.NativeEndian.Uint64(b)) })
 	if err != nil {
 		ch.Close()
 		return -1, err
@@ -124,7 +128,7 @@ func (x *context) asyncCmdFD() (int, error) {
 			return nil, err
 		}
 		return buf[:n], nil
-	})
+	}, nil)
 	if err != nil {
 		af.Close()
 		return -1, err
@@ -133,4 +137,10 @@ func (x *context) asyncCmdFD() (int, error) {
 	x.asyncFDs[fd] = &asyncCmd{fd: af}
 	mu.Unlock()
 	return fd, nil
+}
+
+func (x *context) count(m map[uint64]uint32, user uint64) {
+	mu.Lock()
+	m[user]++
+	mu.Unlock()
 }

@@ -74,6 +74,12 @@ type context struct {
 	comps map[int]seam.CompChannel
 	// asyncFDs are the DEVX async command fds by the fd the caller reads.
 	asyncFDs map[int]*asyncCmd
+	// users are the user handles of the CQs, QPs and SRQs by handle; the
+	// destroy responses report how many completion and async events the
+	// bridge delivered for each (compEvents, asyncEvents, by user
+	// handle), and libibverbs waits until it has acknowledged as many.
+	users                   map[seam.Handle]uint64
+	compEvents, asyncEvents map[uint64]uint32
 }
 
 // mapped is a mapping of a command fd (a UAR page or the clock page).
@@ -117,7 +123,8 @@ func mlx5bOpen(fd C.int) C.int {
 		return errnoOf(err)
 	}
 	ctxs[int(fd)] = &context{fd: int(fd), d: d, uars: map[uint64]seam.UAR{},
-		comps: map[int]seam.CompChannel{}, asyncFDs: map[int]*asyncCmd{}}
+		comps: map[int]seam.CompChannel{}, asyncFDs: map[int]*asyncCmd{},
+		users: map[seam.Handle]uint64{}, compEvents: map[uint64]uint32{}, asyncEvents: map[uint64]uint32{}}
 	tracef("open fd %d", fd)
 	return 0
 }

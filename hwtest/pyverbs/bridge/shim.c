@@ -96,18 +96,25 @@ static void mkdir_p(const char *path)
 	mkdir(tmp, 0755);
 }
 
-/* The part of the tree libibverbs reads before it asks netlink: the ABI
- * version of the uverbs class. The device's part comes from Go. */
+/* The part of the tree libibverbs reads first: the ABI version of the
+ * uverbs class. The device's part comes from Go (sysfs_touch). A child
+ * process (also one a preloaded wrapper such as timeout(1) starts)
+ * inherits SYSFS_PATH; MLX5B_SYSFS_AUTO says the tree is a bridge's, so
+ * the child writes it again for itself rather than leaving sysfs alone. */
 __attribute__((constructor)) static void shim_init(void)
 {
 	char d[512];
 	FILE *f;
 	const char *dir = getenv("MLX5B_SYSFS_DIR");
+	const char *sp = getenv("SYSFS_PATH");
+	const char *own = getenv("MLX5B_SYSFS_AUTO");
 
-	if (getenv("SYSFS_PATH"))
+	if (sp && !(own && !strcmp(own, sp)))
 		return;
 	if (dir)
 		snprintf(sysfs_dir, sizeof(sysfs_dir), "%s", dir);
+	else if (sp)
+		snprintf(sysfs_dir, sizeof(sysfs_dir), "%s", sp);
 	else
 		snprintf(sysfs_dir, sizeof(sysfs_dir), "/tmp/mlx5b-sysfs-%d", getpid());
 	snprintf(d, sizeof(d), "%s/class/infiniband_verbs", sysfs_dir);
@@ -119,6 +126,7 @@ __attribute__((constructor)) static void shim_init(void)
 		fclose(f);
 	}
 	setenv("SYSFS_PATH", sysfs_dir, 1);
+	setenv("MLX5B_SYSFS_AUTO", sysfs_dir, 1);
 }
 
 static void build_sysfs(void)
