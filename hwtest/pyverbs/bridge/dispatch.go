@@ -300,15 +300,15 @@ func (x *context) queryGIDTable(c *call) error {
 	if size <= 0 {
 		return unix.EINVAL
 	}
+	// rdma_query_gid_table refuses a buffer too small for every entry.
+	if len(gids)*size > len(buf) {
+		return unix.EINVAL
+	}
 	var out []byte
 	n := 0
 	for _, g := range gids {
-		if (n+1)*size > len(buf) {
-			break
-		}
-		b := encode(gidEntry(g))
 		e := make([]byte, size)
-		copy(e, b)
+		copy(e, encode(gidEntry(g)))
 		out = append(out, e...)
 		n++
 	}

@@ -20,6 +20,8 @@ type pump struct {
 	w      int // the bridge's end
 	cancel ctxpkg.CancelFunc
 	close  func() error // closes the model's source; nil for none
+	counts map[uint64]uint32
+	size   int
 }
 
 func (p *pump) stop() {
@@ -34,8 +36,11 @@ func (p *pump) stop() {
 
 // startPump makes the fd pair, registers the read end and runs next in a
 // goroutine until it fails (the source closed or the pump stopped).
-// After each event written, delivered (if not nil) counts it.
-func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx ctxpkg.Context) ([]byte, error), delivered func([]byte)) (int, *pump, error) {
+// What the caller reads of the pump is counted (mlx5bRead) in counts,
+// one event per size bytes, by the user handle in its first 8 bytes, as
+// ib_uverbs_event_read counts the events read for the destroy
+// responses; nil counts nothing.
+func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx ctxpkg.Context) ([]byte, error), counts map[uint64]uint32, size int) (int, *pump, error) {
 	var fds [2]int
 	var err error
 	if seqpacket {
@@ -49,7 +54,7 @@ func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx
 		return -1, nil, err
 	}
 	ctx, cancel := ctxpkg.WithCancel(ctxpkg.Background())
-	p := &pump{c: x, w: fds[1], cancel: cancel, close: closeSrc}
+	p := &pump{c: x, w: fds[1], cancel: cancel, close: closeSrc, counts: counts, size: size}
 	mu.Lock()
 	evfds[fds[0]] = p
 	mu.Unlock()
@@ -62,9 +67,6 @@ func (x *context) startPump(seqpacket bool, closeSrc func() error, next func(ctx
 			}
 			if _, err := unix.Write(p.w, b); err != nil {
 				return
-			}
-			if delivered != nil {
-				delivered(b)
 			}
 		}
 	}()
@@ -79,7 +81,7 @@ func (x *context) asyncEventFD() (int, error) {
 			return nil, err
 		}
 		return encode(&u.IbUverbsAsyncEventDesc{Element: ev.Element, EventType: ev.Type}), nil
-	}, func(b []byte) { x.count(x.asyncEvents, binary.NativeEndian.Uint64(b)) })
+	}, x.asyncEvents, u.SizeofIbUverbsAsyncEventDesc)
 	return fd, err
 }
 
@@ -96,7 +98,7 @@ func (x *context) compChannelFD() (int, error) {
 			return nil, err
 		}
 		return binary.NativeEndian.AppendUint64(nil, h), nil
-	}, func(b []byte) { x.count(x.compEvents, binary.NativeEndian.Uint64(b)) })
+	}, x.compEvents, 8)
 	if err != nil {
 		ch.Close()
 		return -1, err
@@ -128,7 +130,7 @@ func (x *context) asyncCmdFD() (int, error) {
 			return nil, err
 		}
 		return buf[:n], nil
-	}, nil)
+	}, nil, 0)
 	if err != nil {
 		af.Close()
 		return -1, err
@@ -139,8 +141,14 @@ func (x *context) asyncCmdFD() (int, error) {
 	return fd, nil
 }
 
-func (x *context) count(m map[uint64]uint32, user uint64) {
-	mu.Lock()
-	m[user]++
-	mu.Unlock()
+// read counts the events the caller read from fd: b is what it read.
+// Held under mu.
+func (p *pump) read(b []byte) {
+	if p.counts == nil {
+		return
+	}
+	for len(b) >= p.size {
+		p.counts[binary.NativeEndian.Uint64(b)]++
+		b = b[p.size:]
+	}
 }

@@ -210,6 +210,15 @@ func mlx5bMunmap(addr unsafe.Pointer, length C.size_t) C.int {
 	return errnoOf(err)
 }
 
+//export mlx5bRead
+func mlx5bRead(fd C.int, buf unsafe.Pointer, n C.long) {
+	mu.Lock()
+	defer mu.Unlock()
+	if p := evfds[int(fd)]; p != nil && n > 0 {
+		p.read(unsafe.Slice((*byte)(buf), int(n)))
+	}
+}
+
 //export mlx5bSysfs
 func mlx5bSysfs(dir *C.char) {
 	mu.Lock()

@@ -61,6 +61,7 @@ REAL(socket);
 REAL(stat);
 REAL(fstat);
 REAL(write);
+REAL(read);
 REAL(opendir);
 
 #define RESOLVE(name)                                                   \
@@ -285,6 +286,19 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
 	}
 	RESOLVE(write);
 	return real_write(fd, buf, count);
+}
+
+/* Reads of the event fds are counted: the destroy responses report the
+ * events read, as the kernel's do. */
+EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+	ssize_t n;
+
+	RESOLVE(read);
+	n = real_read(fd, buf, count);
+	if (n > 0 && kind_of(fd) == BRIDGE_FD_EVENT)
+		mlx5bRead(fd, buf, n);
+	return n;
 }
 
 EXPORT int socket(int domain, int type, int protocol)

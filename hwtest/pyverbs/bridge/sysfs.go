@@ -66,6 +66,8 @@ func writeSysfs(root string, d seam.Device) error {
 		"class/infiniband/mlx5_0/ports/1/lid":        fmt.Sprintf("0x%x", p.LID),
 		"class/infiniband/mlx5_0/ports/1/link_layer": map[bool]string{true: "Ethernet", false: "InfiniBand"}[p.LinkLayer == 2],
 	}
+	// The default P_Key, the one entry of the table the port reports.
+	files["class/infiniband/mlx5_0/ports/1/pkeys/0"] = "0xffff"
 	for _, g := range gids {
 		files[fmt.Sprintf("class/infiniband/mlx5_0/ports/%d/gids/%d", g.Port, g.Index)] = gidString(g.GID)
 		typ := "IB/RoCE v1"
