@@ -14,7 +14,7 @@ gunzip -f "$work"/tests/*.gz
 cd "$work/tests"
 for f in "$@"; do
 	out=$(env LD_PRELOAD="$lib" MLX5B_PROFILE="$profile" MLX5B_SYSFS_DIR="$work/sysfs-$f" \
-		timeout -s KILL 300 /usr/bin/python3 run_tests.py -v --dev mlx5_0 "$f" 2>&1)
+		timeout -s KILL 120 /usr/bin/python3 run_tests.py -v --dev mlx5_0 "$f" 2>&1)
 	rc=$?
 	ran=$(printf '%s\n' "$out" | sed -n 's/^Ran \([0-9]*\) test.*/\1/p')
 	ok=$(printf '%s\n' "$out" | grep -c '\.\.\. ok$')
