@@ -135,3 +135,37 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+// green are the rdma-core test files that run on the model with no
+// failure and no error (README.md, "Results"): TestSuite keeps them so.
+var green = []string{"test_device", "test_pd", "test_cq_events", "test_qp", "test_mlx5_mkey",
+	"test_mlx5_uar", "test_cqex", "test_mlx5_cq", "test_mlx5_raw_wqe", "test_mr"}
+
+// TestSuite runs rdma-core's own tests (Debian's python3-pyverbs) on the
+// model, one process per file (run_suite.sh), and fails on any failure or
+// error in the files of green.
+func TestSuite(t *testing.T) {
+	need(t, "/usr/bin/python3", "/usr/share/doc/rdma-core/tests/run_tests.py")
+	if testing.Short() {
+		t.Skip("the suite takes about a minute per profile")
+	}
+	lib := bridgeLib(t)
+	for _, p := range []string{"cx6dx"} {
+		cmd := exec.Command("./run_suite.sh", append([]string{lib, p}, green...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run_suite.sh: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(line, "test_") {
+				continue
+			}
+			t.Logf("%s: %s", p, line)
+			f := strings.Fields(line)
+			// FILE rc RC ran N passed P failed F errors E skipped S
+			if len(f) != 13 || f[2] != "0" || f[8] != "0" || f[10] != "0" || f[4] == "0" {
+				t.Errorf("%s: %s\n%s", p, line, out)
+			}
+		}
+	}
+}
