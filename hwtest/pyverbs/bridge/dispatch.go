@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
@@ -69,8 +70,11 @@ func (x *context) dispatch(c *call) error {
 			return withHandle(c, u.UVERBS_ATTR_DESTROY_PD_HANDLE, d.DeallocPD)
 		}
 	case u.UVERBS_OBJECT_MR:
-		if h.MethodID == u.UVERBS_METHOD_MR_DESTROY {
+		switch h.MethodID {
+		case u.UVERBS_METHOD_MR_DESTROY:
 			return withHandle(c, u.UVERBS_ATTR_DESTROY_MR_HANDLE, d.DeregMR)
+		case u.UVERBS_METHOD_ADVISE_MR:
+			return x.adviseMR(c)
 		}
 	case u.UVERBS_OBJECT_AH:
 		if h.MethodID == u.UVERBS_METHOD_AH_DESTROY {
@@ -496,4 +500,34 @@ func (x *context) forget(c *call, id uint16) (comp, async uint32) {
 	delete(x.compEvents, user)
 	delete(x.asyncEvents, user)
 	return comp, async
+}
+
+// UVERBS_METHOD_ADVISE_MR's attributes (enum uverbs_attrs_advise_mr_cmd_attr_ids).
+const (
+	attrAdviseMRPD     = 0
+	attrAdviseMRAdvice = 1
+	attrAdviseMRFlags  = 2
+	attrAdviseMRSGEs   = 3
+)
+
+// adviseMR is ibv_advise_mr: the SGE list is struct ib_uverbs_sge
+// {addr, length, lkey} entries of 16 bytes.
+func (x *context) adviseMR(c *call) error {
+	od, ok := any(x.d).(seam.ODPDevice)
+	if !ok {
+		return unix.EOPNOTSUPP
+	}
+	pd, ok := c.idr(attrAdviseMRPD)
+	if !ok {
+		return errMissing
+	}
+	b := c.in(attrAdviseMRSGEs)
+	if len(b) == 0 || len(b)%16 != 0 {
+		return unix.EINVAL
+	}
+	sges := make([]seam.AdviceSGE, 0, len(b)/16)
+	for ; len(b) >= 16; b = b[16:] {
+		sges = append(sges, seam.AdviceSGE{Addr: binary.NativeEndian.Uint64(b), Length: binary.NativeEndian.Uint32(b[8:]), LKey: binary.NativeEndian.Uint32(b[12:])})
+	}
+	return od.AdviseMR(seam.Handle(pd), uint32(c.inU64(attrAdviseMRAdvice, 0)), uint32(c.inU64(attrAdviseMRFlags, 0)), sges)
 }

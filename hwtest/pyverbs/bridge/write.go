@@ -66,7 +66,21 @@ func (x *context) invokeWrite(c *call) error {
 	case u.IB_USER_VERBS_CMD_REG_MR:
 		var q u.IbUverbsRegMr
 		decode(in, &q)
-		if q.Length == 0 || q.Start+q.Length < q.Start {
+		if q.Start == 0 && q.Length == ^uint64(0) && q.AccessFlags&u.IB_UVERBS_ACCESS_ON_DEMAND != 0 {
+			// ibv_reg_mr(pd, NULL, SIZE_MAX, ...|IBV_ACCESS_ON_DEMAND):
+			// the implicit ODP MR of the whole address space.
+			od, ok := any(d).(seam.ODPDevice)
+			if !ok {
+				return unix.EOPNOTSUPP
+			}
+			mr, err := od.RegImplicitODP(seam.Handle(q.PdHandle), q.AccessFlags)
+			if err != nil {
+				return err
+			}
+			c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsRegMrResp{MrHandle: uint32(mr.Handle), Lkey: mr.LKey, Rkey: mr.RKey})
+			return nil
+		}
+		if q.Length == 0 || q.Start+q.Length < q.Start || q.Length > 1<<46 {
 			return unix.EINVAL
 		}
 		if q.HcaVa != q.Start {
