@@ -432,8 +432,8 @@ func (x *context) createSRQ(c *call) error {
 // info page (MLX5_IB_MMAP_CLOCK_INFO, version 1).
 func (x *context) mmap(off, length uint64) ([]byte, bool, error) {
 	const pageSize = 4096
-	// MLX5_IB_MMAP_CLOCK_INFO (7) at bit 8, MLX5_IB_CLOCK_INFO_V1 (0).
-	const clockInfoOff = (7<<8 | 0) * pageSize
+	// MLX5_IB_MMAP_CLOCK_INFO (7) at bit 8; MLX5_IB_CLOCK_INFO_V1 is 0.
+	const clockInfoOff = (7 << 8) * pageSize
 	if off == clockInfoOff {
 		cm, ok := any(x.d).(seam.ClockMapper)
 		if !ok {

@@ -183,17 +183,29 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
 }
 
+/* ours is whether path is the character device (its fd in *fd); a look
+ * into the sysfs tree writes the tree first. */
+static int ours(const char *path, int flags, int *fd)
+{
+	if (path && !strcmp(path, CDEV_PATH)) {
+		*fd = open_cdev(flags);
+		return 1;
+	}
+	sysfs_touch(path);
+	return 0;
+}
+
 EXPORT int open(const char *path, int flags, ...)
 {
 	va_list ap;
 	mode_t mode;
+	int fd;
 
 	va_start(ap, flags);
 	mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (path && !strcmp(path, CDEV_PATH))
-		return open_cdev(flags);
-	sysfs_touch(path);
+	if (ours(path, flags, &fd))
+		return fd;
 	RESOLVE(open);
 	return real_open(path, flags, mode);
 }
@@ -203,13 +215,13 @@ EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
 	va_list ap;
 	mode_t mode;
+	int fd;
 
 	va_start(ap, flags);
 	mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (path && !strcmp(path, CDEV_PATH))
-		return open_cdev(flags);
-	sysfs_touch(path);
+	if (ours(path, flags, &fd))
+		return fd;
 	RESOLVE(openat);
 	return real_openat(dirfd, path, flags, mode);
 }
