@@ -1,0 +1,171 @@
+// Package pyverbs runs rdma-core's own programs and tests (ibv_devinfo,
+// libibverbs + libmlx5 from C, pyverbs) on the software ConnectX of
+// package model, through the bridge in ./bridge: a c-shared library
+// preloaded into the program. It is a module of its own because the
+// bridge needs cgo, which the main module never uses.
+package pyverbs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var profiles = []string{"cx5", "cx6dx", "cx7"}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// bridgeLib builds libmlx5bridge.so once per test binary.
+func bridgeLib(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("the bridge needs cgo, and gcc is not installed: apt-get install gcc libibverbs-dev")
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "mlx5bridge")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, "libmlx5bridge.so"), "./bridge").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err, out}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "libmlx5bridge.so")
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return "build bridge: " + e.err.Error() + "\n" + string(e.out) }
+
+// need skips unless the tools exist.
+func need(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, x := range tools {
+		if _, err := os.Stat(x); err != nil {
+			if _, err := exec.LookPath(x); err != nil {
+				t.Skipf("%s is not installed (Debian: apt-get install ibverbs-utils libibverbs-dev ibverbs-providers python3-pyverbs)", x)
+			}
+		}
+	}
+}
+
+// run runs a program with the bridge preloaded on the given profile and
+// returns its output; a failure or a run over the deadline fails t.
+func run(t *testing.T, profile string, dir string, args ...string) string {
+	t.Helper()
+	lib := bridgeLib(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "MLX5B_PROFILE="+profile,
+		"MLX5B_SYSFS_DIR="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s on %s: %v\n%s", strings.Join(args, " "), profile, err, out.String())
+	}
+	return out.String()
+}
+
+func TestIbvDevices(t *testing.T) {
+	need(t, "ibv_devices")
+	for _, p := range profiles {
+		out := run(t, p, "", "ibv_devices")
+		if !strings.Contains(out, "mlx5_0") {
+			t.Errorf("%s: ibv_devices does not list mlx5_0:\n%s", p, out)
+		}
+	}
+}
+
+// TestIbvDevinfo checks what ibv_devinfo -v prints against the model's
+// profile: the part number, the port and its RoCE GIDs.
+func TestIbvDevinfo(t *testing.T) {
+	need(t, "ibv_devinfo")
+	parts := map[string]string{"cx5": "4119", "cx6dx": "4125", "cx7": "4129"}
+	for _, p := range profiles {
+		out := run(t, p, "", "ibv_devinfo", "-v")
+		for _, want := range []string{
+			"hca_id:\tmlx5_0",
+			"vendor_part_id:\t\t\t" + parts[p],
+			"board_id:\t\t\tMLX5GO_MODEL_" + strings.ToUpper(p),
+			"max_qp:\t\t\t\t262144",
+			"state:\t\t\tPORT_ACTIVE (4)",
+			"link_layer:\t\tEthernet",
+			"RoCE v2",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: ibv_devinfo -v lacks %q:\n%s", p, want, out)
+			}
+		}
+	}
+}
+
+// TestLoopback builds testdata/loopback.c against the installed
+// libibverbs and runs it: two RC QPs connected to each other, an RDMA
+// WRITE and a SEND with a completion event, moved by the model.
+func TestLoopback(t *testing.T) {
+	need(t, "/usr/include/infiniband/verbs.h", "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so")
+	bin := filepath.Join(t.TempDir(), "loopback")
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", bin, "testdata/loopback.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, p := range profiles {
+		out := run(t, p, "", bin)
+		if !strings.HasSuffix(out, "ok\n") || !strings.Contains(out, "rdma write 4096 bytes: ok") {
+			t.Errorf("%s: loopback:\n%s", p, out)
+		}
+	}
+}
+
+// green are the rdma-core test files that run on the model with no
+// failure and no error (README.md, "Results"): TestSuite keeps them so.
+var green = []string{"test_device", "test_pd", "test_cq_events", "test_qp", "test_mlx5_mkey",
+	"test_mlx5_uar", "test_cqex", "test_mlx5_cq", "test_mlx5_raw_wqe", "test_mr"}
+
+// TestSuite runs rdma-core's own tests (Debian's python3-pyverbs) on the
+// model, one process per file (run_suite.sh), and fails on any failure or
+// error in the files of green.
+func TestSuite(t *testing.T) {
+	need(t, "/usr/bin/python3", "/usr/share/doc/rdma-core/tests/run_tests.py")
+	if testing.Short() {
+		t.Skip("the suite takes about a minute per profile")
+	}
+	lib := bridgeLib(t)
+	for _, p := range []string{"cx6dx"} {
+		cmd := exec.Command("./run_suite.sh", append([]string{lib, p}, green...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run_suite.sh: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(line, "test_") {
+				continue
+			}
+			t.Logf("%s: %s", p, line)
+			f := strings.Fields(line)
+			// FILE rc RC ran N passed P failed F errors E skipped S
+			if len(f) != 13 || f[2] != "0" || f[8] != "0" || f[10] != "0" || f[4] == "0" {
+				t.Errorf("%s: %s\n%s", p, line, out)
+			}
+		}
+	}
+}
