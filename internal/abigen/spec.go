@@ -150,6 +150,8 @@ var uverbsABI = Package{
 				{Name: "ib_uverbs_dealloc_pd"},
 				{Name: "ib_uverbs_reg_mr"},
 				{Name: "ib_uverbs_reg_mr_resp"},
+				{Name: "ib_uverbs_rereg_mr", Doc: "The legacy write() command that changes an MR's translation, PD or access (flags IB_MR_REREG_*)."},
+				{Name: "ib_uverbs_rereg_mr_resp"},
 				{Name: "ib_uverbs_dereg_mr"},
 				{Name: "ib_uverbs_create_comp_channel"},
 				{Name: "ib_uverbs_create_comp_channel_resp"},

@@ -584,6 +584,22 @@ var generatedLayouts = []btfcheck.Layout{
 		{Name: "rkey", Offset: unsafe.Offsetof(IbUverbsRegMrResp{}.Rkey)},
 		{Name: "driver_data", Offset: unsafe.Sizeof(IbUverbsRegMrResp{})},
 	}},
+	{Struct: "ib_uverbs_rereg_mr", Size: unsafe.Sizeof(IbUverbsReregMr{}), Fields: []btfcheck.Field{
+		{Name: "response", Offset: unsafe.Offsetof(IbUverbsReregMr{}.Response)},
+		{Name: "mr_handle", Offset: unsafe.Offsetof(IbUverbsReregMr{}.MrHandle)},
+		{Name: "flags", Offset: unsafe.Offsetof(IbUverbsReregMr{}.Flags)},
+		{Name: "start", Offset: unsafe.Offsetof(IbUverbsReregMr{}.Start)},
+		{Name: "length", Offset: unsafe.Offsetof(IbUverbsReregMr{}.Length)},
+		{Name: "hca_va", Offset: unsafe.Offsetof(IbUverbsReregMr{}.HcaVa)},
+		{Name: "pd_handle", Offset: unsafe.Offsetof(IbUverbsReregMr{}.PdHandle)},
+		{Name: "access_flags", Offset: unsafe.Offsetof(IbUverbsReregMr{}.AccessFlags)},
+		{Name: "driver_data", Offset: unsafe.Sizeof(IbUverbsReregMr{})},
+	}},
+	{Struct: "ib_uverbs_rereg_mr_resp", Size: unsafe.Sizeof(IbUverbsReregMrResp{}), Fields: []btfcheck.Field{
+		{Name: "lkey", Offset: unsafe.Offsetof(IbUverbsReregMrResp{}.Lkey)},
+		{Name: "rkey", Offset: unsafe.Offsetof(IbUverbsReregMrResp{}.Rkey)},
+		{Name: "driver_data", Offset: unsafe.Sizeof(IbUverbsReregMrResp{})},
+	}},
 	{Struct: "ib_uverbs_dereg_mr", Size: unsafe.Sizeof(IbUverbsDeregMr{}), Fields: []btfcheck.Field{
 		{Name: "mr_handle", Offset: unsafe.Offsetof(IbUverbsDeregMr{}.MrHandle)},
 	}},

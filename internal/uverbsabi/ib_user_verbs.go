@@ -376,6 +376,35 @@ type IbUverbsRegMrResp struct {
 // SizeofIbUverbsRegMrResp is sizeof(struct ib_uverbs_reg_mr_resp).
 const SizeofIbUverbsRegMrResp = 12
 
+// IbUverbsReregMr is struct ib_uverbs_rereg_mr without its flexible
+// driver_data[]. The legacy write() command that changes an MR's
+// translation, PD or access (flags IB_MR_REREG_*).
+type IbUverbsReregMr struct {
+	_           structs.HostLayout
+	Response    uint64
+	MrHandle    uint32
+	Flags       uint32
+	Start       uint64
+	Length      uint64
+	HcaVa       uint64
+	PdHandle    uint32
+	AccessFlags uint32
+}
+
+// SizeofIbUverbsReregMr is sizeof(struct ib_uverbs_rereg_mr).
+const SizeofIbUverbsReregMr = 48
+
+// IbUverbsReregMrResp is struct ib_uverbs_rereg_mr_resp without its
+// flexible driver_data[].
+type IbUverbsReregMrResp struct {
+	_    structs.HostLayout
+	Lkey uint32
+	Rkey uint32
+}
+
+// SizeofIbUverbsReregMrResp is sizeof(struct ib_uverbs_rereg_mr_resp).
+const SizeofIbUverbsReregMrResp = 8
+
 // IbUverbsDeregMr is struct ib_uverbs_dereg_mr.
 type IbUverbsDeregMr struct {
 	_        structs.HostLayout
