@@ -125,6 +125,9 @@ type mkeyObj struct {
 	mem []byte
 	// verbs marks RegMR's mkeys: DESTROY_MKEY does not reach them.
 	verbs bool
+	// access is a verbs MR's ib_uverbs_access_flags (mr->access_flags),
+	// which ReregMR compares with the new ones.
+	access uint32
 	// odp marks an ODP MR's mkey (odp.go): mem is nil, pages are faulted
 	// in at each access.
 	odp *odpMkey

@@ -132,7 +132,7 @@ func (d *Device) verbsMkey(call string, mk *mkeyObj, start, length uint64, acces
 	} else {
 		prm.Mkc.Len.Set(mkc, length)
 	}
-	mk.uid, mk.ctx, mk.mkc, mk.verbs = 0, d.id, mkc, true // mr.c: no uid
+	mk.uid, mk.ctx, mk.mkc, mk.verbs, mk.access = 0, d.id, mkc, true, access // mr.c: no uid
 	d.h.mkeys[n] = mk
 	d.h.pds[mk.pdn].refs++
 	key := n<<8 | uint32(d.h.variant)
