@@ -92,6 +92,27 @@ func (x *context) invokeWrite(c *call) error {
 		}
 		c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsRegMrResp{MrHandle: uint32(mr.Handle), Lkey: mr.LKey, Rkey: mr.RKey})
 		return nil
+	case u.IB_USER_VERBS_CMD_REREG_MR:
+		var q u.IbUverbsReregMr
+		decode(in, &q)
+		rd, ok := any(d).(reregDevice)
+		if !ok {
+			return fmt.Errorf("rereg mr: %w", unix.EOPNOTSUPP)
+		}
+		var mem []byte
+		const reregTrans = 1 << 0 // IB_MR_REREG_TRANS
+		if q.Flags&reregTrans != 0 {
+			if q.Start+q.Length < q.Start || q.Length > 1<<46 {
+				return unix.EINVAL
+			}
+			mem = userBytes(q.Start, int(q.Length))
+		}
+		lkey, rkey, err := rd.ReregMR(seam.Handle(q.MrHandle), q.Flags, seam.Handle(q.PdHandle), mem, q.HcaVa, q.AccessFlags)
+		if err != nil {
+			return err
+		}
+		c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsReregMrResp{Lkey: lkey, Rkey: rkey})
+		return nil
 	case u.IB_USER_VERBS_CMD_DEREG_MR:
 		var q u.IbUverbsDeregMr
 		decode(in, &q)
@@ -171,6 +192,12 @@ func (x *context) invokeWrite(c *call) error {
 		return d.ModifySRQ(seam.Handle(q.SrqHandle), q.SrqLimit)
 	}
 	return fmt.Errorf("write command %s not bridged: %w", writeName(cmd), unix.EOPNOTSUPP)
+}
+
+// reregDevice is the model's ibv_rereg_mr (model.Device.ReregMR): flags
+// IB_MR_REREG_*, the new PD, memory at iova and access flags.
+type reregDevice interface {
+	ReregMR(mr seam.Handle, flags uint32, pd seam.Handle, mem []byte, iova uint64, access uint32) (lkey, rkey uint32, err error)
 }
 
 func ahAttr(a *u.IbUverbsAhAttr) seam.AHAttr {
