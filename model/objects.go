@@ -346,6 +346,12 @@ func modifyCQ(h *hca, c *fwCall) *fwErr {
 	if e := h.checkCQC(next); e != nil {
 		return e
 	}
+	if c.get(prm.ModifyCqIn.OpMod) == cqOpModResize && cq.outstanding() > 1<<prm.Cqc.LogCqSize.Get(next) {
+		// The PRM's BAD_SIZE_OUTS_CQES_ERR (mlx5_core: "bad size too
+		// many outstanding CQEs", EINVAL): ibv_resize_cq(3)'s cqe must
+		// be at least the CQEs not yet polled.
+		return fail(prm.MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR, SyndromeBadValue)
+	}
 	if c.mem != nil && c.mem.buf != nil {
 		// mlx5_ib's resize of a user CQ: the new ring is the buffer it
 		// pinned. The device ends the old ring with a resize CQE, which
@@ -373,6 +379,16 @@ func modifyCQ(h *hca, c *fwCall) *fwErr {
 // postResizeCQE ends a CQ's old ring, as a resize does, with a CQE of
 // opcode MLX5_CQE_RESIZE_CQ at the producer counter; the owner bit is
 // the old ring's. The consumer copies the CQEs before it to the new ring.
+// outstanding is the number of CQEs cq holds that the driver has not
+// consumed: the producer counter less the consumer counter of the CQ's
+// doorbell record (0 without one: the device cannot tell).
+func (cq *cqObj) outstanding() uint64 {
+	if cq.dbr == nil {
+		return 0
+	}
+	return uint64((cq.pi - load32(cq.dbr[0:4])) & 0xffffff)
+}
+
 func (h *hca) postResizeCQE(cq *cqObj) {
 	logSize := prm.Cqc.LogCqSize.Get(cq.cqc)
 	stride := uint64(64) << prm.Cqc.CqeSz.Get(cq.cqc)

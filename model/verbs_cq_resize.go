@@ -45,6 +45,9 @@ func (d *Device) ResizeCQ(h seam.Handle, cqe uint32, drvIn []byte) (uint32, erro
 	if entries > maxCQ {
 		return 0, kerr(call, unix.EINVAL, "mlx5_ib_resize_cq: roundup_pow_of_two(entries + 1) over 1 << log_max_cq_sz")
 	}
+	// Doorbells rung before the command reach the device before it: the
+	// CQEs they complete count among the outstanding ones (modifyCQ).
+	d.runPending()
 	cq := d.h.cqs[o.cq.cqn]
 	if entries == uint64(1)<<prm.Cqc.LogCqSize.Get(cq.cqc) {
 		return uint32(entries - 1), nil

@@ -139,7 +139,8 @@ func TestLoopback(t *testing.T) {
 // green are the rdma-core test files that run on the model with no
 // failure and no error (README.md, "Results"): TestSuite keeps them so.
 var green = []string{"test_device", "test_pd", "test_cq_events", "test_qp", "test_mlx5_mkey",
-	"test_mlx5_uar", "test_cqex", "test_mlx5_cq", "test_mlx5_raw_wqe", "test_mr", "test_mlx5_dc"}
+	"test_mlx5_uar", "test_cqex", "test_mlx5_cq", "test_mlx5_raw_wqe", "test_mr", "test_mlx5_dc", "test_cq", "test_mlx5_devx",
+	"test_qpex", "test_atomic", "test_odp", "test_mlx5_huge_page"}
 
 // TestSuite runs rdma-core's own tests (Debian's python3-pyverbs) on the
 // model, one process per file (run_suite.sh), and fails on any failure or
