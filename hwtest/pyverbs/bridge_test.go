@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +141,25 @@ func TestLoopback(t *testing.T) {
 // failure and no error (README.md, "Results"): TestSuite keeps them so.
 var green = []string{"test_device", "test_pd", "test_cq_events", "test_qp", "test_mlx5_mkey",
 	"test_mlx5_uar", "test_cqex", "test_mlx5_cq", "test_mlx5_raw_wqe", "test_mr", "test_mlx5_dc", "test_cq", "test_mlx5_devx",
-	"test_qpex", "test_atomic", "test_odp", "test_mlx5_huge_page"}
+	"test_qpex", "test_atomic", "test_odp", "test_mlx5_huge_page", "test_addr", "test_mlx5_timestamp",
+	"test_parent_domain", "test_relaxed_ordering", "test_fork"}
+
+// skipping are the files whose every test skips on the model, each for
+// its own reason (TestSuite logs them): no failure and no error either.
+var skipping = []string{"test_rdmacm", "test_mlx5_rdmacm", "test_mlx5_crypto", "test_cuda_dmabuf",
+	"test_mlx5_cuda_umem", "test_flow", "test_efa_srd", "test_efadv", "test_mlx5_dma_memcpy",
+	"test_mlx5_lag_affinity", "test_mlx5_pp", "test_mlx5_query_port", "test_mlx5_sched",
+	"test_mlx5_udp_sport", "test_mlx5_var", "test_mlx5_vfio", "test_rss_traffic", "test_tag_matching"}
+
+// knownErrors are the files that still end in errors, each with why
+// (docs/MODEL.md, "rdma-core's suite on the model"). TestSuite runs and
+// logs them, and fails once one is clean, so that it moves to green.
+var knownErrors = map[string]string{
+	"test_mlx5_dm_ops": "QUERY_HCA_CAP of the device-memory page (op_mod 0x1f): the model has no such page, BAD_PARAM_ERR",
+	"test_mlx5_dr":     "QUERY_HCA_CAP of the flow-table page (op_mod 0xf): the model has no such page, BAD_PARAM_ERR",
+	"test_mlx5_flow":   "QUERY_HCA_CAP of the flow-table page (op_mod 0xf): the model has no such page, BAD_PARAM_ERR",
+	"test_shared_pd":   "ibv_import_device: the bridge does not import contexts (ENODEV)",
+}
 
 // TestSuite runs rdma-core's own tests (Debian's python3-pyverbs) on the
 // model, one process per file (run_suite.sh), and fails on any failure or
@@ -151,15 +170,25 @@ func TestSuite(t *testing.T) {
 		t.Skip("the suite takes about a minute per profile")
 	}
 	lib := bridgeLib(t)
+	var known []string
+	for f := range knownErrors {
+		known = append(known, f)
+	}
+	sort.Strings(known)
 	for _, p := range []string{"cx5", "cx6dx", "cx7"} {
-		t.Run(p, func(t *testing.T) { runSuite(t, lib, p, green) })
+		t.Run(p, func(t *testing.T) {
+			runSuite(t, lib, p, green, true)
+			runSuite(t, lib, p, skipping, false)
+			runSuite(t, lib, p, known, false)
+		})
 	}
 }
 
 // runSuite runs the files on profile p and logs, per file, its counts
-// and the reason of each skip; a file of the list that fails, errors or
-// passes nothing fails the test.
-func runSuite(t *testing.T, lib, p string, files []string) {
+// and the reason of each skip. A file that fails or errors fails the
+// test, unless knownErrors says why (and then a clean one fails it); so
+// does one of a list that must pass (mustPass) and passes nothing.
+func runSuite(t *testing.T, lib, p string, files []string, mustPass bool) {
 	cmd := exec.Command("./run_suite.sh", append([]string{lib, p}, files...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -174,7 +203,13 @@ func runSuite(t *testing.T, lib, p string, files []string) {
 			f := strings.Fields(line)
 			file = f[0]
 			// FILE rc RC ran N passed P failed F errors E skipped S
-			if len(f) != 13 || f[2] != "0" || f[8] != "0" || f[10] != "0" || f[6] == "0" {
+			clean := len(f) == 13 && f[2] == "0" && f[8] == "0" && f[10] == "0"
+			switch why, known := knownErrors[file]; {
+			case known && clean:
+				t.Errorf("%s: %s: clean now (known error: %s); move it out of knownErrors", p, line, why)
+			case known:
+				t.Logf("  %s: known error: %s", file, why)
+			case !clean || mustPass && f[6] == "0":
 				t.Errorf("%s: %s\n%s", p, line, out)
 			}
 			continue

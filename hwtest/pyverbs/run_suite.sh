@@ -17,7 +17,7 @@ for f in "$@"; do
 		timeout -s KILL 120 /usr/bin/python3 run_tests.py -v --dev mlx5_0 "$f" 2>&1)
 	rc=$?
 	ran=$(printf '%s\n' "$out" | sed -n 's/^Ran \([0-9]*\) test.*/\1/p')
-	ok=$(printf '%s\n' "$out" | grep -c '\.\.\. ok$')
+	ok=$(printf '%s\n' "$out" | grep -cE '(\.\.\. |^)ok$')
 	fl=$(printf '%s\n' "$out" | grep -c '\.\.\. FAIL$')
 	er=$(printf '%s\n' "$out" | grep -c '\.\.\. ERROR$')
 	sk=$(printf '%s\n' "$out" | grep -c '\.\.\. skipped')
