@@ -22,30 +22,7 @@ func TestContextCloseAbandonedCryptoBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cq, err := c.CreateCQ(CQOptions{Entries: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := c.CreateQP(QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxSendSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := c.LoopbackPath(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := qp.Connect(qp.QPN(), path); err != nil {
-		t.Fatal(err)
-	}
-	buf, err := AllocBuffer(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { buf.Close() })
-	mr, err := pd.RegMR(buf.Bytes(), AccessLocalWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qp, mr := loopbackMkeyQP(t, c, pd)
 	wr := func(d *DEK) *MkeyConfigureWR {
 		return &MkeyConfigureWR{WrID: 1, Mkey: m, SetAccess: true, Access: AccessLocalWrite,
 			List:   []KLM{{Addr: mr.Addr(), ByteCount: 512, Mkey: mr.LKey()}},

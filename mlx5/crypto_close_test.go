@@ -35,30 +35,7 @@ func TestContextCloseWithDEKInUse(t *testing.T) {
 		if !mkeyFirst {
 			newMkey()
 		}
-		cq, err := c.CreateCQ(CQOptions{Entries: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qp, err := c.CreateQP(QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxSendSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		path, err := c.LoopbackPath(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := qp.Connect(qp.QPN(), path); err != nil {
-			t.Fatal(err)
-		}
-		buf, err := AllocBuffer(4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer buf.Close()
-		mr, err := pd.RegMR(buf.Bytes(), AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
+		qp, mr := loopbackMkeyQP(t, c, pd)
 		if err := qp.PostMkeyConfigure(&MkeyConfigureWR{WrID: 1, Mkey: m, SetAccess: true, Access: AccessLocalWrite,
 			List:   []KLM{{Addr: mr.Addr(), ByteCount: 512, Mkey: mr.LKey()}},
 			Crypto: &CryptoAttr{DataUnitSize: sig.BlockSize512, DEK: d}}); err != nil {
@@ -69,4 +46,36 @@ func TestContextCloseWithDEKInUse(t *testing.T) {
 		}
 		// openModel's cleanup closes the context and counts the objects.
 	}
+}
+
+// loopbackMkeyQP is an RC QP of c connected to itself that takes mkey
+// configures of one entry, and an MR in pd over a 4 KiB Buffer, which
+// the test's cleanup closes.
+func loopbackMkeyQP(t *testing.T, c *Context, pd *PD) (*QP, *MR) {
+	t.Helper()
+	cq, err := c.CreateCQ(CQOptions{Entries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := c.CreateQP(QPOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 4, MaxSendSGE: 1, MkeyConfigure: true, MaxMkeyEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := c.LoopbackPath(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Connect(qp.QPN(), path); err != nil {
+		t.Fatal(err)
+	}
+	buf, err := AllocBuffer(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Close() })
+	mr, err := pd.RegMR(buf.Bytes(), AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qp, mr
 }
