@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mlx5go/mlx5go/internal/labenv"
-	"github.com/mlx5go/mlx5go/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,14 +12,11 @@ import (
 // and PD.RegImplicitODP pass on the kernel's answer: success where the
 // caps have it, else ErrUnsupported with EOPNOTSUPP and the kernel's
 // errno (an ODP MR: EINVAL on 6.1; advise_mr), or ErrUnsupported before anything is sent (implicit ODP
-// without IB_ODP_SUPPORT_IMPLICIT). RC traffic through the MR is not
-// tried: mlx5go's data path is mlx5's, and rxe's queues are rxe's.
+// without IB_ODP_SUPPORT_IMPLICIT). RC traffic through an ODP MR is
+// uverbs' TestLabODPTraffic: mlx5go's data path is mlx5's, and rxe's
+// queues are rxe's.
 func TestLabODPContext(t *testing.T) {
-	labenv.Require(t)
-	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
-	if err != nil {
-		t.Fatal(err)
-	}
+	uctx := labRXE(t)
 	c := newContext(&kernelDevice{ctx: uctx})
 	defer c.Close()
 	caps, err := c.ODPCaps()

@@ -13,12 +13,7 @@ import (
 // QueryPort and QueryGID as uverbs' own queries on a second open of the
 // device do, and passes on the kernel's refusals with their errnos.
 func TestLabContextQueries(t *testing.T) {
-	labenv.Require(t)
-	uctx, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newContext(&kernelDevice{ctx: uctx})
+	c := newContext(&kernelDevice{ctx: labRXE(t)})
 	defer c.Close()
 	ref, err := uverbs.Open(labenv.RXEDevice, &uverbs.Options{DriverID: uverbs.DriverRXE})
 	if err != nil {
