@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The caller's memory the bridge mirrors lands at the caller's addresses
+// (mirror.go), so the bridge keeps its own mappings out of the way: it
+// runs with the legacy address-space layout (personality
+// ADDR_COMPAT_LAYOUT, as setarch -L gives), whose mmap area grows up from
+// a third of the address space, while the program keeps the default
+// layout (mmap area below the stack, heap above its binary). The two
+// never meet; a mirror that would land on a mapping of the bridge's own
+// fails (EEXIST) rather than replacing it.
+
+const addrCompatLayout = 0x0200000 // ADDR_COMPAT_LAYOUT, <linux/personality.h>
+
+const layoutEnv = "MLX5B_LAYOUT"
+
+// setLayout re-executes the bridge with ADDR_COMPAT_LAYOUT once.
+func setLayout() error {
+	p, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("personality: %w", e)
+	}
+	if p&addrCompatLayout != 0 || os.Getenv(layoutEnv) != "" {
+		return nil
+	}
+	if _, _, e := unix.Syscall(unix.SYS_PERSONALITY, p|addrCompatLayout, 0, 0); e != 0 {
+		return fmt.Errorf("personality: %w", e)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(exe, os.Args, append(os.Environ(), layoutEnv+"=1"))
+}
+
+// restoreLayout clears ADDR_COMPAT_LAYOUT on every thread (the bridge's
+// layout is fixed at its exec), so that the program starts with the
+// default layout.
+func restoreLayout() {
+	p, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+	if e != 0 || p&addrCompatLayout == 0 {
+		return
+	}
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PERSONALITY, p&^addrCompatLayout, 0, 0); e != 0 {
+		tracef("personality: %v", e)
+	}
+}
