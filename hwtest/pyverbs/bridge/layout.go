@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -40,15 +42,20 @@ func setLayout() error {
 	return syscall.Exec(exe, os.Args, append(os.Environ(), layoutEnv+"=1"))
 }
 
-// restoreLayout clears ADDR_COMPAT_LAYOUT on every thread (the bridge's
-// layout is fixed at its exec), so that the program starts with the
-// default layout.
-func restoreLayout() {
+// startDefault starts cmd with the default layout: the bridge's own is
+// fixed at its exec, and a child inherits the personality of the thread
+// that forks it, so the flag is cleared on this thread alone, locked to
+// the goroutine that starts cmd.
+func startDefault(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	p, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
-	if e != 0 || p&addrCompatLayout == 0 {
-		return
+	if e == 0 && p&addrCompatLayout != 0 {
+		if _, _, e := unix.Syscall(unix.SYS_PERSONALITY, p&^addrCompatLayout, 0, 0); e != 0 {
+			return fmt.Errorf("personality: %w", e)
+		}
+		// The thread goes back to the pool without the flag: nothing
+		// the bridge maps after its exec depends on it.
 	}
-	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PERSONALITY, p&^addrCompatLayout, 0, 0); e != 0 {
-		tracef("personality: %v", e)
-	}
+	return cmd.Start()
 }

@@ -70,9 +70,6 @@ type context struct {
 	// maps are the pages the caller mapped (UAR, clock), by token.
 	maps      map[uint64]*mapped
 	nextToken uint64
-	// mirrors are the caller's pages this process maps at the same
-	// addresses (mirror.go).
-	mirrors *mirrors
 }
 
 // mapped is a mapping of a command fd (a UAR page or the clock page).
@@ -157,8 +154,7 @@ func run() int {
 		cmd.Env = append(cmd.Env, "MLX5B_TRACE=1")
 	}
 	// The program has the default layout (layout.go).
-	restoreLayout()
-	if err := cmd.Start(); err != nil {
+	if err := startDefault(cmd); err != nil {
 		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
 		return 1
 	}
@@ -216,7 +212,7 @@ func open(conn *net.UnixConn) (*context, error) {
 	return &context{conn: conn, d: d, uars: map[uint64]seam.UAR{},
 		comps: map[int]seam.CompChannel{}, asyncFDs: map[int]*asyncCmd{},
 		users: map[seam.Handle]uint64{}, compEvents: map[uint64]uint32{}, asyncEvents: map[uint64]uint32{},
-		maps: map[uint64]*mapped{}, mirrors: newMirrors()}, nil
+		maps: map[uint64]*mapped{}}, nil
 }
 
 // close is the caller's close of the command fd (its end of the

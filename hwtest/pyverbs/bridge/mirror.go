@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/mlx5go/mlx5go/internal/mlx5abi"
 	"sort"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,30 +24,15 @@ import (
 
 const pageSize = 4096
 
-// mirrors are the ranges this process maps for one caller, sorted and
-// disjoint.
+// mirrors are the ranges this process maps for the caller, sorted and
+// disjoint: one set for the process, whichever context asked (a context
+// closes, its pages stay mapped, and the next one may find them again).
 type mirrors struct {
-	r [][2]uint64
+	mu sync.Mutex
+	r  [][2]uint64
 }
 
-func newMirrors() *mirrors { return &mirrors{} }
-
-// covers reports whether [lo, hi) lies wholly in mirrors.
-func (m *mirrors) covers(lo, hi uint64) bool {
-	for _, r := range m.r {
-		if r[1] <= lo {
-			continue
-		}
-		if r[0] > lo {
-			return false
-		}
-		lo = r[1]
-		if lo >= hi {
-			return true
-		}
-	}
-	return lo >= hi
-}
+var mirrored mirrors
 
 // add records [lo, hi), merging neighbours.
 func (m *mirrors) add(lo, hi uint64) {
@@ -99,27 +85,75 @@ func (x *context) mirror(addr, n uint64) error {
 	return nil
 }
 
-// mapAt maps fd at [a, a+l): never over a mapping of this process's own,
-// only over an older mirror (the caller freed and reused those pages).
+// mapAt maps fd at [a, a+l): over older mirrors (pages the caller freed
+// and reused) and free address space, never over a mapping of this
+// process's own. The parts no mirror covers are first reserved with
+// MAP_FIXED_NOREPLACE, which fails (EEXIST) where this process maps
+// anything.
 func (x *context) mapAt(a, l uint64, prot, fd int) error {
 	if a%pageSize != 0 || l%pageSize != 0 || l == 0 || a+l < a {
 		return fmt.Errorf("mirror [%#x, +%#x): not whole pages: %w", a, l, unix.EPROTO)
 	}
-	flags := unix.MAP_SHARED | unix.MAP_FIXED_NOREPLACE
-	if x.mirrors.covers(a, a+l) {
-		flags = unix.MAP_SHARED | unix.MAP_FIXED
+	mirrored.mu.Lock()
+	defer mirrored.mu.Unlock()
+	var reserved [][2]uint64
+	for _, g := range mirrored.gaps(a, a+l) {
+		if err := reserve(g[0], g[1]); err != nil {
+			for _, r := range reserved {
+				unix.Syscall(unix.SYS_MUNMAP, uintptr(r[0]), uintptr(r[1]-r[0]), 0)
+			}
+			return fmt.Errorf("mirror [%#x, +%#x): %w", a, l, err)
+		}
+		reserved = append(reserved, g)
 	}
-	p, _, e := unix.Syscall6(unix.SYS_MMAP, uintptr(a), uintptr(l), uintptr(prot), uintptr(flags), uintptr(fd), 0)
-	if e != 0 {
-		return fmt.Errorf("mirror [%#x, +%#x): this process maps part of it already: %w", a, l, e)
+	if _, _, e := unix.Syscall6(unix.SYS_MMAP, uintptr(a), uintptr(l), uintptr(prot),
+		unix.MAP_SHARED|unix.MAP_FIXED, uintptr(fd), 0); e != 0 {
+		for _, r := range reserved {
+			unix.Syscall(unix.SYS_MUNMAP, uintptr(r[0]), uintptr(r[1]-r[0]), 0)
+		}
+		return fmt.Errorf("mirror [%#x, +%#x): %w", a, l, e)
 	}
-	if uint64(p) != a {
-		// A kernel before 4.17 takes MAP_FIXED_NOREPLACE for a hint.
-		unix.Syscall(unix.SYS_MUNMAP, p, uintptr(l), 0)
-		return fmt.Errorf("mirror [%#x, +%#x): mapped elsewhere: %w", a, l, unix.EEXIST)
-	}
-	x.mirrors.add(a, a+l)
+	mirrored.add(a, a+l)
 	return nil
+}
+
+// reserve maps [lo, hi) PROT_NONE where this process maps nothing.
+func reserve(lo, hi uint64) error {
+	p, _, e := unix.Syscall6(unix.SYS_MMAP, uintptr(lo), uintptr(hi-lo), unix.PROT_NONE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uintptr(0), 0)
+	if e != 0 {
+		return fmt.Errorf("[%#x, %#x) is this process's own: %w", lo, hi, e)
+	}
+	if uint64(p) != lo {
+		// A kernel before 4.17 takes MAP_FIXED_NOREPLACE for a hint.
+		unix.Syscall(unix.SYS_MUNMAP, p, uintptr(hi-lo), 0)
+		return fmt.Errorf("[%#x, %#x) is this process's own: %w", lo, hi, unix.EEXIST)
+	}
+	return nil
+}
+
+// gaps are the parts of [lo, hi) no mirror covers.
+func (m *mirrors) gaps(lo, hi uint64) [][2]uint64 {
+	var g [][2]uint64
+	for _, r := range m.r {
+		if r[1] <= lo {
+			continue
+		}
+		if r[0] >= hi {
+			break
+		}
+		if r[0] > lo {
+			g = append(g, [2]uint64{lo, r[0]})
+		}
+		lo = r[1]
+		if lo >= hi {
+			return g
+		}
+	}
+	if lo < hi {
+		g = append(g, [2]uint64{lo, hi})
+	}
+	return g
 }
 
 // mirrorQueue mirrors a queue buffer or doorbell record the driver data
