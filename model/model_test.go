@@ -198,11 +198,23 @@ func TestQueryHCACapProfiles(t *testing.T) {
 
 func TestGeneralCmdErrors(t *testing.T) {
 	d := newDev(t, "cx6dx")
-	// An op_mod the firmware does not know: the flow table caps.
-	_, err := queryCap(t, d, prm.MLX5_CAP_FLOW_TABLE, false)
+	// An op_mod the firmware does not know: the debug caps.
+	_, err := queryCap(t, d, prm.MLX5_CAP_DEBUG, false)
 	var fe *FirmwareError
 	if !errors.As(err, &fe) || fe.Cmd.Status != prm.MLX5_CMD_STAT_BAD_PARAM_ERR || fe.Cmd.Syndrome != SyndromeBadOpMod {
-		t.Errorf("flow table caps: %v, want BAD_PARAM_ERR with SyndromeBadOpMod", err)
+		t.Errorf("debug caps: %v, want BAD_PARAM_ERR with SyndromeBadOpMod", err)
+	}
+	// The flow table and device memory pages: answered, every
+	// capability 0 (the model has neither).
+	for _, c := range []uint16{prm.MLX5_CAP_FLOW_TABLE, prm.MLX5_CAP_DEV_MEM} {
+		for _, cur := range []bool{false, true} {
+			pg, err := queryCap(t, d, c, cur)
+			if err != nil {
+				t.Errorf("caps page %#x (cur %v): %v", c, cur, err)
+			} else if !zero(pg) {
+				t.Errorf("caps page %#x (cur %v): not all 0", c, cur)
+			}
+		}
 	}
 	// A general command the kernel allows but the model does not implement.
 	in := mbox(prm.QueryHcaCapIn.Layout(), prm.MLX5_CMD_OP_QUERY_VPORT_STATE)

@@ -249,6 +249,14 @@ func init() {
 			prm.MLX5_CAP_ODP:     page(p.odp),
 			prm.MLX5_CAP_ROCE:    page(p.roce),
 			prm.MLX5_CAP_ATOMIC:  page(p.atomic),
+			// The NIC flow table and device memory (MEMIC) pages: every
+			// ConnectX since the fifth answers them, and the model, which
+			// has neither flow steering nor device memory, answers them
+			// with every capability 0, as a device without them would
+			// (rdma-core's test_mlx5_flow and test_mlx5_dm_ops read them
+			// and skip).
+			prm.MLX5_CAP_FLOW_TABLE: page(nil),
+			prm.MLX5_CAP_DEV_MEM:    page(nil),
 		}
 		if p.general2 != nil {
 			p.pages[prm.MLX5_CAP_GENERAL_2] = page(p.general2)
@@ -262,7 +270,8 @@ func init() {
 
 // capPageSize is the size of every capability page the model answers
 // (cmd_hca_cap, cmd_hca_cap_2, odp_cap, roce_cap, atomic_caps,
-// crypto_caps).
+// crypto_caps, and the flow table and device memory pages, all 0); the
+// rest of the 4096-byte capability union is 0.
 const capPageSize = 256
 
 func page(vals []capValue) []byte {

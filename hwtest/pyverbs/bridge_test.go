@@ -40,7 +40,7 @@ func tools(t *testing.T) (bridge, shim string) {
 			return
 		}
 		for _, c := range [][]string{
-			{"go", "build", "-o", filepath.Join(buildDir, "bridge"), "./bridge"},
+			{"go", "build", "-ldflags=-T=0x300000001000", "-o", filepath.Join(buildDir, "bridge"), "./bridge"},
 			{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-shared", "-fPIC",
 				"-o", filepath.Join(buildDir, "mlx5bshim.so"), "shim/mlx5bshim.c", "-ldl"},
 		} {

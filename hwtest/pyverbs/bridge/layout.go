@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"syscall"
 
@@ -15,9 +16,15 @@ import (
 // runs with the legacy address-space layout (personality
 // ADDR_COMPAT_LAYOUT, as setarch -L gives), whose mmap area grows up from
 // a third of the address space, while the program keeps the default
-// layout (mmap area below the stack, heap above its binary). The two
-// never meet; a mirror that would land on a mapping of the bridge's own
-// fails (EEXIST) rather than replacing it.
+// layout (mmap area below the stack, heap above its binary). Its binary
+// is linked high too (textAddr), away from the heap of a program that is
+// not position-independent (Debian's python3), which follows the binary
+// at 4 MiB. The two never meet; a mirror that would land on a mapping of
+// the bridge's own fails (EEXIST) rather than replacing it.
+
+// textAddr is the address the bridge is linked at: go build
+// -ldflags=-T=0x300000001000 (bridge_test.go's build).
+const textAddr = 0x300000001000
 
 const addrCompatLayout = 0x0200000 // ADDR_COMPAT_LAYOUT, <linux/personality.h>
 
@@ -25,6 +32,9 @@ const layoutEnv = "MLX5B_LAYOUT"
 
 // setLayout re-executes the bridge with ADDR_COMPAT_LAYOUT once.
 func setLayout() error {
+	if pc := reflect.ValueOf(setLayout).Pointer(); pc < textAddr {
+		return fmt.Errorf("the bridge is linked at %#x: build it with -ldflags=-T=%#x, out of the way of the program's heap", pc, textAddr)
+	}
 	p, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
 	if e != 0 {
 		return fmt.Errorf("personality: %w", e)
