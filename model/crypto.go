@@ -278,7 +278,10 @@ func createDEK(h *hca, c *fwCall, obj []byte) *fwErr {
 	hasKeytag := prm.EncryptionKeyObj.HasKeytag.Get(obj) != 0
 	// The key field holds key1 + key2 (+ keytag), in plaintext or
 	// wrapped, from its first byte (mlx5dv_dek_create(3)'s table); what
-	// follows must be zero.
+	// follows is not read. libmlx5 copies the caller's whole 128-byte key
+	// array, and rdma-core's test_mlx5_crypto, which passes on a ConnectX,
+	// leaves garbage past a shorter key there (pyverbs' Mlx5DEKInitAttr
+	// copies 128 bytes from it).
 	n := 2 * keyBytes
 	if hasKeytag {
 		n += 8
@@ -294,15 +297,10 @@ func createDEK(h *hca, c *fwCall, obj []byte) *fwErr {
 		if plain, err = KeyUnwrap(kek, field[:n+8]); err != nil {
 			return badParam(SyndromeUnwrap)
 		}
-		field = field[n+8:]
 	} else {
 		plain = slices.Clone(field[:n])
-		field = field[n:]
 	}
 	defer clear(plain)
-	if slices.ContainsFunc(field, func(b byte) bool { return b != 0 }) {
-		return badParam(SyndromeBadValue)
-	}
 	id, _ := alloc(h, "dek", h.deks, firstDEK, end)
 	d := &dekObj{uid: c.uid, ctx: c.ctx, pdn: pdn, keyBits: 8 * keyBytes, hasKeytag: hasKeytag,
 		key1: slices.Clone(plain[:keyBytes]), key2: slices.Clone(plain[keyBytes : 2*keyBytes]), state: prm.MLX5_ENCRYPTION_KEY_OBJ_STATE_READY}

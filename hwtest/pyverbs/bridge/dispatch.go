@@ -61,13 +61,18 @@ func (x *context) dispatch(c *call) error {
 			return x.asyncEventFD(c, u.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 		}
 	case u.UVERBS_OBJECT_PD:
-		if h.MethodID == u.UVERBS_METHOD_PD_DESTROY {
-			return withHandle(c, u.UVERBS_ATTR_DESTROY_PD_HANDLE, d.DeallocPD)
+		switch h.MethodID {
+		case u.UVERBS_METHOD_PD_DESTROY:
+			return withHandle(c, u.UVERBS_ATTR_DESTROY_PD_HANDLE, x.forgetObj(d.DeallocPD))
+		case methodPDQuery:
+			return x.queryPD(c)
 		}
 	case u.UVERBS_OBJECT_MR:
 		switch h.MethodID {
 		case u.UVERBS_METHOD_MR_DESTROY:
-			return withHandle(c, u.UVERBS_ATTR_DESTROY_MR_HANDLE, d.DeregMR)
+			return withHandle(c, u.UVERBS_ATTR_DESTROY_MR_HANDLE, x.forgetObj(d.DeregMR))
+		case u.UVERBS_METHOD_QUERY_MR:
+			return x.queryMR(c)
 		case u.UVERBS_METHOD_ADVISE_MR:
 			return x.adviseMR(c)
 		}

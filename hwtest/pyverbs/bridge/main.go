@@ -70,6 +70,9 @@ type context struct {
 	// maps are the pages the caller mapped (UAR, clock), by token.
 	maps      map[uint64]*mapped
 	nextToken uint64
+	// pds and mrs are what the PD and MR queries answer (imports.go).
+	pds map[seam.Handle]uint32
+	mrs map[seam.Handle]mrFacts
 }
 
 // mapped is a mapping of a command fd (a UAR page or the clock page).
@@ -104,6 +107,7 @@ func run() int {
 	flag.StringVar(&profile, "profile", profile, "the model profile: cx5, cx6dx or cx7")
 	shim := flag.String("shim", "", "the shim library to preload (mlx5bshim.so)")
 	flag.BoolVar(&trace, "trace", trace, "print each command and its result")
+	cryptoMode := flag.String("crypto", "plaintext", "the AES-XTS engine's import method, plaintext or wrapped (crypto.go)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: bridge -shim mlx5bshim.so [-profile cx6dx] [-trace] -- program [args]\n")
 		flag.PrintDefaults()
@@ -128,7 +132,13 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	hca, err = model.New(profile)
+	login := filepath.Join(dir, "mlx5_crypto_test.txt")
+	co, err := commission(*cryptoMode, login)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
+		return 1
+	}
+	hca, err = model.NewWithOptions(profile, model.Options{Crypto: co})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
 		return 1
@@ -149,7 +159,8 @@ func run() int {
 
 	cmd := exec.Command(flag.Arg(0), flag.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "SYSFS_PATH="+sysfs, "MLX5B_SOCKET="+sock)
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "SYSFS_PATH="+sysfs, "MLX5B_SOCKET="+sock,
+		"MLX5_CRYPTO_TEST_INFO="+login)
 	if trace {
 		cmd.Env = append(cmd.Env, "MLX5B_TRACE=1")
 	}
@@ -212,7 +223,7 @@ func open(conn *net.UnixConn) (*context, error) {
 	return &context{conn: conn, d: d, uars: map[uint64]seam.UAR{},
 		comps: map[int]seam.CompChannel{}, asyncFDs: map[int]*asyncCmd{},
 		users: map[seam.Handle]uint64{}, compEvents: map[uint64]uint32{}, asyncEvents: map[uint64]uint32{},
-		maps: map[uint64]*mapped{}}, nil
+		maps: map[uint64]*mapped{}, pds: map[seam.Handle]uint32{}, mrs: map[seam.Handle]mrFacts{}}, nil
 }
 
 // close is the caller's close of the command fd (its end of the

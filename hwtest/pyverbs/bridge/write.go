@@ -56,13 +56,14 @@ func (x *context) invokeWrite(c *call) error {
 		if err != nil {
 			return err
 		}
+		x.rememberPD(h, pdn)
 		c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsAllocPdResp{PdHandle: uint32(h)})
 		c.outStruct(u.UVERBS_ATTR_UHW_OUT, &mlx5abi.Mlx5IbAllocPdResp{Pdn: pdn})
 		return nil
 	case u.IB_USER_VERBS_CMD_DEALLOC_PD:
 		var q u.IbUverbsDeallocPd
 		decode(in, &q)
-		return d.DeallocPD(seam.Handle(q.PdHandle))
+		return x.forgetObj(d.DeallocPD)(seam.Handle(q.PdHandle))
 	case u.IB_USER_VERBS_CMD_REG_MR:
 		var q u.IbUverbsRegMr
 		decode(in, &q)
@@ -86,6 +87,7 @@ func (x *context) invokeWrite(c *call) error {
 		if err != nil {
 			return err
 		}
+		x.rememberMR(mr.Handle, mrFacts{lkey: mr.LKey, rkey: mr.RKey, length: q.Length, iova: q.HcaVa})
 		c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsRegMrResp{MrHandle: uint32(mr.Handle), Lkey: mr.LKey, Rkey: mr.RKey})
 		return nil
 	case u.IB_USER_VERBS_CMD_REREG_MR:
@@ -110,12 +112,21 @@ func (x *context) invokeWrite(c *call) error {
 		if err != nil {
 			return err
 		}
+		mu.Lock()
+		if f, ok := x.mrs[seam.Handle(q.MrHandle)]; ok {
+			f.lkey, f.rkey = lkey, rkey
+			if q.Flags&reregTrans != 0 {
+				f.length, f.iova = q.Length, q.HcaVa
+			}
+			x.mrs[seam.Handle(q.MrHandle)] = f
+		}
+		mu.Unlock()
 		c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsReregMrResp{Lkey: lkey, Rkey: rkey})
 		return nil
 	case u.IB_USER_VERBS_CMD_DEREG_MR:
 		var q u.IbUverbsDeregMr
 		decode(in, &q)
-		return d.DeregMR(seam.Handle(q.MrHandle))
+		return x.forgetObj(d.DeregMR)(seam.Handle(q.MrHandle))
 	case u.IB_USER_VERBS_CMD_CREATE_AH:
 		var q u.IbUverbsCreateAh
 		decode(in, &q)

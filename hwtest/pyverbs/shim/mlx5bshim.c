@@ -78,16 +78,29 @@ enum { FD_NONE, FD_CMD, FD_EVENT };
 #define MAX_MAPS 1024
 #define PAGE 4096UL
 
+/*
+ * A connection is one open of the character device: the socket, under
+ * every fd that names it (dup(2) of a command fd, as ibv_import_device's
+ * callers make, shares it, as it shares the kernel's file), a lock that
+ * keeps one request at a time on it, and the count of those fds.
+ */
+struct conn {
+	pthread_mutex_t lock;
+	int refs;
+	int fd; /* one open fd of the socket, while refs > 0 */
+};
+
 static volatile uint8_t fd_kind[MAX_FD];
-/* For an event fd: the command fd (connection) it belongs to. */
-static volatile int fd_conn[MAX_FD];
-static pthread_mutex_t conn_lock[MAX_FD];
+/* For a command fd, its connection; for an event fd, the connection it
+ * came on (NULL once that closed). */
+static struct conn *volatile fd_conn[MAX_FD];
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
 	void *addr;
 	size_t len;
 	uint64_t token;
-	int conn;
+	struct conn *conn;
 } maps[MAX_MAPS];
 static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -140,10 +153,7 @@ __attribute__((constructor)) static void shim_init(void)
 	const char *s = getenv("MLX5B_SOCKET");
 	const char *p = getenv("MLX5B_PID");
 	char b[32];
-	int i;
 
-	for (i = 0; i < MAX_FD; i++)
-		pthread_mutex_init(&conn_lock[i], NULL);
 	tracing = getenv("MLX5B_TRACE") != NULL;
 	if (s)
 		snprintf(sock_path, sizeof(sock_path), "%s", s);
@@ -447,18 +457,60 @@ static ssize_t call(int s, const void *req, size_t n, uint8_t *buf, int *fds, in
 	}
 }
 
+/* conn_get takes a reference to fd's connection (NULL for none), with
+ * conns_lock; conn_put drops it. */
+static struct conn *conn_get(int fd)
+{
+	struct conn *c;
+
+	if (fd < 0 || fd >= MAX_FD)
+		return NULL;
+	pthread_mutex_lock(&conns_lock);
+	c = fd_conn[fd];
+	if (c)
+		c->refs++;
+	pthread_mutex_unlock(&conns_lock);
+	return c;
+}
+
+static void conn_put(struct conn *c)
+{
+	int last;
+
+	pthread_mutex_lock(&conns_lock);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&conns_lock);
+	if (last) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+	}
+}
+
+/* live_fd is an open fd of c's socket, or -1 once every one closed.
+ * Held under c->lock. */
+static int live_fd(struct conn *c)
+{
+	int fd;
+
+	pthread_mutex_lock(&conns_lock);
+	fd = c->fd;
+	pthread_mutex_unlock(&conns_lock);
+	return fd;
+}
+
 /* simple sends a request whose result carries an errno only. */
-static int simple(int s, const uint8_t *req, size_t n)
+static int simple(struct conn *c, const uint8_t *req, size_t n)
 {
 	uint8_t *buf = malloc(MAX_MSG);
-	int fds[MAX_SEGS], nfds;
+	int fds[MAX_SEGS], nfds, s;
 	ssize_t r;
 
 	if (!buf)
 		return ENOMEM;
-	pthread_mutex_lock(&conn_lock[s]);
-	r = call(s, req, n, buf, fds, &nfds);
-	pthread_mutex_unlock(&conn_lock[s]);
+	pthread_mutex_lock(&c->lock);
+	s = live_fd(c);
+	r = s < 0 ? -EBADF : call(s, req, n, buf, fds, &nfds);
+	pthread_mutex_unlock(&c->lock);
 	if (r >= 0) {
 		close_all(fds, nfds);
 		r = -(int32_t)get32(buf + 4);
@@ -499,7 +551,22 @@ static int open_cdev(int flags)
 		errno = ENODEV;
 		return -1;
 	}
-	fd_kind[s] = FD_CMD;
+	{
+		struct conn *c = calloc(1, sizeof(*c));
+
+		if (!c) {
+			real_close(s);
+			errno = ENOMEM;
+			return -1;
+		}
+		pthread_mutex_init(&c->lock, NULL);
+		c->refs = 1; /* the fd's */
+		c->fd = s;
+		pthread_mutex_lock(&conns_lock);
+		fd_conn[s] = c;
+		fd_kind[s] = FD_CMD;
+		pthread_mutex_unlock(&conns_lock);
+	}
 	trace("open " CDEV_PATH ": fd %d", s);
 	return s;
 }
@@ -585,15 +652,46 @@ EXPORT int socket(int domain, int type, int protocol)
 	return real_socket(domain, type, protocol);
 }
 
-static void forget_maps_of(int conn)
+/* close_cmd drops fd's hold on its connection; the socket itself is
+ * closed by the caller's close. With the last fd, events fds and maps
+ * that came on it forget it. */
+static void close_cmd(int fd)
 {
-	int i;
+	struct conn *c;
+	int i, last = 0;
 
-	pthread_mutex_lock(&maps_lock);
-	for (i = 0; i < MAX_MAPS; i++)
-		if (maps[i].addr && maps[i].conn == conn)
-			maps[i].conn = -1;
-	pthread_mutex_unlock(&maps_lock);
+	pthread_mutex_lock(&conns_lock);
+	c = fd_conn[fd];
+	fd_conn[fd] = NULL;
+	fd_kind[fd] = FD_NONE;
+	if (c && c->fd == fd) {
+		c->fd = -1;
+		for (i = 0; i < MAX_FD; i++)
+			if (fd_kind[i] == FD_CMD && fd_conn[i] == c) {
+				c->fd = i;
+				break;
+			}
+	}
+	if (c && c->fd < 0) {
+		last = 1;
+		for (i = 0; i < MAX_FD; i++)
+			if (fd_kind[i] == FD_EVENT && fd_conn[i] == c) {
+				fd_conn[i] = NULL;
+				c->refs--;
+			}
+	}
+	pthread_mutex_unlock(&conns_lock);
+	if (last) {
+		pthread_mutex_lock(&maps_lock);
+		for (i = 0; i < MAX_MAPS; i++)
+			if (maps[i].addr && maps[i].conn == c) {
+				maps[i].conn = NULL;
+				conn_put(c);
+			}
+		pthread_mutex_unlock(&maps_lock);
+	}
+	if (c)
+		conn_put(c);
 }
 
 EXPORT int close(int fd)
@@ -602,31 +700,97 @@ EXPORT int close(int fd)
 
 	RESOLVE(close);
 	if (k == FD_CMD) {
-		int i;
+		struct conn *c = conn_get(fd);
+		int r;
 
-		pthread_mutex_lock(&conn_lock[fd]);
-		fd_kind[fd] = FD_NONE;
-		for (i = 0; i < MAX_FD; i++)
-			if (fd_kind[i] == FD_EVENT && fd_conn[i] == fd)
-				fd_conn[i] = -1;
-		forget_maps_of(fd);
-		i = real_close(fd);
-		pthread_mutex_unlock(&conn_lock[fd]);
-		return i;
+		/* Not while a request of another thread is on the socket. */
+		if (c)
+			pthread_mutex_lock(&c->lock);
+		close_cmd(fd);
+		r = real_close(fd);
+		if (c) {
+			pthread_mutex_unlock(&c->lock);
+			conn_put(c);
+		}
+		return r;
 	}
 	if (k == FD_EVENT) {
-		int conn = fd_conn[fd];
+		struct conn *c = conn_get(fd);
 		uint8_t req[8];
 
+		pthread_mutex_lock(&conns_lock);
 		fd_kind[fd] = FD_NONE;
-		if (conn >= 0 && kind_of(conn) == FD_CMD) {
+		if (fd_conn[fd]) {
+			fd_conn[fd] = NULL;
+			c->refs--; /* the event fd's */
+		}
+		pthread_mutex_unlock(&conns_lock);
+		if (c) {
 			put32(req, OP_CLOSEFD);
 			put32(req + 4, fd);
-			simple(conn, req, sizeof(req));
+			simple(c, req, sizeof(req));
+			conn_put(c);
 		}
 	}
 	return real_close(fd);
 }
+
+/* A dup of a command fd names the same connection. */
+static int dup_of(int old, int fd)
+{
+	if (fd >= 0 && fd < MAX_FD && kind_of(old) == FD_CMD) {
+		pthread_mutex_lock(&conns_lock);
+		if (fd_conn[old]) {
+			fd_conn[fd] = fd_conn[old];
+			fd_conn[fd]->refs++;
+			fd_kind[fd] = FD_CMD;
+		}
+		pthread_mutex_unlock(&conns_lock);
+	}
+	return fd;
+}
+
+REAL(dup);
+REAL(dup2);
+REAL(dup3);
+REAL(fcntl);
+
+EXPORT int dup(int old)
+{
+	RESOLVE(dup);
+	return dup_of(old, real_dup(old));
+}
+
+EXPORT int dup2(int old, int fd)
+{
+	RESOLVE(dup2);
+	if (old != fd && kind_of(fd) != FD_NONE)
+		close(fd);
+	return dup_of(old, real_dup2(old, fd));
+}
+
+EXPORT int dup3(int old, int fd, int flags)
+{
+	RESOLVE(dup3);
+	if (old != fd && kind_of(fd) != FD_NONE)
+		close(fd);
+	return dup_of(old, real_dup3(old, fd, flags));
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	RESOLVE(fcntl);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return dup_of(fd, real_fcntl(fd, cmd, arg));
+	return real_fcntl(fd, cmd, arg);
+}
+EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 
 /* Reads of the event fds are reported, so that the destroy responses
  * count the events read, as ib_uverbs counts them. */
@@ -637,16 +801,19 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 	RESOLVE(read);
 	n = real_read(fd, buf, count);
 	if (n > 0 && kind_of(fd) == FD_EVENT) {
-		int conn = fd_conn[fd], e = errno;
+		struct conn *c = conn_get(fd);
+		int e = errno;
 		uint8_t *req;
 
-		if (conn >= 0 && kind_of(conn) == FD_CMD && (req = malloc(8 + n))) {
+		if (c && (req = malloc(8 + n))) {
 			put32(req, OP_READ);
 			put32(req + 4, fd);
 			memcpy(req + 8, buf, n);
-			simple(conn, req, 8 + n);
+			simple(c, req, 8 + n);
 			free(req);
 		}
+		if (c)
+			conn_put(c);
 		errno = e;
 	}
 	return n;
@@ -670,8 +837,9 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count)
  * (len > 8) go to the bridge; the attributes come back (flags, new
  * handles), with the buffers the bridge changed and the fds it made.
  */
-static int do_ioctl(int s, uint8_t *arg)
+static int do_ioctl(struct conn *cn, uint8_t *arg)
 {
+	int s;
 	uint16_t hlen = get16(arg), nattrs = get16(arg + 6);
 	size_t n = 8 + hlen, off;
 	uint8_t *req, *buf;
@@ -708,11 +876,12 @@ static int do_ioctl(int s, uint8_t *arg)
 			off += len;
 		}
 	}
-	pthread_mutex_lock(&conn_lock[s]);
-	r = call(s, req, n, buf, fds, &nfds);
+	pthread_mutex_lock(&cn->lock);
+	s = live_fd(cn);
+	r = s < 0 ? -EBADF : call(s, req, n, buf, fds, &nfds);
 	free(req);
 	if (r < 0) {
-		pthread_mutex_unlock(&conn_lock[s]);
+		pthread_mutex_unlock(&cn->lock);
 		free(buf);
 		return (int)-r;
 	}
@@ -805,8 +974,11 @@ static int do_ioctl(int s, uint8_t *arg)
 					}
 					put32((uint8_t *)(uintptr_t)get64(a + 8) + at, (uint32_t)fd);
 				}
-				fd_conn[fd] = s;
+				pthread_mutex_lock(&conns_lock);
+				fd_conn[fd] = cn;
+				cn->refs++; /* the event fd's */
 				fd_kind[fd] = FD_EVENT;
+				pthread_mutex_unlock(&conns_lock);
 				put32(map + 8 + i * 8, token);
 				put32(map + 12 + i * 8, fd);
 			}
@@ -828,7 +1000,7 @@ done:
 			err = EPROTO;
 		}
 	}
-	pthread_mutex_unlock(&conn_lock[s]);
+	pthread_mutex_unlock(&cn->lock);
 	close_all(fds, nfds);
 	free(buf);
 	return err;
@@ -855,7 +1027,13 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		errno = ENOTTY;
 		return -1;
 	}
-	err = do_ioctl(fd, arg);
+	{
+		struct conn *c = conn_get(fd);
+
+		err = c ? do_ioctl(c, arg) : EBADF;
+		if (c)
+			conn_put(c);
+	}
 	if (err) {
 		errno = err;
 		return -1;
@@ -867,6 +1045,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 {
 	uint8_t req[24], *buf;
 	int fds[MAX_SEGS], nfds = 0, err, i;
+	struct conn *c;
 	uint64_t token;
 	ssize_t r;
 	void *p;
@@ -887,11 +1066,18 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	put32(req + 4, 0);
 	put64(req + 8, (uint64_t)off);
 	put64(req + 16, (uint64_t)len);
-	pthread_mutex_lock(&conn_lock[fd]);
+	c = conn_get(fd);
+	if (!c) {
+		free(buf);
+		errno = EBADF;
+		return MAP_FAILED;
+	}
+	pthread_mutex_lock(&c->lock);
 	r = call(fd, req, sizeof(req), buf, fds, &nfds);
-	pthread_mutex_unlock(&conn_lock[fd]);
+	pthread_mutex_unlock(&c->lock);
 	if (r < 0) {
 		free(buf);
+		conn_put(c);
 		errno = (int)-r;
 		return MAP_FAILED;
 	}
@@ -902,6 +1088,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		err = EPROTO;
 	if (err) {
 		close_all(fds, nfds);
+		conn_put(c);
 		errno = err;
 		return MAP_FAILED;
 	}
@@ -909,6 +1096,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	err = errno;
 	close_all(fds, nfds);
 	if (p == MAP_FAILED) {
+		conn_put(c);
 		errno = err;
 		return MAP_FAILED;
 	}
@@ -918,10 +1106,13 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 			maps[i].addr = p;
 			maps[i].len = len;
 			maps[i].token = token;
-			maps[i].conn = fd;
+			maps[i].conn = c; /* its reference */
+			c = NULL;
 			break;
 		}
 	pthread_mutex_unlock(&maps_lock);
+	if (c)
+		conn_put(c); /* no slot: munmap will not tell the bridge */
 	trace("mmap fd %d off %#llx len %zu -> %p", fd, (unsigned long long)off, len, p);
 	return p;
 }
@@ -929,7 +1120,8 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t o
 
 EXPORT int munmap(void *addr, size_t len)
 {
-	int i, conn = -1, found = 0;
+	int i, found = 0;
+	struct conn *conn = NULL;
 	uint64_t token = 0;
 
 	if (addr) {
@@ -945,7 +1137,7 @@ EXPORT int munmap(void *addr, size_t len)
 		pthread_mutex_unlock(&maps_lock);
 	}
 	RESOLVE(munmap);
-	if (found && conn >= 0 && kind_of(conn) == FD_CMD) {
+	if (found && conn) {
 		uint8_t req[16];
 		int err;
 
@@ -953,6 +1145,7 @@ EXPORT int munmap(void *addr, size_t len)
 		put32(req + 4, 0);
 		put64(req + 8, token);
 		err = simple(conn, req, sizeof(req));
+		conn_put(conn);
 		if (err) {
 			real_munmap(addr, len);
 			errno = err;
