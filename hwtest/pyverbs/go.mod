@@ -7,4 +7,6 @@ require (
 	golang.org/x/sys v0.47.0
 )
 
+require github.com/google/go-cmp v0.7.0
+
 replace github.com/mlx5go/mlx5go => ../..

@@ -9,8 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const rdmaVerbsIoctl = uverbsabi.RDMA_VERBS_IOCTL
-
 // call is one RDMA_VERBS_IOCTL as ib_uverbs_ioctl receives it: the header
 // and its attributes, copied from the caller (the shim sends them, with
 // the buffer of each attribute over 8 bytes). What the bridge writes goes
@@ -47,8 +45,6 @@ type pass struct {
 // errMissing is a mandatory attribute that is absent: EINVAL, as
 // uverbs_process_attr's checks give.
 var errMissing = unix.EINVAL
-
-func asErrno(err error, e *unix.Errno) bool { return errors.As(err, e) }
 
 func (c *call) attr(id uint16) *uverbsabi.IbUverbsAttr {
 	if i := c.index(id); i >= 0 {

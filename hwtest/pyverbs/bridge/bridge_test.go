@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mlx5go/mlx5go/internal/uverbsabi"
+	"golang.org/x/sys/unix"
+)
+
+func TestMirrorsGapsAndAdd(t *testing.T) {
+	var m mirrors
+	if g := m.gaps(0x1000, 0x3000); !cmp.Equal(g, [][2]uint64{{0x1000, 0x3000}}) {
+		t.Errorf("gaps of nothing: %x", g)
+	}
+	m.add(0x2000, 0x3000)
+	m.add(0x5000, 0x6000)
+	m.add(0x3000, 0x4000) // joins the first
+	if want := [][2]uint64{{0x2000, 0x4000}, {0x5000, 0x6000}}; !cmp.Equal(m.r, want) {
+		t.Errorf("ranges %x, want %x", m.r, want)
+	}
+	for _, c := range []struct {
+		lo, hi uint64
+		want   [][2]uint64
+	}{
+		{0x2000, 0x4000, nil},
+		{0x1000, 0x7000, [][2]uint64{{0x1000, 0x2000}, {0x4000, 0x5000}, {0x6000, 0x7000}}},
+		{0x3000, 0x5800, [][2]uint64{{0x4000, 0x5000}}},
+		{0x6000, 0x8000, [][2]uint64{{0x6000, 0x8000}}},
+	} {
+		if g := m.gaps(c.lo, c.hi); !cmp.Equal(g, c.want) {
+			t.Errorf("gaps [%#x, %#x): %x, want %x", c.lo, c.hi, g, c.want)
+		}
+	}
+}
+
+// ioctlPayload is an OP_IOCTL payload: the header, attrs and the given
+// buffers of the attributes over 8 bytes.
+func ioctlPayload(attrs []uverbsabi.IbUverbsAttr, bufs ...[]byte) []byte {
+	hdr := uverbsabi.IbUverbsIoctlHdr{Length: uint16(uverbsabi.SizeofIbUverbsIoctlHdr + len(attrs)*uverbsabi.SizeofIbUverbsAttr), NumAttrs: uint16(len(attrs))}
+	b, _ := binary.Append(nil, binary.NativeEndian, &hdr)
+	b, _ = binary.Append(b, binary.NativeEndian, attrs)
+	for _, x := range bufs {
+		b = append(b, x...)
+	}
+	return b
+}
+
+func TestParseCall(t *testing.T) {
+	in := []byte("sixteen bytes in")
+	attrs := []uverbsabi.IbUverbsAttr{
+		{AttrID: 1, Len: 4, Data: 0x11223344},  // inline input
+		{AttrID: 2, Len: 16, Data: 0xdead0000}, // a buffer
+		{AttrID: 3, Len: 8, Data: 0xbeef0000},  // a short output, by pointer
+		{AttrID: 4, Len: 0, Data: 7},           // a handle
+	}
+	c, err := parseCall(ioctlPayload(attrs, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.inU64(1, 0); got != 0x11223344 {
+		t.Errorf("inline input %#x", got)
+	}
+	if got := c.in(2); string(got) != string(in) {
+		t.Errorf("buffer %q", got)
+	}
+	if h, ok := c.idr(4); !ok || h != 7 {
+		t.Errorf("handle %d %v", h, ok)
+	}
+	c.outU64(3, 42)
+	c.out(2, []byte("out"))
+	if !c.small[2] || binary.NativeEndian.Uint64(c.bufs[2]) != 42 || c.attrs[2].Flags&uverbsabi.UVERBS_ATTR_F_VALID_OUTPUT == 0 {
+		t.Errorf("short output: %v %x %#x", c.small[2], c.bufs[2], c.attrs[2].Flags)
+	}
+	if want := append([]byte("out"), make([]byte, 13)...); string(c.bufs[1]) != string(want) || string(c.orig[1]) != string(in) {
+		t.Errorf("buffer output %q (was %q)", c.bufs[1], c.orig[1])
+	}
+
+	for name, p := range map[string][]byte{
+		"short header":    ioctlPayload(nil)[:10],
+		"missing buffer":  ioctlPayload(attrs),
+		"trailing bytes":  ioctlPayload(attrs, in, []byte{1}),
+		"length mismatch": append(ioctlPayload(attrs[:1]), make([]byte, 16)...),
+	} {
+		if name == "length mismatch" {
+			binary.NativeEndian.PutUint16(p, uint16(uverbsabi.SizeofIbUverbsIoctlHdr+2*uverbsabi.SizeofIbUverbsAttr))
+		}
+		if _, err := parseCall(p); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: %v, want EINVAL", name, err)
+		}
+	}
+}
+
+func TestPow2Above(t *testing.T) {
+	for n, want := range map[uint64]uint64{0: 1, 1: 2, 3: 4, 4: 8, 255: 256, 1 << 40: maxQueueSz} {
+		if got := pow2Above(n); got != want {
+			t.Errorf("pow2Above(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
