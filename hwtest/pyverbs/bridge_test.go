@@ -28,6 +28,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
 // tools builds the bridge (pure Go) and the shim (C, with gcc) once per
 // test binary, and returns their paths.
 func tools(t *testing.T) (bridge, shim string) {
