@@ -109,7 +109,6 @@ static pid_t owner;
 static int tracing;
 
 #define REAL(name) static __typeof__(name) *real_##name
-REAL(open);
 REAL(openat);
 REAL(close);
 REAL(ioctl);
@@ -264,10 +263,10 @@ static int read_maps(char **out)
 
 	if (!b)
 		return -ENOMEM;
-	RESOLVE(open);
+	RESOLVE(openat);
 	RESOLVE(read);
 	RESOLVE(close);
-	fd = real_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	fd = real_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		free(b);
 		return -errno;
@@ -583,6 +582,16 @@ static mode_t mode_arg(int flags, va_list ap)
 	return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
 }
 
+/* open and openat: the character device is a connection; every other
+ * path is libc's (open is openat from the working directory). */
+static int do_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (is_cdev(path))
+		return open_cdev(flags);
+	RESOLVE(openat);
+	return real_openat(dirfd, path, flags, mode);
+}
+
 EXPORT int open(const char *path, int flags, ...)
 {
 	va_list ap;
@@ -591,10 +600,7 @@ EXPORT int open(const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (is_cdev(path))
-		return open_cdev(flags);
-	RESOLVE(open);
-	return real_open(path, flags, mode);
+	return do_open(AT_FDCWD, path, flags, mode);
 }
 EXPORT int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
@@ -606,10 +612,7 @@ EXPORT int openat(int dirfd, const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode = mode_arg(flags, ap);
 	va_end(ap);
-	if (is_cdev(path))
-		return open_cdev(flags);
-	RESOLVE(openat);
-	return real_openat(dirfd, path, flags, mode);
+	return do_open(dirfd, path, flags, mode);
 }
 EXPORT int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
 
