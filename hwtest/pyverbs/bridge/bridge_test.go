@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mlx5go/mlx5go/internal/uverbsabi"
@@ -99,4 +100,57 @@ func TestPow2Above(t *testing.T) {
 			t.Errorf("pow2Above(%d) = %d, want %d", n, got, want)
 		}
 	}
+}
+
+// TestMapAtNeverOverOwnMemory: a mirror lands on free address space or an
+// older mirror, never on a mapping of the bridge's own.
+func TestMapAtNeverOverOwnMemory(t *testing.T) {
+	// Raw calls: the test unmaps half of the mapping, which unix.Munmap
+	// does not.
+	p, _, e := unix.Syscall6(unix.SYS_MMAP, 0, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE, ^uintptr(0), 0)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	base := uint64(p)
+	own := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), pageSize)
+	defer unix.Syscall(unix.SYS_MUNMAP, p, pageSize, 0)
+	copy(own, "the bridge's own")
+	fd, err := unix.MemfdCreate("mlx5b-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 2*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	var x context
+	if err := x.mapAt(base, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("a mirror over the bridge's own page: %v, want EEXIST", err)
+	}
+	if string(own[:16]) != "the bridge's own" {
+		t.Errorf("the bridge's page changed: %q", own[:16])
+	}
+
+	// Free space: unmap the second page and mirror there, then again over
+	// that mirror (the caller freed and reused the pages).
+	free := base + pageSize
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(free), pageSize, 0); e != 0 {
+		t.Fatal(e)
+	}
+	for i := range 2 {
+		if err := x.mapAt(free, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); err != nil {
+			t.Fatalf("mirror %d at free space: %v", i, err)
+		}
+	}
+	// A range over the mirror and the bridge's own page is refused whole.
+	if err := x.mapAt(base, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("a mirror over a mirror and the bridge's own page: %v, want EEXIST", err)
+	}
+	if string(own[:16]) != "the bridge's own" {
+		t.Errorf("the bridge's page changed: %q", own[:16])
+	}
+	unix.Syscall(unix.SYS_MUNMAP, uintptr(free), pageSize, 0)
+	mirrored.mu.Lock()
+	mirrored.r = nil
+	mirrored.mu.Unlock()
 }
