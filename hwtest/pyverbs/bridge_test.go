@@ -9,13 +9,16 @@ package pyverbs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -254,5 +257,45 @@ func runSuite(t *testing.T, bridge, shim, p string, files []string, mustPass boo
 	}
 	if seen != len(files) {
 		t.Errorf("%s: run_suite.sh reported %d files of %d\n%s", p, seen, len(files), out)
+	}
+}
+
+// TestProgramDiesWithBridge: a program whose bridge is killed (a
+// timeout's SIGKILL) is killed too, rather than left running without its
+// device.
+func TestProgramDiesWithBridge(t *testing.T) {
+	bridge, shim := tools(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command(bridge, "-shim", shim, "--", "sh", "-c", `echo $$ > "$0"; exec sleep 60`, pidFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
+		if b, err := os.ReadFile(pidFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the program did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		// Signal 0 finds the process; a zombie of the sh's parent (the
+		// bridge, gone) is reaped by init.
+		if err := syscall.Kill(pid, 0); err != nil {
+			return
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && bytes.Contains(b, []byte(") Z ")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the program (pid %d) outlived its bridge", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -65,7 +65,9 @@ func startDefault(cmd *exec.Cmd) error {
 			return fmt.Errorf("personality: %w", e)
 		}
 		// The thread goes back to the pool without the flag: nothing
-		// the bridge maps after its exec depends on it.
+		// the bridge maps after its exec depends on it. It stays (the
+		// goroutine unlocks it), so the child's Pdeathsig, which is the
+		// forking thread's, holds until the bridge exits.
 	}
 	return cmd.Start()
 }

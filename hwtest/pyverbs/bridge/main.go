@@ -164,6 +164,9 @@ func run() int {
 	if trace {
 		cmd.Env = append(cmd.Env, "MLX5B_TRACE=1")
 	}
+	// The program dies with the bridge (a timeout's SIGKILL, a crash): it
+	// has no device without it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// The program has the default layout (layout.go).
 	if err := startDefault(cmd); err != nil {
 		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
