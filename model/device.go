@@ -94,6 +94,19 @@ type Options struct {
 	// CryptoOptions and docs/MODEL.md, "Crypto objects". It is the HCA's,
 	// as ReuseQPN.
 	Crypto CryptoOptions
+	// PageFault is the driver's page-fault handler for ODP MRs: when the
+	// device touches or prefetches pages of an ODP MR that this process
+	// does not map (or not writable, for a write), the model calls it
+	// with the page-aligned range before it fails the access, as the
+	// device raises a page request that mlx5_ib resolves
+	// (pagefault_single_data_segment, hmm_range_fault), and checks the
+	// range again after it returns. By default there is none: the
+	// process's own memory is the caller's, and what it does not map
+	// cannot be faulted in. It runs with the HCA locked, from the context
+	// that made the access, and must not call back into the model
+	// (hwtest/pyverbs's bridge maps the pages another process holds). It
+	// is the HCA's, as ReuseQPN.
+	PageFault func(addr, length uint64, write bool)
 }
 
 // Device is one context on a software ConnectX, with DEVX or without
@@ -187,7 +200,7 @@ type uobj struct {
 func New(profile string) (*Device, error) { return NewWithOptions(profile, Options{}) }
 
 // NewWithOptions is New with options: opt.ReuseQPN,
-// opt.SigErrOncePerMkey and opt.Crypto are the HCA's, the rest the
+// opt.SigErrOncePerMkey, opt.Crypto and opt.PageFault are the HCA's, the rest the
 // context's.
 func NewWithOptions(profile string, opt Options) (*Device, error) {
 	p, ok := profiles[profile]
@@ -201,6 +214,7 @@ func NewWithOptions(profile string, opt Options) (*Device, error) {
 	h := newHCA(p)
 	h.reuseQPN = opt.ReuseQPN
 	h.sigErrOncePerMkey = opt.SigErrOncePerMkey
+	h.pageFault = opt.PageFault
 	h.commission(opt.Crypto)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -226,7 +240,7 @@ func (d *Device) OpenWithOptions(opt Options) (*Device, error) {
 // open is mlx5_ib_alloc_ucontext: with DEVX, mlx5_ib_devx_create's
 // CREATE_UCTX gives the context its uid; without, it has uid 0.
 func (h *hca) open(opt Options) (*Device, error) {
-	opt.ReuseQPN, opt.SigErrOncePerMkey, opt.Crypto = h.reuseQPN, h.sigErrOncePerMkey, h.cryptoOpt
+	opt.ReuseQPN, opt.SigErrOncePerMkey, opt.Crypto, opt.PageFault = h.reuseQPN, h.sigErrOncePerMkey, h.cryptoOpt, h.pageFault
 	if err := opt.SigStop.check(); err != nil {
 		return nil, err
 	}

@@ -55,6 +55,9 @@ type hca struct {
 	// sigErrOncePerMkey: an mkey reports one signature error until a UMR
 	// re-arms it (Options.SigErrOncePerMkey).
 	sigErrOncePerMkey bool
+	// pageFault resolves ODP page faults this process cannot
+	// (Options.PageFault); nil for none.
+	pageFault func(addr, length uint64, write bool)
 	// subs are the DEVX event subscriptions of every context, filed as
 	// devx.c files them (see subKey).
 	subs map[subKey][]*subscription

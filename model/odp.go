@@ -104,12 +104,26 @@ func (p *profile) odpCaps() seam.ODPCaps {
 	return c
 }
 
+// faultIn reports whether [lo, hi), page-aligned, is mapped (writable
+// with write), after the page-fault handler (Options.PageFault), if
+// there is one, had the chance to map it. The caller holds h.mu.
+func (h *hca) faultIn(lo, hi uint64, write bool) bool {
+	if mapped(lo, hi, write) {
+		return true
+	}
+	if h.pageFault == nil {
+		return false
+	}
+	h.pageFault(lo, hi-lo, write)
+	return mapped(lo, hi, write)
+}
+
 // odpAccessible faults in [addr, addr+n) of the ODP mkey mk for access a
 // and returns it.
 func (h *hca) odpSpan(spans [][]byte, mk *mkeyObj, key uint32, addr, n uint64, a access) ([][]byte, *keyErr) {
 	write := a == accLocalWrite || a == accRemoteWrite || a == accRemoteAtomic
 	lo, hi := addr&^(pageSize-1), (addr+n+pageSize-1)&^(pageSize-1)
-	if hi < lo || hi > 1<<63 || !mapped(lo, hi, write) {
+	if hi < lo || hi > 1<<63 || !h.faultIn(lo, hi, write) {
 		h.odp.FaultErrors++
 		return spans, keyFail("key %#x: ODP page fault on [%#x, +%#x) could not be resolved (not mapped, or not writable)", key, addr, n)
 	}
@@ -205,7 +219,7 @@ func (d *Device) AdviseMR(pd seam.Handle, advice, flags uint32, sges []seam.Advi
 			d.h.odp.PrefetchedPages += presentPages(lo, hi)
 			continue
 		}
-		if !mapped(lo, hi, advice == advisePrefetchWrite) {
+		if !d.h.faultIn(lo, hi, advice == advisePrefetchWrite) {
 			if flags&adviseFlagFlush != 0 {
 				return kerr(call, unix.EFAULT, "pagefault_mr: the range cannot be faulted in")
 			}

@@ -53,7 +53,7 @@ func tools(t *testing.T) (bridge, shim string) {
 		}
 		for _, c := range [][]string{
 			{"go", "build", "-ldflags=-T=0x300000001000", "-o", filepath.Join(buildDir, "bridge"), "./bridge"},
-			{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-shared", "-fPIC",
+			{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-shared", "-fPIC", "-pthread",
 				"-o", filepath.Join(buildDir, "mlx5bshim.so"), "shim/mlx5bshim.c", "-ldl"},
 		} {
 			cmd := exec.Command(c[0], c[1:]...)

@@ -123,8 +123,7 @@ func TestMapAtNeverOverOwnMemory(t *testing.T) {
 	if err := unix.Ftruncate(fd, 2*pageSize); err != nil {
 		t.Fatal(err)
 	}
-	var x context
-	if err := x.mapAt(base, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
+	if err := mapAt(base, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
 		t.Errorf("a mirror over the bridge's own page: %v, want EEXIST", err)
 	}
 	if string(own[:16]) != "the bridge's own" {
@@ -138,12 +137,12 @@ func TestMapAtNeverOverOwnMemory(t *testing.T) {
 		t.Fatal(e)
 	}
 	for i := range 2 {
-		if err := x.mapAt(free, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); err != nil {
+		if err := mapAt(free, pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); err != nil {
 			t.Fatalf("mirror %d at free space: %v", i, err)
 		}
 	}
 	// A range over the mirror and the bridge's own page is refused whole.
-	if err := x.mapAt(base, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
+	if err := mapAt(base, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, fd); !errors.Is(err, unix.EEXIST) {
 		t.Errorf("a mirror over a mirror and the bridge's own page: %v, want EEXIST", err)
 	}
 	if string(own[:16]) != "the bridge's own" {

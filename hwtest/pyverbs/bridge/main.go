@@ -53,8 +53,8 @@ func profileName() string { return profile }
 // context is one ibv_open_device: a model context and what the kernel
 // keeps for it.
 type context struct {
-	conn *net.UnixConn
-	d    *model.Device
+	link
+	d *model.Device
 	// uars are the UARs allocated, by mmap offset, for the mmap that follows.
 	uars map[uint64]seam.UAR
 	// comps are the completion channels by the fd the caller reads.
@@ -138,7 +138,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
 		return 1
 	}
-	hca, err = model.NewWithOptions(profile, model.Options{Crypto: co})
+	hca, err = model.NewWithOptions(profile, model.Options{Crypto: co, PageFault: pageFault})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
 		return 1
@@ -156,10 +156,18 @@ func run() int {
 	}
 	defer l.Close()
 	go serve(l)
+	pagerSock := filepath.Join(dir, "pager.sock")
+	pl, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: pagerSock, Net: "unixpacket"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bridge: %v\n", err)
+		return 1
+	}
+	defer pl.Close()
+	go servePager(pl)
 
 	cmd := exec.Command(flag.Arg(0), flag.Args()[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "SYSFS_PATH="+sysfs, "MLX5B_SOCKET="+sock,
+	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "SYSFS_PATH="+sysfs, "MLX5B_SOCKET="+sock, "MLX5B_PAGER="+pagerSock,
 		"MLX5_CRYPTO_TEST_INFO="+login)
 	if trace {
 		cmd.Env = append(cmd.Env, "MLX5B_TRACE=1")
@@ -223,7 +231,7 @@ func open(conn *net.UnixConn) (*context, error) {
 		return nil, err
 	}
 	tracef("open context")
-	return &context{conn: conn, d: d, uars: map[uint64]seam.UAR{},
+	return &context{link: link{conn}, d: d, uars: map[uint64]seam.UAR{},
 		comps: map[int]seam.CompChannel{}, asyncFDs: map[int]*asyncCmd{},
 		users: map[seam.Handle]uint64{}, compEvents: map[uint64]uint32{}, asyncEvents: map[uint64]uint32{},
 		maps: map[uint64]*mapped{}, pds: map[seam.Handle]uint32{}, mrs: map[seam.Handle]mrFacts{}}, nil

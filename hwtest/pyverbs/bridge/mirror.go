@@ -50,8 +50,9 @@ func (m *mirrors) add(lo, hi uint64) {
 }
 
 // mirror makes [addr, addr+n) of the caller's memory (what of it is
-// mapped) this process's too, at the same addresses.
-func (x *context) mirror(addr, n uint64) error {
+// mapped) this process's too, at the same addresses: the shim's end of x
+// moves the pages.
+func (x link) mirror(addr, n uint64) error {
 	if n == 0 || addr+n < addr {
 		return nil
 	}
@@ -77,7 +78,7 @@ func (x *context) mirror(addr, n uint64) error {
 	for i := range segs {
 		s := b[16+24*i:]
 		a, l, prot := binary.NativeEndian.Uint64(s), binary.NativeEndian.Uint64(s[8:]), int(binary.NativeEndian.Uint64(s[16:]))
-		if err := x.mapAt(a, l, prot, fds[i]); err != nil {
+		if err := mapAt(a, l, prot, fds[i]); err != nil {
 			return err
 		}
 		tracef("mirror [%#x, %#x)", a, a+l)
@@ -90,7 +91,7 @@ func (x *context) mirror(addr, n uint64) error {
 // process's own. The parts no mirror covers are first reserved with
 // MAP_FIXED_NOREPLACE, which fails (EEXIST) where this process maps
 // anything.
-func (x *context) mapAt(a, l uint64, prot, fd int) error {
+func mapAt(a, l uint64, prot, fd int) error {
 	if a%pageSize != 0 || l%pageSize != 0 || l == 0 || a+l < a {
 		return fmt.Errorf("mirror [%#x, +%#x): not whole pages: %w", a, l, unix.EPROTO)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/mlx5go/mlx5go/internal/uverbsabi"
 	"golang.org/x/sys/unix"
@@ -42,7 +43,10 @@ import (
 //	opMirrored shim:   u32 segments, u32 0, then (u64 address, u64 length,
 //	                   u64 prot) each, and its memfd in SCM_RIGHTS
 //
-// Closing the socket is closing the device context.
+// Closing the socket is closing the device context. The pager is one more
+// connection of the program, to a socket of its own (MLX5B_PAGER), which
+// a thread of the shim serves: on it the bridge asks opMirror at any
+// time, for the ODP page faults the model raises (pager.go).
 const (
 	opIoctl    = 1
 	opMmap     = 2
@@ -61,15 +65,20 @@ const maxMsg = 256 << 10
 // maxPass bounds the fds of one result (the shim's MAX_PASS).
 const maxPass = 16
 
+// A link is one connection of the shim's: a context's, or the pager's.
+type link struct {
+	conn *net.UnixConn
+}
+
 // exchange sends msg (with fds) and returns the next record and its fds.
-func (x *context) exchange(msg []byte, fds []int) ([]byte, []int, error) {
+func (x link) exchange(msg []byte, fds []int) ([]byte, []int, error) {
 	if err := x.send(msg, fds); err != nil {
 		return nil, nil, err
 	}
 	return x.recv()
 }
 
-func (x *context) send(msg []byte, fds []int) error {
+func (x link) send(msg []byte, fds []int) error {
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
@@ -80,7 +89,7 @@ func (x *context) send(msg []byte, fds []int) error {
 	return nil
 }
 
-func (x *context) recv() ([]byte, []int, error) {
+func (x link) recv() ([]byte, []int, error) {
 	b := make([]byte, maxMsg)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	n, oobn, flags, _, err := x.conn.ReadMsgUnix(b, oob)

@@ -69,10 +69,20 @@ func (x *context) invokeWrite(c *call) error {
 		decode(in, &q)
 		if q.Start == 0 && q.Length == ^uint64(0) && q.AccessFlags&u.IB_UVERBS_ACCESS_ON_DEMAND != 0 {
 			// ibv_reg_mr(pd, NULL, SIZE_MAX, ...|IBV_ACCESS_ON_DEMAND):
-			// the implicit ODP MR of the whole address space. The
-			// bridge cannot give it (implicitODP): mlx5_ib's answer
-			// without IB_ODP_SUPPORT_IMPLICIT.
-			return fmt.Errorf("reg mr: implicit ODP: %w", unix.EINVAL)
+			// the implicit ODP MR of the whole address space, whose
+			// pages the pager mirrors as the device faults them in
+			// (pager.go).
+			od, ok := any(d).(seam.ODPDevice)
+			if !ok {
+				return unix.EOPNOTSUPP
+			}
+			mr, err := od.RegImplicitODP(seam.Handle(q.PdHandle), q.AccessFlags)
+			if err != nil {
+				return err
+			}
+			x.rememberMR(mr.Handle, mrFacts{lkey: mr.LKey, rkey: mr.RKey, length: q.Length, iova: q.HcaVa})
+			c.outStruct(u.UVERBS_ATTR_CORE_OUT, &u.IbUverbsRegMrResp{MrHandle: uint32(mr.Handle), Lkey: mr.LKey, Rkey: mr.RKey})
+			return nil
 		}
 		if q.Length == 0 || q.Start+q.Length < q.Start || q.Length > 1<<46 {
 			return unix.EINVAL
@@ -342,7 +352,7 @@ func (x *context) queryDevice(c *call) (u.IbUverbsExQueryDeviceResp, error) {
 	b.MaxTotalMcastQpAttach = b.MaxMcastQpAttach * b.MaxMcastGrp
 	b.MaxAh = 1<<31 - 1
 	b.PhysPortCnt = uint8(g(h.NumPorts))
-	r.OdpCaps.GeneralCaps = a.ODP.General &^ implicitODP
+	r.OdpCaps.GeneralCaps = a.ODP.General
 	r.OdpCaps.PerTransportCaps.RcOdpCaps = a.ODP.RC
 	r.OdpCaps.PerTransportCaps.UcOdpCaps = a.ODP.UC
 	r.OdpCaps.PerTransportCaps.UdOdpCaps = a.ODP.UD
@@ -374,10 +384,3 @@ func writeName(cmd uint32) string {
 
 func methodName(obj, meth uint16) string { return fmt.Sprintf("obj %#x method %#x", obj, meth) }
 
-// implicitODP is IB_ODP_SUPPORT_IMPLICIT, which the bridge takes out of
-// the ODP caps the model reports. An implicit MR covers the caller's
-// whole address space, and the device faults its pages in as it touches
-// them, long after the command; the bridge mirrors the caller's memory
-// only while a command runs (mirror.go), so the model, another process,
-// would fault in its own pages instead.
-const implicitODP = 1 << 1

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -334,7 +335,23 @@ fail:
 	}
 }
 
+/* One mirror at a time in the process: a command's and the pager's may
+ * ask for the same pages. */
+static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int mirror_locked(uint64_t addr, uint64_t len, struct seg *segs, int *fds, int *nsegs);
+
 static int mirror(uint64_t addr, uint64_t len, struct seg *segs, int *fds, int *nsegs)
+{
+	int err;
+
+	pthread_mutex_lock(&mirror_lock);
+	err = mirror_locked(addr, len, segs, fds, nsegs);
+	pthread_mutex_unlock(&mirror_lock);
+	return err;
+}
+
+static int mirror_locked(uint64_t addr, uint64_t len, struct seg *segs, int *fds, int *nsegs)
 {
 	uint64_t lo = addr & ~(PAGE - 1), hi;
 	char *maps_txt = NULL, *line, *save = NULL;
@@ -518,6 +535,68 @@ static int simple(struct conn *c, const uint8_t *req, size_t n)
 	return (int)-r;
 }
 
+/*
+ * The pager: one more connection, to $MLX5B_PAGER, on which the bridge
+ * asks for pages at any time (the ODP page faults of the device), served
+ * by a thread of its own. It starts with the first open of the device.
+ */
+static pthread_once_t pager_once = PTHREAD_ONCE_INIT;
+
+static void *pager_loop(void *arg)
+{
+	int s = (int)(intptr_t)arg, fds[MAX_SEGS], nfds;
+	uint8_t *buf = malloc(MAX_MSG);
+
+	while (buf) {
+		ssize_t r = recv_rec(s, buf, MAX_MSG, fds, &nfds);
+
+		if (r < 0)
+			break;
+		close_all(fds, nfds);
+		if (r < 24 || get32(buf) != OP_MIRROR || answer_mirror(s, buf, r))
+			break;
+	}
+	free(buf);
+	RESOLVE(close);
+	real_close(s);
+	return NULL;
+}
+
+static void start_pager(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = getenv("MLX5B_PAGER");
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t th;
+	int s;
+
+	if (!path)
+		return;
+	RESOLVE(socket);
+	RESOLVE(close);
+	s = real_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		trace("pager: connect %s: %s", path, strerror(errno));
+		real_close(s);
+		return;
+	}
+	/* The thread takes no signal of the program's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, pager_loop, (void *)(intptr_t)s)) {
+		trace("pager: no thread");
+		real_close(s);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static int open_cdev(int flags)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -567,6 +646,7 @@ static int open_cdev(int flags)
 		pthread_mutex_unlock(&conns_lock);
 	}
 	trace("open " CDEV_PATH ": fd %d", s);
+	pthread_once(&pager_once, start_pager);
 	return s;
 }
 
