@@ -383,4 +383,3 @@ func writeName(cmd uint32) string {
 }
 
 func methodName(obj, meth uint16) string { return fmt.Sprintf("obj %#x method %#x", obj, meth) }
-
